@@ -1,0 +1,19 @@
+//! The iWARP wire protocol as a sans-IO core: MPA (RFC 5044, RFC 6581), DDP (RFC 5041) and
+//! RDMAP (RFC 5040).
+//!
+//! No I/O, no allocation, no `unsafe`: the kernel module compiles these same files in (it cannot
+//! link external crates), a user-level engine can drive them over a socket, and the host tests
+//! prove them exhaustively. Each module is included by path from `kmod/`, so modules refer to
+//! each other as `crate::name` and must stay at the crate root.
+#![no_std]
+#![forbid(unsafe_code)]
+
+pub mod crc;
+pub mod ddp;
+pub mod markers;
+pub mod mpa;
+pub mod rdmap;
+pub mod rx;
+pub mod stream;
+pub mod terminate;
+pub mod tx;

@@ -1,0 +1,214 @@
+//! MPA marker geometry (RFC 5044 section 7): where markers sit in the stream and how they
+//! interleave with an FPDU's bytes.
+//!
+//! Stream offsets count from the first octet of the first FPDU (offset 0), where the first
+//! marker sits; further markers follow every `interval` octets. A marker is 4 octets: 16 reserved
+//! bits, then FPDUPTR, the distance back from the marker to the start of the FPDU it lies in
+//! (0 when the marker is the first thing in that FPDU). Markers are part of the FPDU they fall in
+//! and are covered by its CRC. FPDU bodies, markers and the interval are all multiples of 4, so a
+//! marker never splits a header field.
+
+/// Length of one marker on the wire.
+pub const MARKER_LEN: u32 = 4;
+/// The RFC 5044 marker interval.
+pub const RFC_INTERVAL: u32 = 512;
+
+/// Where markers sit, or that there are none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Markers {
+    interval: u32,
+}
+
+/// A stretch of an FPDU on the wire: either a marker or a run of FPDU body octets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Run {
+    /// A marker at stream offset `pos`.
+    Marker { pos: u64 },
+    /// Body octets `[body_off, body_off + len)` of the FPDU at stream offset `pos`.
+    Body { pos: u64, body_off: u32, len: u32 },
+}
+
+impl Markers {
+    /// No markers.
+    pub const NONE: Markers = Markers { interval: 0 };
+    /// Markers every 512 octets, as RFC 5044 specifies.
+    pub const RFC: Markers = Markers { interval: RFC_INTERVAL };
+
+    /// Markers every `interval` octets; `None` unless it is a multiple of 4 in `8..=65532`.
+    pub fn every(interval: u32) -> Option<Markers> {
+        (interval % 4 == 0 && (8..=65532).contains(&interval)).then_some(Markers { interval })
+    }
+
+    /// Whether markers are in use.
+    pub fn enabled(self) -> bool {
+        self.interval != 0
+    }
+
+    /// The interval, 0 when disabled.
+    pub fn interval(self) -> u32 {
+        self.interval
+    }
+
+    /// The first marker position at or after `pos`.
+    pub fn next_at_or_after(self, pos: u64) -> Option<u64> {
+        if !self.enabled() {
+            return None;
+        }
+        let n = self.interval as u64;
+        Some(pos.div_ceil(n) * n)
+    }
+
+    /// Iterates the runs of an FPDU whose first wire octet is at `start` and whose body (length
+    /// field, ULPDU, pad and CRC) is `body_len` octets. A marker right after the last body octet
+    /// belongs to the next FPDU and is not yielded.
+    pub fn runs(self, start: u64, body_len: u32) -> Runs {
+        Runs { markers: self, pos: start, body_off: 0, body_len }
+    }
+
+    /// Octets on the wire of an FPDU starting at `start` with `body_len` body octets.
+    pub fn wire_len(self, start: u64, body_len: u32) -> u32 {
+        let count = self.runs(start, body_len).filter(|r| matches!(r, Run::Marker { .. })).count();
+        body_len + MARKER_LEN * count as u32
+    }
+}
+
+/// Iterator returned by [`Markers::runs`].
+pub struct Runs {
+    markers: Markers,
+    pos: u64,
+    body_off: u32,
+    body_len: u32,
+}
+
+impl Iterator for Runs {
+    type Item = Run;
+
+    fn next(&mut self) -> Option<Run> {
+        if self.body_off == self.body_len {
+            return None;
+        }
+        let left = (self.body_len - self.body_off) as u64;
+        let len = match self.markers.next_at_or_after(self.pos) {
+            Some(m) if m == self.pos => {
+                self.pos += MARKER_LEN as u64;
+                return Some(Run::Marker { pos: m });
+            }
+            Some(m) => core::cmp::min(m - self.pos, left),
+            None => left,
+        } as u32;
+        let run = Run::Body { pos: self.pos, body_off: self.body_off, len };
+        self.pos += len as u64;
+        self.body_off += len;
+        Some(run)
+    }
+}
+
+/// The largest ULPDU that fits a TCP segment of `emss` octets with these markers
+/// (RFC 5044 section 11.2: MULPDU = EMSS - (6 + 4 * ceil(EMSS / 512) + EMSS mod 4)).
+pub fn mulpdu(emss: u32, markers: Markers) -> u32 {
+    let marker_room = if markers.enabled() { MARKER_LEN * emss.div_ceil(markers.interval) } else { 0 };
+    emss.saturating_sub(6 + marker_room + emss % 4)
+}
+
+/// Pad octets after a ULPDU of `ulpdu_len` so that length field + ULPDU + pad is a multiple of 4.
+pub fn pad_len(ulpdu_len: u32) -> u32 {
+    (4 - (2 + ulpdu_len) % 4) % 4
+}
+
+/// Encodes a marker at `pos` in an FPDU starting at `fpdu_start`.
+pub fn encode(pos: u64, fpdu_start: u64) -> [u8; 4] {
+    let ptr = (pos - fpdu_start) as u16;
+    let b = ptr.to_be_bytes();
+    [0, 0, b[0], b[1]]
+}
+
+/// The FPDU start a marker at `pos` points to, or `None` if the marker is malformed
+/// (reserved bits set, pointer not a multiple of 4, or pointing before the stream start).
+pub fn decode(pos: u64, marker: [u8; 4]) -> Option<u64> {
+    let ptr = u16::from_be_bytes([marker[2], marker[3]]) as u64;
+    (marker[0] == 0 && marker[1] == 0 && ptr % 4 == 0 && ptr <= pos).then(|| pos - ptr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_fpdu_starts_with_a_marker() {
+        let runs: [Run; 2] = {
+            let mut it = Markers::RFC.runs(0, 8);
+            [it.next().unwrap(), it.next().unwrap()]
+        };
+        assert_eq!(runs[0], Run::Marker { pos: 0 });
+        assert_eq!(runs[1], Run::Body { pos: 4, body_off: 0, len: 8 });
+        assert_eq!(Markers::RFC.wire_len(0, 8), 12);
+    }
+
+    #[test]
+    fn marker_after_last_body_octet_belongs_to_next_fpdu() {
+        // Body ends exactly at 512: the marker at 512 is not part of this FPDU.
+        assert_eq!(Markers::RFC.wire_len(4, 508), 508);
+        assert_eq!(Markers::RFC.wire_len(4, 512), 516);
+    }
+
+    #[test]
+    fn long_fpdu_counts_every_marker() {
+        // 2000 body octets from 8: markers at 512, 1024 and 1536; the wire ends at 2020.
+        assert_eq!(Markers::RFC.wire_len(8, 2000), 2012);
+        assert_eq!(Markers::NONE.wire_len(8, 2000), 2000);
+    }
+
+    #[test]
+    fn runs_cover_body_exactly_once() {
+        for start in (0..2048).step_by(4) {
+            let mut next_body = 0;
+            let mut pos = start;
+            for r in Markers::every(64).unwrap().runs(start, 300) {
+                match r {
+                    Run::Marker { pos: m } => {
+                        assert_eq!(m % 64, 0);
+                        assert_eq!(m, pos);
+                        pos += 4;
+                    }
+                    Run::Body { pos: p, body_off, len } => {
+                        assert_eq!((p, body_off), (pos, next_body));
+                        next_body += len;
+                        pos += len as u64;
+                    }
+                }
+            }
+            assert_eq!(next_body, 300);
+        }
+    }
+
+    #[test]
+    fn mulpdu_matches_rfc_formula() {
+        assert_eq!(mulpdu(1460, Markers::RFC), 1460 - (6 + 4 * 3));
+        assert_eq!(mulpdu(1460, Markers::NONE), 1454);
+        assert_eq!(mulpdu(1461, Markers::NONE), 1454);
+        // An FPDU of that size always fits one segment, wherever it starts.
+        for start in (0..1024).step_by(4) {
+            let ulpdu = mulpdu(1460, Markers::RFC);
+            let body = 2 + ulpdu + pad_len(ulpdu) + 4;
+            assert!(Markers::RFC.wire_len(start, body) <= 1460);
+        }
+    }
+
+    #[test]
+    fn marker_encoding_round_trips_and_rejects_garbage() {
+        let m = encode(1024, 1000);
+        assert_eq!(decode(1024, m), Some(1000));
+        assert_eq!(decode(512, encode(512, 512)), Some(512));
+        assert_eq!(decode(16, [0, 1, 0, 4]), None);
+        assert_eq!(decode(16, [0, 0, 0, 6]), None);
+        assert_eq!(decode(16, [0, 0, 0, 20]), None);
+    }
+
+    #[test]
+    fn interval_must_be_sane() {
+        assert!(Markers::every(0).is_none());
+        assert!(Markers::every(510).is_none());
+        assert!(Markers::every(4).is_none());
+        assert_eq!(Markers::every(512), Some(Markers::RFC));
+    }
+}

@@ -1,0 +1,154 @@
+//! RDMAP (RFC 5040): opcodes carried in DDP's upper-layer control byte, and the RDMA Read
+//! Request header.
+
+/// The only RDMAP version (RV) defined.
+pub const VERSION: u8 = 1;
+/// Length of the RDMA Read Request header that forms a Read Request's whole payload.
+pub const READ_REQUEST_LEN: usize = 28;
+
+/// Queue numbers of untagged messages.
+pub mod queue {
+    /// Send, Send with Invalidate, Send with SE (and both).
+    pub const SEND: u32 = 0;
+    /// RDMA Read Request.
+    pub const READ_REQUEST: u32 = 1;
+    /// Terminate.
+    pub const TERMINATE: u32 = 2;
+}
+
+/// RDMAP operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opcode {
+    Write = 0,
+    ReadRequest = 1,
+    ReadResponse = 2,
+    Send = 3,
+    SendInvalidate = 4,
+    SendSolicited = 5,
+    SendSolicitedInvalidate = 6,
+    Terminate = 7,
+}
+
+impl Opcode {
+    /// Decodes the 4-bit opcode; `None` for reserved values.
+    pub fn from_bits(v: u8) -> Option<Opcode> {
+        Some(match v {
+            0 => Opcode::Write,
+            1 => Opcode::ReadRequest,
+            2 => Opcode::ReadResponse,
+            3 => Opcode::Send,
+            4 => Opcode::SendInvalidate,
+            5 => Opcode::SendSolicited,
+            6 => Opcode::SendSolicitedInvalidate,
+            7 => Opcode::Terminate,
+            _ => return None,
+        })
+    }
+
+    /// Whether the message uses the tagged buffer model.
+    pub fn tagged(self) -> bool {
+        matches!(self, Opcode::Write | Opcode::ReadResponse)
+    }
+
+    /// The untagged queue the message belongs to (`None` for tagged messages).
+    pub fn queue(self) -> Option<u32> {
+        match self {
+            Opcode::Write | Opcode::ReadResponse => None,
+            Opcode::ReadRequest => Some(queue::READ_REQUEST),
+            Opcode::Terminate => Some(queue::TERMINATE),
+            _ => Some(queue::SEND),
+        }
+    }
+
+    /// Whether this is one of the four Send variants.
+    pub fn is_send(self) -> bool {
+        self.queue() == Some(queue::SEND)
+    }
+
+    /// Send with Solicited Event (with or without Invalidate).
+    pub fn solicited(self) -> bool {
+        matches!(self, Opcode::SendSolicited | Opcode::SendSolicitedInvalidate)
+    }
+
+    /// Send with Invalidate (with or without Solicited Event).
+    pub fn invalidates(self) -> bool {
+        matches!(self, Opcode::SendInvalidate | Opcode::SendSolicitedInvalidate)
+    }
+
+    /// The DDP upper-layer control byte for this opcode: RV in the top two bits.
+    pub fn ctrl_byte(self) -> u8 {
+        VERSION << 6 | self as u8
+    }
+}
+
+/// Splits the DDP upper-layer control byte into (RDMAP version, opcode bits).
+pub fn split_ctrl(b: u8) -> (u8, u8) {
+    (b >> 6, b & 0x0f)
+}
+
+/// The RDMA Read Request header (RFC 5040 section 4.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ReadRequest {
+    /// Where the requester wants the data: its STag ...
+    pub sink_stag: u32,
+    /// ... and tagged offset.
+    pub sink_to: u64,
+    /// Octets to read.
+    pub size: u32,
+    /// Where the data comes from at the responder: STag ...
+    pub src_stag: u32,
+    /// ... and tagged offset.
+    pub src_to: u64,
+}
+
+impl ReadRequest {
+    /// Parses the 28-octet header.
+    pub fn parse(b: &[u8; READ_REQUEST_LEN]) -> ReadRequest {
+        let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let be64 = |i: usize| (be32(i) as u64) << 32 | be32(i + 4) as u64;
+        ReadRequest { sink_stag: be32(0), sink_to: be64(4), size: be32(12), src_stag: be32(16), src_to: be64(20) }
+    }
+
+    /// The 28-octet header.
+    pub fn emit(&self) -> [u8; READ_REQUEST_LEN] {
+        let mut b = [0u8; READ_REQUEST_LEN];
+        b[0..4].copy_from_slice(&self.sink_stag.to_be_bytes());
+        b[4..12].copy_from_slice(&self.sink_to.to_be_bytes());
+        b[12..16].copy_from_slice(&self.size.to_be_bytes());
+        b[16..20].copy_from_slice(&self.src_stag.to_be_bytes());
+        b[20..28].copy_from_slice(&self.src_to.to_be_bytes());
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opcodes_round_trip_and_classify() {
+        for v in 0..16u8 {
+            match Opcode::from_bits(v) {
+                Some(op) => {
+                    assert_eq!(op as u8, v);
+                    assert_eq!(split_ctrl(op.ctrl_byte()), (1, v));
+                    assert_eq!(op.tagged(), op.queue().is_none());
+                }
+                None => assert!(v >= 8),
+            }
+        }
+        assert!(Opcode::SendSolicitedInvalidate.solicited() && Opcode::SendSolicitedInvalidate.invalidates());
+        assert_eq!(Opcode::ReadRequest.queue(), Some(1));
+        assert_eq!(Opcode::Terminate.queue(), Some(2));
+    }
+
+    #[test]
+    fn read_request_layout() {
+        let rr = ReadRequest { sink_stag: 1, sink_to: 2, size: 3, src_stag: 4, src_to: 5 };
+        let b = rr.emit();
+        assert_eq!(&b[..4], &[0, 0, 0, 1]);
+        assert_eq!(&b[4..12], &[0, 0, 0, 0, 0, 0, 0, 2]);
+        assert_eq!(&b[12..16], &[0, 0, 0, 3]);
+        assert_eq!(ReadRequest::parse(&b), rr);
+    }
+}

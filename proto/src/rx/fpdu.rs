@@ -1,0 +1,109 @@
+//! Reading one FPDU out of stream bytes: its length, headers, markers, CRC and payload runs,
+//! with the markers that fall inside it stepped over.
+
+use crate::crc::Crc32c;
+use crate::markers::{self, pad_len, Markers, Run};
+use crate::stream::Pieces;
+use crate::terminate::Cause;
+
+/// An FPDU whose length field has been read.
+#[derive(Clone, Copy, Debug)]
+pub struct Located {
+    /// Stream offset of its first octet.
+    pub start: u64,
+    /// ULPDU length (DDP header and payload).
+    pub ulpdu_len: u16,
+    /// Length field, ULPDU, pad and CRC.
+    pub body_len: u32,
+    /// Body plus markers.
+    pub wire_len: u32,
+}
+
+impl Located {
+    /// Stream offset one past its last octet.
+    pub fn end(&self) -> u64 {
+        self.start + self.wire_len as u64
+    }
+}
+
+/// Reads the length field of the FPDU at `start`; `None` if those octets are not in `data`.
+pub fn locate(data: &Pieces, markers: Markers, start: u64) -> Option<Located> {
+    let mut len = [0u8; 2];
+    read_body(data, markers, start, 4, 0, &mut len)?;
+    let ulpdu_len = u16::from_be_bytes(len);
+    let body_len = 2 + ulpdu_len as u32 + pad_len(ulpdu_len as u32) + 4;
+    Some(Located { start, ulpdu_len, body_len, wire_len: markers.wire_len(start, body_len) })
+}
+
+/// Copies body octets `[from, from + out.len())` of the FPDU at `start` (whose body is at least
+/// `body_len` long) into `out`; `None` if some of them are not in `data`.
+pub fn read_body(data: &Pieces, markers: Markers, start: u64, body_len: u32, from: u32, out: &mut [u8]) -> Option<()> {
+    let to = from + out.len() as u32;
+    for run in markers.runs(start, body_len) {
+        let Run::Body { pos, body_off, len } = run else { continue };
+        let (lo, hi) = (body_off.max(from), (body_off + len).min(to));
+        if lo >= hi {
+            continue;
+        }
+        let wire = pos + (lo - body_off) as u64;
+        if wire < data.start() || wire + (hi - lo) as u64 > data.end() {
+            return None;
+        }
+        data.copy_to(wire, &mut out[(lo - from) as usize..(hi - from) as usize]);
+        if hi == to {
+            break;
+        }
+    }
+    Some(())
+}
+
+/// Checks that every marker inside the FPDU points back to its start.
+pub fn check_markers(data: &Pieces, markers: Markers, f: &Located) -> Result<(), Cause> {
+    for run in markers.runs(f.start, f.body_len) {
+        if let Run::Marker { pos } = run {
+            let mut m = [0u8; 4];
+            data.copy_to(pos, &mut m);
+            if markers::decode(pos, m) != Some(f.start) && !far_marker_matches(pos, f.start, m) {
+                return Err(Cause::MpaMarker);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A marker more than 64 KiB into an FPDU carries the distance modulo 2^16.
+fn far_marker_matches(pos: u64, start: u64, m: [u8; 4]) -> bool {
+    pos - start > u16::MAX as u64 && m[..2] == [0, 0] && u16::from_be_bytes([m[2], m[3]]) == (pos - start) as u16
+}
+
+/// Checks the FPDU's CRC (everything before the CRC field, markers included).
+pub fn check_crc<C: Crc32c>(data: &Pieces, f: &Located) -> Result<(), Cause> {
+    let crc_pos = f.end() - 4;
+    let mut crc = 0u32;
+    data.for_each(f.start, crc_pos - f.start, |s| crc = C::append(crc, s));
+    let mut wire = [0u8; 4];
+    data.copy_to(crc_pos, &mut wire);
+    if u32::from_le_bytes(wire) == crc {
+        Ok(())
+    } else {
+        Err(Cause::MpaCrc)
+    }
+}
+
+/// Calls `f(payload_offset, bytes)` for the payload octets of the FPDU, which start at body
+/// offset `payload_from` (after the length field and DDP header), in order.
+pub fn for_each_payload<'a>(data: &Pieces<'a>, markers: Markers, fp: &Located, payload_from: u32, mut f: impl FnMut(u32, &'a [u8])) {
+    let to = 2 + fp.ulpdu_len as u32;
+    for run in markers.runs(fp.start, fp.body_len) {
+        let Run::Body { pos, body_off, len } = run else { continue };
+        let (lo, hi) = (body_off.max(payload_from), (body_off + len).min(to));
+        if lo >= hi {
+            continue;
+        }
+        let mut at = lo - payload_from;
+        data.for_each(pos + (lo - body_off) as u64, (hi - lo) as u64, |s| {
+            f(at, s);
+            at += s.len() as u32;
+        });
+    }
+}

@@ -1,0 +1,377 @@
+//! Receive engine: stream bytes in, placement actions and in-order deliveries out.
+//!
+//! Bytes arrive with their stream offset (counted from the first FPDU octet), in any order and
+//! any split. Bytes at the in-order point are parsed FPDU by FPDU: each FPDU's CRC and markers
+//! are checked before any of its bytes is placed, its header is validated, the [`Sink`] checks
+//! the target and the payload is placed, then deliveries are made strictly in order, exactly
+//! once. Bytes beyond the in-order point are placed early when markers reveal FPDU starts in
+//! them and whole FPDUs are present (seeds 002 and 004); such FPDUs are recorded so the in-order
+//! pass, which TCP guarantees will see the same bytes again, only delivers them. Anything that
+//! cannot be placed early is dropped, never buffered. A protocol error yields the Terminate to
+//! send and ends the stream.
+
+mod fpdu;
+pub mod placed;
+
+use crate::crc::Crc32c;
+use crate::ddp::{self, Buffer, Header};
+use crate::markers::Markers;
+use crate::mpa::negotiate::Rtr;
+use crate::rdmap::{self, queue, Opcode, ReadRequest, READ_REQUEST_LEN};
+use crate::stream::Pieces;
+use crate::terminate::{self, Cause, Terminate};
+use fpdu::Located;
+use placed::Placed;
+
+/// Where payload octets go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The data sink's buffer `stag` at tagged offset `to`.
+    Tagged { stag: u32, to: u64 },
+    /// The receive buffer of Send message `msn`, at message offset `mo`.
+    Untagged { msn: u32, mo: u32 },
+}
+
+/// Something the upper layer learns, in stream order, exactly once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A Send message is complete in the receive buffer for `msn`.
+    Send { msn: u32, len: u32, solicited: bool, invalidate: Option<u32> },
+    /// The last segment of an RDMA Write to `stag` arrived (no completion at the data sink in
+    /// RDMAP, but the order is observable).
+    Write { stag: u32 },
+    /// The last segment of a Read Response arrived: the oldest outstanding Read is complete.
+    ReadResponse { stag: u32 },
+    /// The peer asks us to serve an RDMA Read.
+    ReadRequest(ReadRequest),
+    /// The peer terminated the stream.
+    Terminate(Terminate),
+    /// The peer-to-peer ready-to-receive message arrived (responder side); for a Read RTR the
+    /// responder must now answer it with a zero-length Read Response.
+    ReadyToReceive(Rtr),
+}
+
+/// The upper layer: checks targets, places bytes, takes deliveries.
+pub trait Sink {
+    /// Whether `len` octets of a segment of `op` may be placed at `target` (STag valid and
+    /// associated with this stream, range within bounds, access rights; for Sends, a receive
+    /// buffer posted for this MSN and large enough). Called before any octet of the segment is
+    /// placed, also for zero-length segments.
+    fn check(&mut self, op: Opcode, target: Target, len: u32) -> Result<(), Cause>;
+    /// Places octets that `check` allowed.
+    fn place(&mut self, target: Target, bytes: &[u8]);
+    /// Takes a delivery.
+    fn deliver(&mut self, event: Event);
+}
+
+/// How this stream's FPDUs are framed and what comes first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Markers in what we receive (our M flag).
+    pub markers: Markers,
+    /// CRCs negotiated.
+    pub crc: bool,
+    /// Peer-to-peer: the RTR message we wait for (responder), if any.
+    pub expect_rtr: Option<Rtr>,
+    /// Peer-to-peer initiator that sent a Read RTR: the first Read Response is its answer.
+    pub expect_rtr_read_response: bool,
+}
+
+/// Why receiving stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxError {
+    /// Protocol error: send this Terminate, flush, and close.
+    Terminate(Terminate),
+    /// The stream already ended (after an error or a received Terminate).
+    Closed,
+}
+
+/// A validated segment header.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    op: Opcode,
+    last: bool,
+    buf: Buffer,
+    hdr_len: u32,
+    payload_len: u32,
+}
+
+/// The receiving half of a stream.
+pub struct Receiver {
+    cfg: Config,
+    next: u64,
+    next_msn: [u32; 3],
+    send_mo: u32,
+    placed: Placed,
+    closed: bool,
+}
+
+impl Receiver {
+    /// A receiver whose first FPDU starts at stream offset 0.
+    pub fn new(cfg: Config) -> Receiver {
+        Receiver { cfg, next: 0, next_msn: [1; 3], send_mo: 0, placed: Placed::new(), closed: false }
+    }
+
+    /// Stream offset of the next FPDU to process in order: the caller keeps every byte from here.
+    pub fn next(&self) -> u64 {
+        self.next
+    }
+
+    /// Number of FPDUs placed early and not yet reached in order.
+    pub fn placed_ahead(&self) -> usize {
+        self.placed.len()
+    }
+
+    /// Takes stream bytes `data`. Returns how far the in-order point advanced: the caller may
+    /// drop bytes below [`Receiver::next`] and must offer the rest again with more.
+    pub fn receive<C: Crc32c, S: Sink>(&mut self, data: &Pieces, sink: &mut S) -> Result<u64, RxError> {
+        if self.closed {
+            return Err(RxError::Closed);
+        }
+        if data.end() <= self.next {
+            return Ok(0);
+        }
+        if data.start() > self.next {
+            self.place_ahead::<C, S>(data, sink);
+            return Ok(0);
+        }
+        let before = self.next;
+        let res = self.in_order::<C, S>(data, sink);
+        self.placed.prune_below(self.next);
+        match res {
+            Ok(()) => Ok(self.next - before),
+            Err(e) => {
+                self.closed = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Processes every whole FPDU from the in-order point on.
+    fn in_order<C: Crc32c, S: Sink>(&mut self, data: &Pieces, sink: &mut S) -> Result<(), RxError> {
+        let markers = self.cfg.markers;
+        while let Some(f) = fpdu::locate(data, markers, self.next) {
+            if f.end() > data.end() {
+                break;
+            }
+            let early = self.placed.take(f.start).is_some();
+            if !early {
+                fpdu::check_markers(data, markers, &f).map_err(|c| self.term(c, data, &f))?;
+                if self.cfg.crc {
+                    fpdu::check_crc::<C>(data, &f).map_err(|c| self.term(c, data, &f))?;
+                }
+            }
+            let seg = self.segment(data, &f)?;
+            self.check_order(&seg).map_err(|c| self.term(c, data, &f))?;
+            if !early {
+                self.place::<S>(data, &f, &seg, sink).map_err(|c| self.term(c, data, &f))?;
+            }
+            self.next = f.end();
+            if self.deliver(data, &f, &seg, sink)? {
+                self.closed = true;
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Places whole FPDUs found through markers in bytes beyond the in-order point.
+    fn place_ahead<C: Crc32c, S: Sink>(&mut self, data: &Pieces, sink: &mut S) {
+        if self.placed.ends_at(data.start()) {
+            // Right after an FPDU placed early: an FPDU starts here, marker or not.
+            self.place_run_from::<C, S>(data, data.start(), sink);
+            return;
+        }
+        let markers = self.cfg.markers;
+        let Some(mut m) = markers.next_at_or_after(data.start()) else { return };
+        while m + 4 <= data.end() {
+            let mut raw = [0u8; 4];
+            data.copy_to(m, &mut raw);
+            match crate::markers::decode(m, raw) {
+                Some(start) if start >= data.start() => {
+                    self.place_run_from::<C, S>(data, start, sink);
+                    return;
+                }
+                _ => m += markers.interval() as u64,
+            }
+        }
+    }
+
+    /// Places consecutive whole FPDUs from `start` until one is incomplete or fails a check.
+    fn place_run_from<C: Crc32c, S: Sink>(&mut self, data: &Pieces, mut start: u64, sink: &mut S) {
+        let markers = self.cfg.markers;
+        while let Some(f) = fpdu::locate(data, markers, start) {
+            if f.end() > data.end() || !self.placed.has_room() {
+                return;
+            }
+            if !self.placed.overlaps(f.start, f.wire_len) {
+                let ok = fpdu::check_markers(data, markers, &f).is_ok()
+                    && (!self.cfg.crc || fpdu::check_crc::<C>(data, &f).is_ok());
+                let Some(seg) = ok.then(|| self.segment(data, &f).ok()).flatten() else { return };
+                if !seg.op.tagged() && !seg.op.is_send() {
+                    // Read Requests and Terminates have nothing to place; the in-order pass acts.
+                } else if self.place::<S>(data, &f, &seg, sink).is_ok() {
+                    self.placed.insert(f.start, f.wire_len);
+                } else {
+                    return;
+                }
+            }
+            start = f.end();
+        }
+    }
+
+    /// Parses and validates the DDP/RDMAP header of an FPDU (everything that needs no order).
+    fn segment(&self, data: &Pieces, f: &Located) -> Result<Segment, RxError> {
+        let mut hdr = [0u8; ddp::UNTAGGED_LEN];
+        let avail = (f.ulpdu_len as usize).min(hdr.len());
+        fpdu::read_body(data, self.cfg.markers, f.start, f.body_len, 2, &mut hdr[..avail]).ok_or(RxError::Closed)?;
+        let fail = |c: Cause| RxError::Terminate(Terminate::new(c).with_segment(f.ulpdu_len, &hdr[..avail]));
+        let h = Header::parse(&hdr[..avail]).ok_or(fail(Cause::DdpCatastrophic))?;
+        let tagged = matches!(h.buf, Buffer::Tagged { .. });
+        let hdr_len = h.len() as u32;
+        let payload_len = f.ulpdu_len as u32 - hdr_len;
+        if h.version != ddp::VERSION {
+            return Err(fail(if tagged { Cause::DdpTaggedVersion } else { Cause::DdpUntaggedVersion }));
+        }
+        let (rv, bits) = rdmap::split_ctrl(h.ulp_ctrl);
+        if rv != rdmap::VERSION {
+            return Err(fail(Cause::RdmapVersion));
+        }
+        let op = Opcode::from_bits(bits).filter(|op| op.tagged() == tagged).ok_or(fail(Cause::RdmapOpcode))?;
+        match h.buf {
+            Buffer::Tagged { to, .. } => {
+                to.checked_add(payload_len as u64).ok_or(fail(Cause::DdpToWrap))?;
+            }
+            Buffer::Untagged { qn, mo, .. } => {
+                if Some(qn) != op.queue() {
+                    return Err(fail(Cause::DdpInvalidQn));
+                }
+                mo.checked_add(payload_len).ok_or(fail(Cause::DdpInvalidMo))?;
+                let whole = match op {
+                    Opcode::ReadRequest => Some(READ_REQUEST_LEN as u32),
+                    Opcode::Terminate => None,
+                    _ => return Ok(Segment { op, last: h.last, buf: h.buf, hdr_len, payload_len }),
+                };
+                let bad_len = whole.is_some_and(|n| n != payload_len) || payload_len > terminate::MAX_LEN as u32;
+                if !h.last || mo != 0 || bad_len {
+                    return Err(fail(Cause::RdmapStreamCatastrophic));
+                }
+            }
+        }
+        Ok(Segment { op, last: h.last, buf: h.buf, hdr_len, payload_len })
+    }
+
+    /// In-order rules: MSNs and message offsets follow on, and the RTR comes first.
+    fn check_order(&self, seg: &Segment) -> Result<(), Cause> {
+        if let Some(rtr) = self.cfg.expect_rtr {
+            let want = match rtr {
+                Rtr::Send => Opcode::Send,
+                Rtr::Write => Opcode::Write,
+                Rtr::Read => Opcode::ReadRequest,
+            };
+            let zero = match seg.op {
+                Opcode::ReadRequest => true,
+                _ => seg.payload_len == 0,
+            };
+            if seg.op != want || !zero || !seg.last {
+                return Err(Cause::MpaNoMatchingRtr);
+            }
+        }
+        if let Buffer::Untagged { qn, msn, mo, .. } = seg.buf {
+            if msn != self.next_msn[qn as usize] {
+                return Err(Cause::DdpMsnRange);
+            }
+            if qn == queue::SEND && mo != self.send_mo {
+                return Err(Cause::DdpInvalidMo);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the target with the sink and places the payload.
+    fn place<S: Sink>(&self, data: &Pieces, f: &Located, seg: &Segment, sink: &mut S) -> Result<(), Cause> {
+        let target = |off: u32| match seg.buf {
+            Buffer::Tagged { stag, to } => Target::Tagged { stag, to: to + off as u64 },
+            Buffer::Untagged { msn, mo, .. } => Target::Untagged { msn, mo: mo + off },
+        };
+        if !(seg.op.tagged() || seg.op.is_send()) || self.is_rtr(seg) {
+            return Ok(());
+        }
+        sink.check(seg.op, target(0), seg.payload_len)?;
+        fpdu::for_each_payload(data, self.cfg.markers, f, 2 + seg.hdr_len, |off, bytes| sink.place(target(off), bytes));
+        Ok(())
+    }
+
+    fn is_rtr(&self, seg: &Segment) -> bool {
+        self.cfg.expect_rtr.is_some() || (self.cfg.expect_rtr_read_response && seg.op == Opcode::ReadResponse)
+    }
+
+    /// Advances in-order state and delivers what the segment completes. Returns whether the
+    /// stream ended (a Terminate arrived).
+    fn deliver<S: Sink>(&mut self, data: &Pieces, f: &Located, seg: &Segment, sink: &mut S) -> Result<bool, RxError> {
+        if let Some(rtr) = self.cfg.expect_rtr.take() {
+            if let Buffer::Untagged { qn, .. } = seg.buf {
+                self.next_msn[qn as usize] += 1;
+            }
+            if rtr != Rtr::Read {
+                sink.deliver(Event::ReadyToReceive(rtr));
+                return Ok(false);
+            }
+        }
+        if self.cfg.expect_rtr_read_response && seg.op == Opcode::ReadResponse {
+            self.cfg.expect_rtr_read_response = false;
+            return Ok(false);
+        }
+        match seg.buf {
+            Buffer::Tagged { stag, .. } => {
+                if seg.last {
+                    sink.deliver(if seg.op == Opcode::Write { Event::Write { stag } } else { Event::ReadResponse { stag } });
+                }
+                Ok(false)
+            }
+            Buffer::Untagged { qn, msn, ulp, .. } => {
+                if qn == queue::SEND {
+                    self.send_mo += seg.payload_len;
+                    if !seg.last {
+                        return Ok(false);
+                    }
+                    let len = core::mem::replace(&mut self.send_mo, 0);
+                    self.next_msn[0] = msn.wrapping_add(1);
+                    let invalidate = seg.op.invalidates().then_some(ulp);
+                    sink.deliver(Event::Send { msn, len, solicited: seg.op.solicited(), invalidate });
+                    return Ok(false);
+                }
+                self.next_msn[qn as usize] = msn.wrapping_add(1);
+                let mut inline = [0u8; terminate::MAX_LEN];
+                let payload = &mut inline[..seg.payload_len as usize];
+                fpdu::read_body(data, self.cfg.markers, f.start, f.body_len, 2 + seg.hdr_len, payload).ok_or(RxError::Closed)?;
+                if seg.op == Opcode::ReadRequest {
+                    let mut rr = [0u8; READ_REQUEST_LEN];
+                    rr.copy_from_slice(payload);
+                    sink.deliver(Event::ReadRequest(ReadRequest::parse(&rr)));
+                    return Ok(false);
+                }
+                let t = Terminate::parse(payload).ok_or(RxError::Terminate(Terminate::new(Cause::RdmapStreamCatastrophic)))?;
+                sink.deliver(Event::Terminate(t));
+                Ok(true)
+            }
+        }
+    }
+
+    /// The Terminate for `cause` found in FPDU `f`, echoing its headers when they are readable.
+    fn term(&self, cause: Cause, data: &Pieces, f: &Located) -> RxError {
+        let mut hdr = [0u8; ddp::UNTAGGED_LEN + READ_REQUEST_LEN];
+        let n = (f.ulpdu_len as usize).min(hdr.len());
+        let mut t = Terminate::new(cause);
+        if fpdu::read_body(data, self.cfg.markers, f.start, f.body_len, 2, &mut hdr[..n]).is_some() && n > 0 {
+            let dlen = Header::len_from_first(hdr[0]).min(n);
+            t = t.with_segment(f.ulpdu_len, &hdr[..dlen]);
+            if n == hdr.len() && rdmap::split_ctrl(hdr[1]).1 == Opcode::ReadRequest as u8 {
+                let mut rr = [0u8; READ_REQUEST_LEN];
+                rr.copy_from_slice(&hdr[ddp::UNTAGGED_LEN..]);
+                t = t.with_read_request(rr);
+            }
+        }
+        RxError::Terminate(t)
+    }
+}

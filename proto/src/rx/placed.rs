@@ -1,0 +1,96 @@
+//! The FPDUs already placed out of order, so the in-order pass does not place them again.
+//! Fixed capacity: when it is full, further out-of-order FPDUs are simply not placed early
+//! (TCP delivers them again in order), so memory stays bounded whatever the peer sends.
+
+/// Capacity of the record.
+pub const CAPACITY: usize = 64;
+
+/// Stream ranges `[start, start + len)` of FPDUs placed ahead of the in-order point.
+pub struct Placed {
+    starts: [u64; CAPACITY],
+    lens: [u32; CAPACITY],
+    n: usize,
+}
+
+impl Placed {
+    pub const fn new() -> Placed {
+        Placed { starts: [0; CAPACITY], lens: [0; CAPACITY], n: 0 }
+    }
+
+    /// Whether another FPDU can be recorded.
+    pub fn has_room(&self) -> bool {
+        self.n < CAPACITY
+    }
+
+    /// Whether `[start, start + len)` overlaps anything recorded.
+    pub fn overlaps(&self, start: u64, len: u32) -> bool {
+        (0..self.n).any(|i| start < self.starts[i] + self.lens[i] as u64 && self.starts[i] < start + len as u64)
+    }
+
+    /// Records an FPDU; the caller checked `has_room` and `!overlaps`.
+    pub fn insert(&mut self, start: u64, len: u32) {
+        self.starts[self.n] = start;
+        self.lens[self.n] = len;
+        self.n += 1;
+    }
+
+    /// Whether a recorded FPDU ends exactly at `pos` (so an FPDU starts there).
+    pub fn ends_at(&self, pos: u64) -> bool {
+        (0..self.n).any(|i| self.starts[i] + self.lens[i] as u64 == pos)
+    }
+
+    /// Removes and returns the length of the FPDU recorded at exactly `start`.
+    pub fn take(&mut self, start: u64) -> Option<u32> {
+        let i = (0..self.n).find(|&i| self.starts[i] == start)?;
+        let len = self.lens[i];
+        self.n -= 1;
+        self.starts[i] = self.starts[self.n];
+        self.lens[i] = self.lens[self.n];
+        Some(len)
+    }
+
+    /// Forgets every record that starts before `pos` (the in-order pass went past it).
+    pub fn prune_below(&mut self, pos: u64) {
+        let mut i = 0;
+        while i < self.n {
+            if self.starts[i] < pos {
+                self.n -= 1;
+                self.starts[i] = self.starts[self.n];
+                self.lens[i] = self.lens[self.n];
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_bounded_and_taken_once() {
+        let mut p = Placed::new();
+        for i in 0..CAPACITY as u64 {
+            assert!(p.has_room());
+            p.insert(i * 100, 100);
+        }
+        assert!(!p.has_room());
+        assert!(p.overlaps(150, 10));
+        assert!(!p.overlaps(CAPACITY as u64 * 100, 10));
+        assert_eq!(p.take(300), Some(100));
+        assert_eq!(p.take(300), None);
+        p.prune_below(1000);
+        assert_eq!(p.len(), CAPACITY - 10);
+    }
+}

@@ -1,0 +1,273 @@
+//! RDMAP Terminate (RFC 5040 section 4.8): which layer failed, how, and the offending headers.
+//! Error codes are from RFC 5040 section 7 (RDMAP), RFC 5041 section 7 (DDP) and RFC 5044
+//! section 8 / RFC 6581 (MPA).
+
+use crate::ddp;
+use crate::rdmap::READ_REQUEST_LEN;
+
+/// Why a stream is terminated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// RDMAP: local catastrophic error.
+    RdmapCatastrophic,
+    /// RDMAP remote protection: invalid STag.
+    RdmapInvalidStag,
+    /// RDMAP remote protection: base or bounds violation.
+    RdmapBaseBounds,
+    /// RDMAP remote protection: access rights violation.
+    RdmapAccessRights,
+    /// RDMAP remote protection: STag not associated with this stream.
+    RdmapStagNotAssociated,
+    /// RDMAP remote protection: tagged offset wrap.
+    RdmapToWrap,
+    /// RDMAP remote operation: invalid RDMAP version.
+    RdmapVersion,
+    /// RDMAP remote operation: unexpected opcode.
+    RdmapOpcode,
+    /// RDMAP remote operation: catastrophic error localized to this stream.
+    RdmapStreamCatastrophic,
+    /// RDMAP remote operation: STag cannot be invalidated.
+    RdmapCannotInvalidate,
+    /// DDP: local catastrophic error (e.g. a segment too short for its header).
+    DdpCatastrophic,
+    /// DDP tagged buffer: invalid STag.
+    DdpInvalidStag,
+    /// DDP tagged buffer: base or bounds violation.
+    DdpBaseBounds,
+    /// DDP tagged buffer: STag not associated with this stream.
+    DdpStagNotAssociated,
+    /// DDP tagged buffer: tagged offset wrap.
+    DdpToWrap,
+    /// DDP tagged buffer: invalid DDP version.
+    DdpTaggedVersion,
+    /// DDP untagged buffer: invalid queue number.
+    DdpInvalidQn,
+    /// DDP untagged buffer: invalid MSN, no buffer available.
+    DdpNoBuffer,
+    /// DDP untagged buffer: invalid MSN, MSN range not valid.
+    DdpMsnRange,
+    /// DDP untagged buffer: invalid message offset.
+    DdpInvalidMo,
+    /// DDP untagged buffer: message too long for the available buffer.
+    DdpTooLong,
+    /// DDP untagged buffer: invalid DDP version.
+    DdpUntaggedVersion,
+    /// MPA: TCP connection closed, terminated or lost.
+    MpaStreamLost,
+    /// MPA: CRC error.
+    MpaCrc,
+    /// MPA: marker and ULPDU length field mismatch (FPDU not where the marker says).
+    MpaMarker,
+    /// MPA: invalid request or reply frame.
+    MpaInvalidFrame,
+    /// MPA v2: local catastrophic error.
+    MpaCatastrophic,
+    /// MPA v2: insufficient IRD resources.
+    MpaInsufficientIrd,
+    /// MPA v2: no matching ready-to-receive message type.
+    MpaNoMatchingRtr,
+}
+
+impl Cause {
+    /// (layer, error type, error code) as carried in the Terminate control field.
+    pub fn code(self) -> (u8, u8, u8) {
+        use Cause::*;
+        match self {
+            RdmapCatastrophic => (0, 0, 0),
+            RdmapInvalidStag => (0, 1, 0x00),
+            RdmapBaseBounds => (0, 1, 0x01),
+            RdmapAccessRights => (0, 1, 0x02),
+            RdmapStagNotAssociated => (0, 1, 0x03),
+            RdmapToWrap => (0, 1, 0x04),
+            RdmapVersion => (0, 2, 0x05),
+            RdmapOpcode => (0, 2, 0x06),
+            RdmapStreamCatastrophic => (0, 2, 0x07),
+            RdmapCannotInvalidate => (0, 2, 0x09),
+            DdpCatastrophic => (1, 0, 0),
+            DdpInvalidStag => (1, 1, 0x00),
+            DdpBaseBounds => (1, 1, 0x01),
+            DdpStagNotAssociated => (1, 1, 0x02),
+            DdpToWrap => (1, 1, 0x03),
+            DdpTaggedVersion => (1, 1, 0x04),
+            DdpInvalidQn => (1, 2, 0x01),
+            DdpNoBuffer => (1, 2, 0x02),
+            DdpMsnRange => (1, 2, 0x03),
+            DdpInvalidMo => (1, 2, 0x04),
+            DdpTooLong => (1, 2, 0x05),
+            DdpUntaggedVersion => (1, 2, 0x06),
+            MpaStreamLost => (2, 0, 0x01),
+            MpaCrc => (2, 0, 0x02),
+            MpaMarker => (2, 0, 0x03),
+            MpaInvalidFrame => (2, 0, 0x04),
+            MpaCatastrophic => (2, 0, 0x05),
+            MpaInsufficientIrd => (2, 0, 0x06),
+            MpaNoMatchingRtr => (2, 0, 0x07),
+        }
+    }
+
+    /// The cause with this code, if it is one we know.
+    pub fn from_code(code: (u8, u8, u8)) -> Option<Cause> {
+        ALL.iter().copied().find(|c| c.code() == code)
+    }
+}
+
+const ALL: [Cause; 29] = {
+    use Cause::*;
+    [
+        RdmapCatastrophic, RdmapInvalidStag, RdmapBaseBounds, RdmapAccessRights, RdmapStagNotAssociated,
+        RdmapToWrap, RdmapVersion, RdmapOpcode, RdmapStreamCatastrophic, RdmapCannotInvalidate,
+        DdpCatastrophic, DdpInvalidStag, DdpBaseBounds, DdpStagNotAssociated, DdpToWrap, DdpTaggedVersion,
+        DdpInvalidQn, DdpNoBuffer, DdpMsnRange, DdpInvalidMo, DdpTooLong, DdpUntaggedVersion,
+        MpaStreamLost, MpaCrc, MpaMarker, MpaInvalidFrame, MpaCatastrophic, MpaInsufficientIrd, MpaNoMatchingRtr,
+    ]
+};
+
+const HDRCT_M: u8 = 0x80;
+const HDRCT_D: u8 = 0x40;
+const HDRCT_R: u8 = 0x20;
+
+/// Most octets a Terminate payload carries: control, segment length, DDP and RDMA headers.
+pub const MAX_LEN: usize = 4 + 2 + ddp::UNTAGGED_LEN + READ_REQUEST_LEN;
+
+/// A Terminate message's payload: the cause and, when known, the offending headers echoed back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Terminate {
+    /// (layer, error type, error code) as on the wire.
+    pub code: (u8, u8, u8),
+    /// ULPDU length of the offending segment, if echoed.
+    pub segment_len: Option<u16>,
+    /// Offending DDP header (14 or 18 octets), if echoed.
+    ddp_hdr: [u8; ddp::UNTAGGED_LEN],
+    ddp_len: u8,
+    /// Offending RDMA Read Request header, if echoed.
+    pub rdma_hdr: Option<[u8; READ_REQUEST_LEN]>,
+}
+
+impl Terminate {
+    /// A Terminate for `cause` with no headers echoed.
+    pub fn new(cause: Cause) -> Terminate {
+        Terminate { code: cause.code(), segment_len: None, ddp_hdr: [0; ddp::UNTAGGED_LEN], ddp_len: 0, rdma_hdr: None }
+    }
+
+    /// Echoes the offending segment: its ULPDU length and DDP header (truncated to 18 octets).
+    pub fn with_segment(mut self, ulpdu_len: u16, ddp_hdr: &[u8]) -> Terminate {
+        let n = core::cmp::min(ddp_hdr.len(), ddp::UNTAGGED_LEN);
+        self.segment_len = Some(ulpdu_len);
+        self.ddp_hdr[..n].copy_from_slice(&ddp_hdr[..n]);
+        self.ddp_len = n as u8;
+        self
+    }
+
+    /// Echoes an offending RDMA Read Request header.
+    pub fn with_read_request(mut self, hdr: [u8; READ_REQUEST_LEN]) -> Terminate {
+        self.rdma_hdr = Some(hdr);
+        self
+    }
+
+    /// The cause, if the code is one we know.
+    pub fn cause(&self) -> Option<Cause> {
+        Cause::from_code(self.code)
+    }
+
+    /// The echoed DDP header (empty if none).
+    pub fn ddp_header(&self) -> &[u8] {
+        &self.ddp_hdr[..self.ddp_len as usize]
+    }
+
+    /// Writes the payload into `out` (at least [`MAX_LEN`] octets) and returns its length.
+    pub fn emit(&self, out: &mut [u8]) -> usize {
+        let (layer, etype, code) = self.code;
+        out[0] = layer << 4 | (etype & 0x0f);
+        out[1] = code;
+        let hdrct = (if self.segment_len.is_some() { HDRCT_M } else { 0 })
+            | (if self.ddp_len > 0 { HDRCT_D } else { 0 })
+            | (if self.rdma_hdr.is_some() { HDRCT_R } else { 0 });
+        out[2] = hdrct;
+        out[3] = 0;
+        let mut n = 4;
+        if self.ddp_len > 0 || self.segment_len.is_some() {
+            out[n..n + 2].copy_from_slice(&self.segment_len.unwrap_or(0).to_be_bytes());
+            n += 2;
+            out[n..n + self.ddp_len as usize].copy_from_slice(self.ddp_header());
+            n += self.ddp_len as usize;
+        }
+        if let Some(r) = &self.rdma_hdr {
+            out[n..n + READ_REQUEST_LEN].copy_from_slice(r);
+            n += READ_REQUEST_LEN;
+        }
+        n
+    }
+
+    /// Parses a received Terminate payload; `None` if it is malformed.
+    pub fn parse(b: &[u8]) -> Option<Terminate> {
+        if b.len() < 4 {
+            return None;
+        }
+        let hdrct = b[2];
+        let mut t = Terminate { code: (b[0] >> 4, b[0] & 0x0f, b[1]), ..Terminate::new(Cause::RdmapCatastrophic) };
+        let mut n = 4;
+        if hdrct & (HDRCT_M | HDRCT_D) != 0 {
+            let len = b.get(n..n + 2)?;
+            if hdrct & HDRCT_M != 0 {
+                t.segment_len = Some(u16::from_be_bytes([len[0], len[1]]));
+            }
+            n += 2;
+        }
+        if hdrct & HDRCT_D != 0 {
+            let dlen = ddp::Header::len_from_first(*b.get(n)?);
+            t = t.with_segment(t.segment_len.unwrap_or(0), b.get(n..n + dlen)?);
+            if hdrct & HDRCT_M == 0 {
+                t.segment_len = None;
+            }
+            n += dlen;
+        }
+        if hdrct & HDRCT_R != 0 {
+            let mut r = [0u8; READ_REQUEST_LEN];
+            r.copy_from_slice(b.get(n..n + READ_REQUEST_LEN)?);
+            t.rdma_hdr = Some(r);
+        }
+        Some(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cause_has_a_distinct_code() {
+        for (i, a) in ALL.iter().enumerate() {
+            assert_eq!(Cause::from_code(a.code()), Some(*a));
+            for b in &ALL[i + 1..] {
+                assert_ne!(a.code(), b.code(), "{a:?} vs {b:?}");
+            }
+        }
+        assert_eq!(Cause::from_code((3, 0, 0)), None);
+    }
+
+    #[test]
+    fn terminate_round_trips_with_and_without_headers() {
+        let hdr = [0x01u8, 0x43, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 0];
+        let cases = [
+            Terminate::new(Cause::MpaCrc),
+            Terminate::new(Cause::DdpInvalidQn).with_segment(100, &hdr),
+            Terminate::new(Cause::RdmapAccessRights).with_segment(46, &hdr).with_read_request([7; 28]),
+        ];
+        for t in cases {
+            let mut b = [0u8; MAX_LEN];
+            let n = t.emit(&mut b);
+            assert_eq!(Terminate::parse(&b[..n]), Some(t));
+        }
+        let mut b = [0u8; MAX_LEN];
+        let n = Terminate::new(Cause::DdpInvalidQn).with_segment(100, &hdr).emit(&mut b);
+        assert_eq!(&b[..6], &[0x12, 0x01, 0xc0, 0, 0, 100]);
+        assert_eq!(n, 4 + 2 + 18);
+    }
+
+    #[test]
+    fn truncated_terminate_is_rejected() {
+        assert_eq!(Terminate::parse(&[0x12, 0x01]), None);
+        assert_eq!(Terminate::parse(&[0x12, 0x01, 0xc0, 0, 0, 100, 0x01]), None);
+        assert_eq!(Terminate::parse(&[0x12, 0x01, 0x20, 0]), None);
+    }
+}

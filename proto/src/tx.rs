@@ -1,0 +1,342 @@
+//! Transmit builder: turns a message into FPDUs, each a scatter list of small control pieces
+//! (length field, DDP/RDMAP header, markers, pad, CRC) and references to payload ranges, so the
+//! payload itself is never copied (the module hands those ranges to TCP as pinned pages).
+
+use crate::crc::Crc32c;
+use crate::ddp::{self, Buffer, Header};
+use crate::markers::{self, pad_len, Markers, Run, MARKER_LEN};
+use crate::rdmap::{queue, Opcode, ReadRequest, READ_REQUEST_LEN};
+use crate::terminate::{self, Terminate};
+
+/// Control octets one FPDU can need: length field, largest header with inline payload, pad,
+/// CRC, and the markers of a 64 KiB FPDU at the smallest sane interval we allow for big FPDUs.
+pub const CTL_CAP: usize = 2 + ddp::UNTAGGED_LEN + terminate::MAX_LEN + 3 + 4 + MAX_MARKERS * MARKER_LEN as usize;
+/// Pieces one FPDU can need (each marker splits a payload run in two).
+pub const PIECE_CAP: usize = 2 * MAX_MARKERS + 4;
+/// Most markers one FPDU may contain; the builder keeps FPDUs below this.
+pub const MAX_MARKERS: usize = 132;
+
+/// How FPDUs are framed on this stream (the peer's M flag, the negotiated C flag, MULPDU).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub markers: Markers,
+    pub crc: bool,
+    /// Largest ULPDU (DDP header + payload) per FPDU.
+    pub mulpdu: u32,
+}
+
+/// A message to send. Payload lengths are given to [`Transmitter::start`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// Send, optionally with Solicited Event and/or Invalidate of the peer's STag.
+    Send { solicited: bool, invalidate: Option<u32> },
+    /// RDMA Write to the peer's STag at tagged offset `to`.
+    Write { stag: u32, to: u64 },
+    /// RDMA Read Request (no payload of its own).
+    ReadRequest(ReadRequest),
+    /// RDMA Read Response into the requester's sink buffer.
+    ReadResponse { stag: u32, to: u64 },
+    /// Terminate (no payload of its own).
+    Terminate(Terminate),
+}
+
+impl Message {
+    fn opcode(&self) -> Opcode {
+        match self {
+            Message::Send { solicited: false, invalidate: None } => Opcode::Send,
+            Message::Send { solicited: true, invalidate: None } => Opcode::SendSolicited,
+            Message::Send { solicited: false, invalidate: Some(_) } => Opcode::SendInvalidate,
+            Message::Send { solicited: true, invalidate: Some(_) } => Opcode::SendSolicitedInvalidate,
+            Message::Write { .. } => Opcode::Write,
+            Message::ReadRequest(_) => Opcode::ReadRequest,
+            Message::ReadResponse { .. } => Opcode::ReadResponse,
+            Message::Terminate(_) => Opcode::Terminate,
+        }
+    }
+}
+
+/// The payload of a message, read only to compute CRCs.
+pub trait Payload {
+    /// Calls `f` with the slices covering payload range `[off, off + len)`, in order.
+    fn for_each(&self, off: u64, len: u32, f: &mut dyn FnMut(&[u8]));
+}
+
+impl Payload for [u8] {
+    fn for_each(&self, off: u64, len: u32, f: &mut dyn FnMut(&[u8])) {
+        f(&self[off as usize..off as usize + len as usize]);
+    }
+}
+
+impl Payload for [&[u8]] {
+    fn for_each(&self, off: u64, len: u32, f: &mut dyn FnMut(&[u8])) {
+        let (mut skip, mut left) = (off, len as u64);
+        for s in self {
+            if left == 0 {
+                break;
+            }
+            if skip >= s.len() as u64 {
+                skip -= s.len() as u64;
+                continue;
+            }
+            let take = (s.len() as u64 - skip).min(left);
+            f(&s[skip as usize..(skip + take) as usize]);
+            skip = 0;
+            left -= take;
+        }
+    }
+}
+
+/// One piece of an FPDU on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Piece {
+    /// Octets `[off, off + len)` of [`Fpdu::ctl`].
+    Ctl { off: u16, len: u16 },
+    /// Payload octets `[off, off + len)` of the message.
+    Payload { off: u64, len: u32 },
+}
+
+/// One FPDU as a scatter list.
+pub struct Fpdu {
+    ctl: [u8; CTL_CAP],
+    ctl_len: usize,
+    pieces: [Piece; PIECE_CAP],
+    n: usize,
+    /// Stream offset of the first octet.
+    pub stream_pos: u64,
+    /// Octets on the wire.
+    pub wire_len: u32,
+}
+
+impl Default for Fpdu {
+    fn default() -> Self {
+        Fpdu { ctl: [0; CTL_CAP], ctl_len: 0, pieces: [Piece::Ctl { off: 0, len: 0 }; PIECE_CAP], n: 0, stream_pos: 0, wire_len: 0 }
+    }
+}
+
+impl Fpdu {
+    /// The pieces, in wire order.
+    pub fn pieces(&self) -> &[Piece] {
+        &self.pieces[..self.n]
+    }
+
+    /// The control octets a [`Piece::Ctl`] refers to.
+    pub fn ctl(&self, off: u16, len: u16) -> &[u8] {
+        &self.ctl[off as usize..off as usize + len as usize]
+    }
+
+    fn push_ctl(&mut self, bytes: &[u8]) {
+        let off = self.ctl_len;
+        self.ctl[off..off + bytes.len()].copy_from_slice(bytes);
+        self.ctl_len += bytes.len();
+        match self.n.checked_sub(1).map(|i| &mut self.pieces[i]) {
+            Some(Piece::Ctl { off: o, len }) if *o as usize + *len as usize == off => *len += bytes.len() as u16,
+            _ => self.push(Piece::Ctl { off: off as u16, len: bytes.len() as u16 }),
+        }
+    }
+
+    fn push(&mut self, p: Piece) {
+        self.pieces[self.n] = p;
+        self.n += 1;
+    }
+
+    /// Copies the whole FPDU into `out` (tests and tools; the module sends the pieces).
+    pub fn write_to<P: Payload + ?Sized>(&self, payload: &P, out: &mut [u8]) -> usize {
+        let mut at = 0;
+        for p in self.pieces() {
+            match *p {
+                Piece::Ctl { off, len } => {
+                    out[at..at + len as usize].copy_from_slice(self.ctl(off, len));
+                    at += len as usize;
+                }
+                Piece::Payload { off, len } => payload.for_each(off, len, &mut |s| {
+                    out[at..at + s.len()].copy_from_slice(s);
+                    at += s.len();
+                }),
+            }
+        }
+        at
+    }
+}
+
+/// A message being sent: where it is in its payload.
+#[derive(Clone, Copy, Debug)]
+pub struct Outgoing {
+    msg: Message,
+    len: u64,
+    sent: u64,
+    msn: u32,
+    done: bool,
+}
+
+impl Outgoing {
+    /// Whether every FPDU of the message was built.
+    pub fn done(&self) -> bool {
+        self.done
+    }
+
+    /// The message's MSN (untagged messages).
+    pub fn msn(&self) -> u32 {
+        self.msn
+    }
+}
+
+/// Why a message cannot be sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxError {
+    /// Payload given to a message that carries none, or a tagged offset that would wrap.
+    BadLength,
+    /// MULPDU too small for the header.
+    MulpduTooSmall,
+}
+
+/// The sending half of a stream: its position and the next MSN of each untagged queue.
+pub struct Transmitter {
+    cfg: Config,
+    pos: u64,
+    next_msn: [u32; 3],
+}
+
+impl Transmitter {
+    /// A transmitter whose first FPDU starts at stream offset 0 (the first octet after the MPA
+    /// request or reply).
+    pub fn new(cfg: Config) -> Transmitter {
+        Transmitter { cfg, pos: 0, next_msn: [1; 3] }
+    }
+
+    /// Stream offset of the next FPDU.
+    pub fn stream_pos(&self) -> u64 {
+        self.pos
+    }
+
+    /// Largest payload per FPDU for tagged messages (the best case).
+    pub fn max_tagged_payload(&self) -> u32 {
+        self.cfg.mulpdu.saturating_sub(ddp::TAGGED_LEN as u32)
+    }
+
+    /// Begins a message with `len` payload octets; assigns its MSN.
+    pub fn start(&mut self, msg: Message, len: u64) -> Result<Outgoing, TxError> {
+        let op = msg.opcode();
+        let hdr = if op.tagged() { ddp::TAGGED_LEN } else { ddp::UNTAGGED_LEN } as u32;
+        let inline = inline_len(&msg) as u32;
+        if self.cfg.mulpdu < hdr + inline.max(1) || self.cfg.mulpdu > 65535 {
+            return Err(TxError::MulpduTooSmall);
+        }
+        let wraps = match msg {
+            Message::Write { to, .. } | Message::ReadResponse { to, .. } => to.checked_add(len).is_none(),
+            Message::ReadRequest(_) | Message::Terminate(_) => len != 0,
+            Message::Send { .. } => len > u32::MAX as u64,
+        };
+        if wraps {
+            return Err(TxError::BadLength);
+        }
+        let msn = match op.queue() {
+            Some(q) => {
+                let m = self.next_msn[q as usize];
+                self.next_msn[q as usize] = m.wrapping_add(1);
+                m
+            }
+            None => 0,
+        };
+        Ok(Outgoing { msg, len, sent: 0, msn, done: false })
+    }
+
+    /// Builds the next FPDU of `out` into `fpdu`; afterwards `out.done()` says whether that was
+    /// the last. `payload` is read only for the CRC.
+    pub fn next_fpdu<C: Crc32c, P: Payload + ?Sized>(&mut self, out: &mut Outgoing, payload: &P, fpdu: &mut Fpdu) {
+        debug_assert!(!out.done);
+        let op = out.msg.opcode();
+        let mut pre = [0u8; 2 + ddp::UNTAGGED_LEN + terminate::MAX_LEN];
+        let mut inline_buf = [0u8; terminate::MAX_LEN];
+        let inline = match &out.msg {
+            Message::ReadRequest(rr) => {
+                inline_buf[..READ_REQUEST_LEN].copy_from_slice(&rr.emit());
+                READ_REQUEST_LEN
+            }
+            Message::Terminate(t) => t.emit(&mut inline_buf),
+            _ => 0,
+        };
+        let hdr_len = if op.tagged() { ddp::TAGGED_LEN } else { ddp::UNTAGGED_LEN };
+        // Keep the FPDU within the marker budget of one scatter list.
+        // A marker every `interval` wire octets means one per `interval - 4` body octets.
+        let max_ulpdu = self.cfg.mulpdu.min(if self.cfg.markers.enabled() {
+            (MAX_MARKERS as u32 - 2) * (self.cfg.markers.interval() - MARKER_LEN) - 8
+        } else {
+            u32::MAX
+        });
+        let room = max_ulpdu as u64 - hdr_len as u64 - inline as u64;
+        let chunk = (out.len - out.sent).min(room) as u32;
+        let last = out.sent + chunk as u64 == out.len;
+        let buf = match out.msg {
+            Message::Write { stag, to } | Message::ReadResponse { stag, to } => Buffer::Tagged { stag, to: to + out.sent },
+            Message::Send { invalidate, .. } => {
+                Buffer::Untagged { ulp: invalidate.unwrap_or(0), qn: queue::SEND, msn: out.msn, mo: out.sent as u32 }
+            }
+            _ => Buffer::Untagged { ulp: 0, qn: op.queue().unwrap_or(0), msn: out.msn, mo: 0 },
+        };
+        let ulpdu_len = (hdr_len + inline) as u32 + chunk;
+        pre[..2].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
+        Header { last, version: ddp::VERSION, ulp_ctrl: op.ctrl_byte(), buf }.emit(&mut pre[2..]);
+        pre[2 + hdr_len..2 + hdr_len + inline].copy_from_slice(&inline_buf[..inline]);
+        let pre_len = (2 + hdr_len + inline) as u32;
+        let pad = pad_len(ulpdu_len);
+        let body_len = 2 + ulpdu_len + pad + 4;
+
+        fpdu.ctl_len = 0;
+        fpdu.n = 0;
+        fpdu.stream_pos = self.pos;
+        let suffix = [0u8; 7];
+        let mut marker_count = 0;
+        for run in self.cfg.markers.runs(self.pos, body_len) {
+            match run {
+                Run::Marker { pos } => {
+                    fpdu.push_ctl(&markers::encode(pos, self.pos));
+                    marker_count += 1;
+                }
+                Run::Body { body_off, len, .. } => {
+                    let (mut o, end) = (body_off, body_off + len);
+                    while o < end {
+                        if o < pre_len {
+                            let e = end.min(pre_len);
+                            fpdu.push_ctl(&pre[o as usize..e as usize]);
+                            o = e;
+                        } else if o < pre_len + chunk {
+                            let e = end.min(pre_len + chunk);
+                            fpdu.push(Piece::Payload { off: out.sent + (o - pre_len) as u64, len: e - o });
+                            o = e;
+                        } else {
+                            let s = o - pre_len - chunk;
+                            fpdu.push_ctl(&suffix[s as usize..(end - pre_len - chunk) as usize]);
+                            o = end;
+                        }
+                    }
+                }
+            }
+        }
+        let crc_at = fpdu.ctl_len - 4;
+        if self.cfg.crc {
+            let mut crc = 0u32;
+            for p in &fpdu.pieces[..fpdu.n] {
+                match *p {
+                    Piece::Ctl { off, len } => {
+                        let end = (off as usize + len as usize).min(crc_at);
+                        crc = C::append(crc, &fpdu.ctl[off as usize..end]);
+                    }
+                    Piece::Payload { off, len } => payload.for_each(off, len, &mut |s| crc = C::append(crc, s)),
+                }
+            }
+            fpdu.ctl[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+        }
+        fpdu.wire_len = body_len + MARKER_LEN * marker_count;
+        self.pos += fpdu.wire_len as u64;
+        out.sent += chunk as u64;
+        out.done = last;
+    }
+}
+
+fn inline_len(msg: &Message) -> usize {
+    match msg {
+        Message::ReadRequest(_) => READ_REQUEST_LEN,
+        Message::Terminate(t) => t.emit(&mut [0u8; terminate::MAX_LEN]),
+        _ => 0,
+    }
+}

@@ -1,0 +1,98 @@
+//! Directed checks of early placement: with markers, FPDUs that arrive ahead of the in-order
+//! point land in their buffers at once; nothing is delivered until the gap fills; the record of
+//! early placements is bounded.
+
+mod common;
+
+use common::{emit, expected_events, Crc, Memory, Msg};
+use iwarp_proto::markers::Markers;
+use iwarp_proto::rx::{self, Receiver};
+use iwarp_proto::stream::Pieces;
+use iwarp_proto::tx::{self, Message};
+
+fn writes(n: usize, len: usize) -> Vec<Msg> {
+    (0..n).map(|i| Msg { msg: Message::Write { stag: 0x100 + i as u32, to: 4096 }, payload: vec![i as u8 + 1; len] }).collect()
+}
+
+fn run(markers: Markers, msgs: &[Msg]) -> (Memory, Receiver, Vec<(u64, u32)>, Vec<u8>) {
+    let (wire, fpdus) = emit(msgs, tx::Config { markers, crc: true, mulpdu: 1400 });
+    let mut rx = Receiver::new(rx::Config { markers, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    let mut mem = Memory::for_scenario(msgs);
+    // Everything but the first FPDU, newest first.
+    for &(start, len) in fpdus.iter().skip(1).rev() {
+        let seg = &wire[start as usize..(start + len as u64) as usize];
+        assert_eq!(rx.receive::<Crc, _>(&Pieces::new(start, &[seg]), &mut mem), Ok(0));
+    }
+    (mem, rx, fpdus, wire)
+}
+
+#[test]
+fn markers_let_out_of_order_fpdus_be_placed_at_once() {
+    let msgs = writes(8, 1000);
+    let (mut mem, mut rx, fpdus, wire) = run(Markers::RFC, &msgs);
+    assert!(mem.events.is_empty(), "nothing is delivered before the gap fills");
+    assert_eq!(rx.placed_ahead(), 7);
+    for (i, m) in msgs.iter().enumerate().skip(1) {
+        assert_eq!(mem.tagged[&(0x100 + i as u32)].1, m.payload, "write {i} placed early");
+    }
+    assert!(mem.tagged[&0x100].1.iter().all(|&b| b == 0));
+    let consumed = rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem).unwrap();
+    assert_eq!(consumed, wire.len() as u64);
+    assert_eq!(mem.events, expected_events(&msgs));
+    assert_eq!(rx.placed_ahead(), 0);
+    mem.assert_placed(&msgs);
+    let _ = fpdus;
+}
+
+#[test]
+fn without_markers_nothing_is_placed_early() {
+    let msgs = writes(4, 1000);
+    let (mut mem, mut rx, _, wire) = run(Markers::NONE, &msgs);
+    assert_eq!(rx.placed_ahead(), 0);
+    assert!(mem.tagged.values().all(|(_, b, _)| b.iter().all(|&x| x == 0)));
+    rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem).unwrap();
+    mem.assert_placed(&msgs);
+}
+
+#[test]
+fn early_placement_record_is_bounded() {
+    let msgs = writes(100, 1000);
+    let (mut mem, mut rx, _, wire) = run(Markers::RFC, &msgs);
+    assert_eq!(rx.placed_ahead(), iwarp_proto::rx::placed::CAPACITY);
+    rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem).unwrap();
+    assert_eq!(mem.events, expected_events(&msgs));
+    mem.assert_placed(&msgs);
+}
+
+#[test]
+fn fpdus_without_a_marker_are_found_after_an_early_placed_one() {
+    // 100-octet FPDUs: most carry no marker. Arriving in order after a hole, each one starts
+    // where the previous early-placed one ended.
+    let msgs = writes(20, 100);
+    let (wire, fpdus) = emit(&msgs, tx::Config { markers: Markers::RFC, crc: true, mulpdu: 1400 });
+    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    let mut mem = Memory::for_scenario(&msgs);
+    let first_marked = fpdus.iter().position(|&(s, l)| s > 0 && (s + l as u64) / 512 > s.saturating_sub(1) / 512 && s % 512 != 0).unwrap();
+    for &(start, len) in &fpdus[first_marked..] {
+        let seg = &wire[start as usize..(start + len as u64) as usize];
+        rx.receive::<Crc, _>(&Pieces::new(start, &[seg]), &mut mem).unwrap();
+    }
+    assert!(rx.placed_ahead() >= fpdus.len() - first_marked - 1, "only {} placed", rx.placed_ahead());
+    rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem).unwrap();
+    assert_eq!(mem.events, expected_events(&msgs));
+    mem.assert_placed(&msgs);
+}
+
+#[test]
+fn a_split_fpdu_is_left_for_the_in_order_pass() {
+    let msgs = writes(3, 1000);
+    let (wire, fpdus) = emit(&msgs, tx::Config { markers: Markers::RFC, crc: true, mulpdu: 1400 });
+    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    let mut mem = Memory::for_scenario(&msgs);
+    let (s, l) = fpdus[2];
+    let half = &wire[s as usize..(s + l as u64 / 2) as usize];
+    rx.receive::<Crc, _>(&Pieces::new(s, &[half]), &mut mem).unwrap();
+    assert_eq!(rx.placed_ahead(), 0);
+    rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem).unwrap();
+    mem.assert_placed(&msgs);
+}

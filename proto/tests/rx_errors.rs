@@ -1,0 +1,187 @@
+//! Every rejection path of the receive engine: the right Terminate (layer, type, code), the
+//! offending header echoed, nothing placed from the bad FPDU, and the stream closed after.
+
+mod common;
+
+use common::{Crc, Memory, Msg};
+use iwarp_proto::crc::Crc32c;
+use iwarp_proto::markers::{self, Markers};
+use iwarp_proto::rdmap::{Opcode, ReadRequest};
+use iwarp_proto::rx::{self, Event, Receiver, RxError};
+use iwarp_proto::stream::Pieces;
+use iwarp_proto::terminate::{Cause, Terminate};
+use iwarp_proto::tx::Message;
+
+/// One FPDU at stream offset 0, no markers, with a valid CRC around `ulpdu`.
+fn fpdu(ulpdu: &[u8]) -> Vec<u8> {
+    let mut f = (ulpdu.len() as u16).to_be_bytes().to_vec();
+    f.extend_from_slice(ulpdu);
+    f.resize(f.len() + markers::pad_len(ulpdu.len() as u32) as usize, 0);
+    let crc = Crc::append(0, &f);
+    f.extend_from_slice(&crc.to_le_bytes());
+    f
+}
+
+fn untagged(ctrl0: u8, ctrl1: u8, ulp: u32, qn: u32, msn: u32, mo: u32, payload: &[u8]) -> Vec<u8> {
+    let mut u = vec![ctrl0, ctrl1];
+    for w in [ulp, qn, msn, mo] {
+        u.extend_from_slice(&w.to_be_bytes());
+    }
+    u.extend_from_slice(payload);
+    u
+}
+
+fn tagged(ctrl0: u8, ctrl1: u8, stag: u32, to: u64, payload: &[u8]) -> Vec<u8> {
+    let mut u = vec![ctrl0, ctrl1];
+    u.extend_from_slice(&stag.to_be_bytes());
+    u.extend_from_slice(&to.to_be_bytes());
+    u.extend_from_slice(payload);
+    u
+}
+
+fn memory() -> Memory {
+    // One posted receive of 8 bytes (MSN 1) and one 8-byte region, STag 0x100 at TO 4096.
+    Memory::for_scenario(&[
+        Msg { msg: Message::Send { solicited: false, invalidate: None }, payload: vec![0; 0] },
+        Msg { msg: Message::Write { stag: 0x100, to: 4096 }, payload: vec![0; 8] },
+    ])
+    .with_recv_len(1, 8)
+}
+
+trait WithRecv {
+    fn with_recv_len(self, msn: u32, n: usize) -> Self;
+}
+impl WithRecv for Memory {
+    fn with_recv_len(mut self, msn: u32, n: usize) -> Memory {
+        self.recv.insert(msn, (vec![0; n], vec![0; n]));
+        self
+    }
+}
+
+fn receive(wire: &[u8], mem: &mut Memory) -> Result<u64, RxError> {
+    let mut rx = Receiver::new(rx::Config { markers: Markers::NONE, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    let r = rx.receive::<Crc, _>(&Pieces::new(0, &[wire]), mem);
+    if r.is_err() {
+        assert_eq!(rx.receive::<Crc, _>(&Pieces::new(0, &[wire]), mem), Err(RxError::Closed));
+    }
+    r
+}
+
+fn expect(cause: Cause, ulpdu: Vec<u8>) -> Terminate {
+    let mut mem = memory();
+    let wire = fpdu(&ulpdu);
+    let Err(RxError::Terminate(t)) = receive(&wire, &mut mem) else { panic!("{cause:?} not detected") };
+    assert_eq!(t.cause(), Some(cause));
+    assert!(mem.events.is_empty());
+    let placed = mem.tagged.values().flat_map(|(_, _, c)| c.iter()).chain(mem.recv.values().flat_map(|(_, c)| c.iter()));
+    assert!(placed.into_iter().all(|&c| c == 0), "bytes placed from a rejected FPDU");
+    t
+}
+
+const SEND: u8 = 0x40 | 3;
+const L: u8 = 0x41; // last, DV 1
+const LT: u8 = 0xc1; // tagged, last, DV 1
+
+#[test]
+fn valid_send_and_write_are_accepted() {
+    let mut mem = memory();
+    let mut wire = fpdu(&untagged(L, SEND, 0, 0, 1, 0, b"hello"));
+    wire.extend(fpdu(&tagged(LT, 0x40, 0x100, 4096, b"abcd")));
+    assert_eq!(receive(&wire, &mut mem), Ok(wire.len() as u64));
+    assert_eq!(mem.events, vec![Event::Send { msn: 1, len: 5, solicited: false, invalidate: None }, Event::Write { stag: 0x100 }]);
+}
+
+#[test]
+fn ddp_version_errors() {
+    expect(Cause::DdpUntaggedVersion, untagged(0x42, SEND, 0, 0, 1, 0, b"x"));
+    expect(Cause::DdpTaggedVersion, tagged(0xc0, 0x40, 0x100, 4096, b"x"));
+}
+
+#[test]
+fn rdmap_version_and_opcode_errors() {
+    expect(Cause::RdmapVersion, untagged(L, 0x83, 0, 0, 1, 0, b"x"));
+    expect(Cause::RdmapOpcode, untagged(L, 0x4f, 0, 0, 1, 0, b"x"));
+    expect(Cause::RdmapOpcode, untagged(L, 0x40, 0, 0, 1, 0, b"x")); // Write untagged
+    expect(Cause::RdmapOpcode, tagged(LT, SEND, 0x100, 4096, b"x")); // Send tagged
+}
+
+#[test]
+fn untagged_queue_msn_and_offset_errors() {
+    let t = expect(Cause::DdpInvalidQn, untagged(L, SEND, 0, 5, 1, 0, b"x"));
+    assert_eq!(t.segment_len, Some(19));
+    assert_eq!(t.ddp_header().len(), 18, "offending DDP header echoed");
+    expect(Cause::DdpMsnRange, untagged(L, SEND, 0, 0, 2, 0, b"x"));
+    expect(Cause::DdpInvalidMo, untagged(L, SEND, 0, 0, 1, 4, b"x"));
+    expect(Cause::DdpInvalidMo, untagged(L, SEND, 0, 0, 1, u32::MAX, b"xy"));
+    expect(Cause::DdpTooLong, untagged(L, SEND, 0, 0, 1, 0, b"123456789"));
+}
+
+#[test]
+fn tagged_buffer_errors_from_the_sink() {
+    expect(Cause::DdpInvalidStag, tagged(LT, 0x40, 0x999, 4096, b"x"));
+    expect(Cause::DdpBaseBounds, tagged(LT, 0x40, 0x100, 4100, b"12345"));
+    expect(Cause::DdpToWrap, tagged(LT, 0x40, 0x100, u64::MAX - 1, b"12345"));
+}
+
+#[test]
+fn malformed_read_request_and_terminate() {
+    let rr = ReadRequest { sink_stag: 1, sink_to: 2, size: 3, src_stag: 4, src_to: 5 }.emit();
+    let t = expect(Cause::RdmapStreamCatastrophic, untagged(L, 0x41, 0, 1, 1, 0, &rr[..20]));
+    assert!(t.rdma_hdr.is_none());
+    expect(Cause::RdmapStreamCatastrophic, untagged(0x01, 0x41, 0, 1, 1, 0, &rr));
+    expect(Cause::RdmapStreamCatastrophic, untagged(0x01, 0x47, 0, 2, 1, 0, &[0x12, 0x01, 0, 0]));
+    let t = expect(Cause::DdpMsnRange, untagged(L, 0x41, 0, 1, 9, 0, &rr));
+    assert_eq!(t.rdma_hdr, Some(rr), "offending Read Request header echoed");
+}
+
+#[test]
+fn short_ulpdu_is_a_ddp_error() {
+    expect(Cause::DdpCatastrophic, vec![L, SEND, 0, 0]);
+    expect(Cause::DdpCatastrophic, vec![]);
+}
+
+#[test]
+fn crc_and_marker_errors() {
+    let mut mem = memory();
+    let mut wire = fpdu(&untagged(L, SEND, 0, 0, 1, 0, b"hello"));
+    let n = wire.len();
+    wire[n - 1] ^= 0x80;
+    let Err(RxError::Terminate(t)) = receive(&wire, &mut mem) else { panic!() };
+    assert_eq!(t.cause(), Some(Cause::MpaCrc));
+    assert!(mem.recv[&1].1.iter().all(|&c| c == 0), "nothing placed before the CRC is checked");
+
+    // Markers on: a marker that does not point at its FPDU.
+    let mut m = vec![0, 0, 0, 4];
+    m.extend(fpdu(&untagged(L, SEND, 0, 0, 1, 0, b"hello")));
+    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: false, expect_rtr: None, expect_rtr_read_response: false });
+    let Err(RxError::Terminate(t)) = rx.receive::<Crc, _>(&Pieces::new(0, &[&m]), &mut memory()) else { panic!() };
+    assert_eq!(t.cause(), Some(Cause::MpaMarker));
+}
+
+#[test]
+fn a_received_terminate_is_delivered_and_ends_the_stream() {
+    let mut payload = [0u8; 64];
+    let n = Terminate::new(Cause::RdmapAccessRights).emit(&mut payload);
+    let wire = fpdu(&untagged(L, 0x47, 0, 2, 1, 0, &payload[..n]));
+    let mut mem = memory();
+    let mut rx = Receiver::new(rx::Config { markers: Markers::NONE, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    assert_eq!(rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem), Ok(wire.len() as u64));
+    assert_eq!(mem.events, vec![Event::Terminate(Terminate::new(Cause::RdmapAccessRights))]);
+    assert_eq!(rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem), Err(RxError::Closed));
+}
+
+#[test]
+fn peer_to_peer_rtr_comes_first() {
+    use iwarp_proto::mpa::negotiate::Rtr;
+    let cfg = rx::Config { markers: Markers::NONE, crc: true, expect_rtr: Some(Rtr::Write), expect_rtr_read_response: false };
+    let rtr = fpdu(&tagged(LT, 0x40, 0, 0, b""));
+    let mut rx = Receiver::new(cfg);
+    let mut mem = memory();
+    rx.receive::<Crc, _>(&Pieces::new(0, &[&rtr]), &mut mem).unwrap();
+    assert_eq!(mem.events, vec![Event::ReadyToReceive(Rtr::Write)]);
+    let send = fpdu(&untagged(L, SEND, 0, 0, 1, 0, b""));
+    let mut rx = Receiver::new(cfg);
+    let Err(RxError::Terminate(t)) = rx.receive::<Crc, _>(&Pieces::new(0, &[&send]), &mut memory()) else { panic!() };
+    assert_eq!(t.cause(), Some(Cause::MpaNoMatchingRtr));
+    let _ = Opcode::Send;
+}
