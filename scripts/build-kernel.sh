@@ -38,6 +38,5 @@ grep -qx CONFIG_RUST=y "$out/.config" || { echo "FATAL: CONFIG_RUST=y did not su
 say "building bzImage and modules"
 "${KMAKE[@]}" -C "$src" O="$out" bzImage modules > "$out/build.log" 2>&1 || {
     tail -40 "$out/build.log" >&2; echo "FATAL: kernel build failed, log: $out/build.log" >&2; exit 1; }
-"${KMAKE[@]}" -C "$src" O="$out" INSTALL_MOD_PATH="$out/modroot" modules_install > /dev/null
 touch "$out/.built"
 say "built in $(( $(date +%s) - start )) s: $out"

@@ -3,7 +3,7 @@
 # packages, crates.io and PyPI only. Prints each step. Safe to run again: it skips what is there.
 set -euo pipefail
 
-CACHE=${IWARP_CACHE:-/var/cache/iwarp}
+CACHE=${IWARP_CACHE:-/var/lib/iwarp}
 RUST_WEB_VERSION=1.96.0+dfsg1-1~deb12u2
 BINDGEN_VERSION=0.72.1
 VIRTME_NG_VERSION=1.42

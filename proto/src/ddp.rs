@@ -17,10 +17,24 @@ const DV_MASK: u8 = 0x03;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Buffer {
     /// Tagged buffer model: a steering tag and tagged offset chosen by the data sink.
-    Tagged { stag: u32, to: u64 },
+    Tagged {
+        /// Steering tag of the sink buffer.
+        stag: u32,
+        /// Tagged offset of the first payload octet.
+        to: u64,
+    },
     /// Untagged buffer model: the next buffer of queue `qn` for message `msn`, at offset `mo`.
     /// `ulp` is the 32-bit field DDP reserves for its upper layer (RDMAP's Invalidate STag).
-    Untagged { ulp: u32, qn: u32, msn: u32, mo: u32 },
+    Untagged {
+        /// The upper layer's 32 bits.
+        ulp: u32,
+        /// Queue number.
+        qn: u32,
+        /// Message sequence number (from 1, per queue).
+        msn: u32,
+        /// Message offset of the first payload octet.
+        mo: u32,
+    },
 }
 
 /// A DDP header as it appears on the wire.

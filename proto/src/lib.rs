@@ -7,6 +7,7 @@
 //! each other as `crate::name` and must stay at the crate root.
 #![no_std]
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 pub mod crc;
 pub mod ddp;

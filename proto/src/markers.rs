@@ -23,9 +23,19 @@ pub struct Markers {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Run {
     /// A marker at stream offset `pos`.
-    Marker { pos: u64 },
+    Marker {
+        /// Stream offset of the marker.
+        pos: u64,
+    },
     /// Body octets `[body_off, body_off + len)` of the FPDU at stream offset `pos`.
-    Body { pos: u64, body_off: u32, len: u32 },
+    Body {
+        /// Stream offset of the run.
+        pos: u64,
+        /// Offset of the run within the body.
+        body_off: u32,
+        /// Octets in the run.
+        len: u32,
+    },
 }
 
 impl Markers {

@@ -19,13 +19,21 @@ pub mod queue {
 /// RDMAP operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Opcode {
+    /// RDMA Write (tagged).
     Write = 0,
+    /// RDMA Read Request (untagged, queue 1).
     ReadRequest = 1,
+    /// RDMA Read Response (tagged).
     ReadResponse = 2,
+    /// Send (untagged, queue 0).
     Send = 3,
+    /// Send with Invalidate.
     SendInvalidate = 4,
+    /// Send with Solicited Event.
     SendSolicited = 5,
+    /// Send with Solicited Event and Invalidate.
     SendSolicitedInvalidate = 6,
+    /// Terminate (untagged, queue 2).
     Terminate = 7,
 }
 

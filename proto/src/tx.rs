@@ -19,7 +19,9 @@ pub const MAX_MARKERS: usize = 132;
 /// How FPDUs are framed on this stream (the peer's M flag, the negotiated C flag, MULPDU).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
+    /// Markers the peer asked for.
     pub markers: Markers,
+    /// CRCs negotiated.
     pub crc: bool,
     /// Largest ULPDU (DDP header + payload) per FPDU.
     pub mulpdu: u32,
@@ -29,13 +31,28 @@ pub struct Config {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Message {
     /// Send, optionally with Solicited Event and/or Invalidate of the peer's STag.
-    Send { solicited: bool, invalidate: Option<u32> },
+    Send {
+        /// With Solicited Event.
+        solicited: bool,
+        /// With Invalidate of this peer STag.
+        invalidate: Option<u32>,
+    },
     /// RDMA Write to the peer's STag at tagged offset `to`.
-    Write { stag: u32, to: u64 },
+    Write {
+        /// The peer's STag.
+        stag: u32,
+        /// Tagged offset.
+        to: u64,
+    },
     /// RDMA Read Request (no payload of its own).
     ReadRequest(ReadRequest),
     /// RDMA Read Response into the requester's sink buffer.
-    ReadResponse { stag: u32, to: u64 },
+    ReadResponse {
+        /// The requester's sink STag.
+        stag: u32,
+        /// Tagged offset.
+        to: u64,
+    },
     /// Terminate (no payload of its own).
     Terminate(Terminate),
 }
@@ -90,9 +107,19 @@ impl Payload for [&[u8]] {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Piece {
     /// Octets `[off, off + len)` of [`Fpdu::ctl`].
-    Ctl { off: u16, len: u16 },
+    Ctl {
+        /// Offset in the control octets.
+        off: u16,
+        /// Length.
+        len: u16,
+    },
     /// Payload octets `[off, off + len)` of the message.
-    Payload { off: u64, len: u32 },
+    Payload {
+        /// Offset in the message payload.
+        off: u64,
+        /// Length.
+        len: u32,
+    },
 }
 
 /// One FPDU as a scatter list.

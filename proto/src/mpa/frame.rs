@@ -28,7 +28,9 @@ const ORD_READ_RTR: u16 = 0x4000;
 /// Request (from the initiator) or reply (from the responder).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// "MPA ID Req Frame".
     Request,
+    /// "MPA ID Rep Frame".
     Reply,
 }
 
@@ -59,6 +61,7 @@ pub struct Enhanced {
 /// A parsed request or reply frame, borrowing its private data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame<'a> {
+    /// Request or reply.
     pub kind: Kind,
     /// M: the sender wants markers in the FPDUs it receives.
     pub markers: bool,

@@ -30,8 +30,11 @@ pub struct Local {
 /// The zero-length message that serves as ready-to-receive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rtr {
+    /// Zero-length Send.
     Send,
+    /// Zero-length RDMA Write.
     Write,
+    /// Zero-length RDMA Read (answered by a zero-length Read Response).
     Read,
 }
 
@@ -58,7 +61,10 @@ pub struct Connection {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refused<'a> {
     /// The responder rejected us; its private data says why.
-    Rejected { private: &'a [u8] },
+    Rejected {
+        /// The reject frame's private data.
+        private: &'a [u8],
+    },
     /// The peer's frame breaks the protocol.
     Protocol(Cause),
 }

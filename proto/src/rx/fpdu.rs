@@ -8,26 +8,26 @@ use crate::terminate::Cause;
 
 /// An FPDU whose length field has been read.
 #[derive(Clone, Copy, Debug)]
-pub struct Located {
+pub(crate) struct Located {
     /// Stream offset of its first octet.
-    pub start: u64,
+    pub(crate) start: u64,
     /// ULPDU length (DDP header and payload).
-    pub ulpdu_len: u16,
+    pub(crate) ulpdu_len: u16,
     /// Length field, ULPDU, pad and CRC.
-    pub body_len: u32,
+    pub(crate) body_len: u32,
     /// Body plus markers.
-    pub wire_len: u32,
+    pub(crate) wire_len: u32,
 }
 
 impl Located {
     /// Stream offset one past its last octet.
-    pub fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.start + self.wire_len as u64
     }
 }
 
 /// Reads the length field of the FPDU at `start`; `None` if those octets are not in `data`.
-pub fn locate(data: &Pieces, markers: Markers, start: u64) -> Option<Located> {
+pub(crate) fn locate(data: &Pieces<'_>, markers: Markers, start: u64) -> Option<Located> {
     let mut len = [0u8; 2];
     read_body(data, markers, start, 4, 0, &mut len)?;
     let ulpdu_len = u16::from_be_bytes(len);
@@ -37,7 +37,7 @@ pub fn locate(data: &Pieces, markers: Markers, start: u64) -> Option<Located> {
 
 /// Copies body octets `[from, from + out.len())` of the FPDU at `start` (whose body is at least
 /// `body_len` long) into `out`; `None` if some of them are not in `data`.
-pub fn read_body(data: &Pieces, markers: Markers, start: u64, body_len: u32, from: u32, out: &mut [u8]) -> Option<()> {
+pub(crate) fn read_body(data: &Pieces<'_>, markers: Markers, start: u64, body_len: u32, from: u32, out: &mut [u8]) -> Option<()> {
     let to = from + out.len() as u32;
     for run in markers.runs(start, body_len) {
         let Run::Body { pos, body_off, len } = run else { continue };
@@ -58,7 +58,7 @@ pub fn read_body(data: &Pieces, markers: Markers, start: u64, body_len: u32, fro
 }
 
 /// Checks that every marker inside the FPDU points back to its start.
-pub fn check_markers(data: &Pieces, markers: Markers, f: &Located) -> Result<(), Cause> {
+pub(crate) fn check_markers(data: &Pieces<'_>, markers: Markers, f: &Located) -> Result<(), Cause> {
     for run in markers.runs(f.start, f.body_len) {
         if let Run::Marker { pos } = run {
             let mut m = [0u8; 4];
@@ -77,7 +77,7 @@ fn far_marker_matches(pos: u64, start: u64, m: [u8; 4]) -> bool {
 }
 
 /// Checks the FPDU's CRC (everything before the CRC field, markers included).
-pub fn check_crc<C: Crc32c>(data: &Pieces, f: &Located) -> Result<(), Cause> {
+pub(crate) fn check_crc<C: Crc32c>(data: &Pieces<'_>, f: &Located) -> Result<(), Cause> {
     let crc_pos = f.end() - 4;
     let mut crc = 0u32;
     data.for_each(f.start, crc_pos - f.start, |s| crc = C::append(crc, s));
@@ -92,7 +92,7 @@ pub fn check_crc<C: Crc32c>(data: &Pieces, f: &Located) -> Result<(), Cause> {
 
 /// Calls `f(payload_offset, bytes)` for the payload octets of the FPDU, which start at body
 /// offset `payload_from` (after the length field and DDP header), in order.
-pub fn for_each_payload<'a>(data: &Pieces<'a>, markers: Markers, fp: &Located, payload_from: u32, mut f: impl FnMut(u32, &'a [u8])) {
+pub(crate) fn for_each_payload<'a>(data: &Pieces<'a>, markers: Markers, fp: &Located, payload_from: u32, mut f: impl FnMut(u32, &'a [u8])) {
     let to = 2 + fp.ulpdu_len as u32;
     for run in markers.runs(fp.start, fp.body_len) {
         let Run::Body { pos, body_off, len } = run else { continue };

@@ -27,21 +27,46 @@ use placed::Placed;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
     /// The data sink's buffer `stag` at tagged offset `to`.
-    Tagged { stag: u32, to: u64 },
+    Tagged {
+        /// Steering tag.
+        stag: u32,
+        /// Tagged offset.
+        to: u64,
+    },
     /// The receive buffer of Send message `msn`, at message offset `mo`.
-    Untagged { msn: u32, mo: u32 },
+    Untagged {
+        /// Message sequence number of the Send.
+        msn: u32,
+        /// Message offset.
+        mo: u32,
+    },
 }
 
 /// Something the upper layer learns, in stream order, exactly once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     /// A Send message is complete in the receive buffer for `msn`.
-    Send { msn: u32, len: u32, solicited: bool, invalidate: Option<u32> },
+    Send {
+        /// Its MSN (the n-th Send fills the n-th posted receive).
+        msn: u32,
+        /// Its length.
+        len: u32,
+        /// Sent with Solicited Event.
+        solicited: bool,
+        /// The local STag the peer asks us to invalidate.
+        invalidate: Option<u32>,
+    },
     /// The last segment of an RDMA Write to `stag` arrived (no completion at the data sink in
     /// RDMAP, but the order is observable).
-    Write { stag: u32 },
+    Write {
+        /// The STag written.
+        stag: u32,
+    },
     /// The last segment of a Read Response arrived: the oldest outstanding Read is complete.
-    ReadResponse { stag: u32 },
+    ReadResponse {
+        /// The sink STag of the Read.
+        stag: u32,
+    },
     /// The peer asks us to serve an RDMA Read.
     ReadRequest(ReadRequest),
     /// The peer terminated the stream.
@@ -124,7 +149,7 @@ impl Receiver {
 
     /// Takes stream bytes `data`. Returns how far the in-order point advanced: the caller may
     /// drop bytes below [`Receiver::next`] and must offer the rest again with more.
-    pub fn receive<C: Crc32c, S: Sink>(&mut self, data: &Pieces, sink: &mut S) -> Result<u64, RxError> {
+    pub fn receive<C: Crc32c, S: Sink>(&mut self, data: &Pieces<'_>, sink: &mut S) -> Result<u64, RxError> {
         if self.closed {
             return Err(RxError::Closed);
         }
@@ -148,7 +173,7 @@ impl Receiver {
     }
 
     /// Processes every whole FPDU from the in-order point on.
-    fn in_order<C: Crc32c, S: Sink>(&mut self, data: &Pieces, sink: &mut S) -> Result<(), RxError> {
+    fn in_order<C: Crc32c, S: Sink>(&mut self, data: &Pieces<'_>, sink: &mut S) -> Result<(), RxError> {
         let markers = self.cfg.markers;
         while let Some(f) = fpdu::locate(data, markers, self.next) {
             if f.end() > data.end() {
@@ -176,7 +201,7 @@ impl Receiver {
     }
 
     /// Places whole FPDUs found through markers in bytes beyond the in-order point.
-    fn place_ahead<C: Crc32c, S: Sink>(&mut self, data: &Pieces, sink: &mut S) {
+    fn place_ahead<C: Crc32c, S: Sink>(&mut self, data: &Pieces<'_>, sink: &mut S) {
         if self.placed.ends_at(data.start()) {
             // Right after an FPDU placed early: an FPDU starts here, marker or not.
             self.place_run_from::<C, S>(data, data.start(), sink);
@@ -198,7 +223,7 @@ impl Receiver {
     }
 
     /// Places consecutive whole FPDUs from `start` until one is incomplete or fails a check.
-    fn place_run_from<C: Crc32c, S: Sink>(&mut self, data: &Pieces, mut start: u64, sink: &mut S) {
+    fn place_run_from<C: Crc32c, S: Sink>(&mut self, data: &Pieces<'_>, mut start: u64, sink: &mut S) {
         let markers = self.cfg.markers;
         while let Some(f) = fpdu::locate(data, markers, start) {
             if f.end() > data.end() || !self.placed.has_room() {
@@ -221,7 +246,7 @@ impl Receiver {
     }
 
     /// Parses and validates the DDP/RDMAP header of an FPDU (everything that needs no order).
-    fn segment(&self, data: &Pieces, f: &Located) -> Result<Segment, RxError> {
+    fn segment(&self, data: &Pieces<'_>, f: &Located) -> Result<Segment, RxError> {
         let mut hdr = [0u8; ddp::UNTAGGED_LEN];
         let avail = (f.ulpdu_len as usize).min(hdr.len());
         fpdu::read_body(data, self.cfg.markers, f.start, f.body_len, 2, &mut hdr[..avail]).ok_or(RxError::Closed)?;
@@ -289,7 +314,7 @@ impl Receiver {
     }
 
     /// Checks the target with the sink and places the payload.
-    fn place<S: Sink>(&self, data: &Pieces, f: &Located, seg: &Segment, sink: &mut S) -> Result<(), Cause> {
+    fn place<S: Sink>(&self, data: &Pieces<'_>, f: &Located, seg: &Segment, sink: &mut S) -> Result<(), Cause> {
         let target = |off: u32| match seg.buf {
             Buffer::Tagged { stag, to } => Target::Tagged { stag, to: to + off as u64 },
             Buffer::Untagged { msn, mo, .. } => Target::Untagged { msn, mo: mo + off },
@@ -308,7 +333,7 @@ impl Receiver {
 
     /// Advances in-order state and delivers what the segment completes. Returns whether the
     /// stream ended (a Terminate arrived).
-    fn deliver<S: Sink>(&mut self, data: &Pieces, f: &Located, seg: &Segment, sink: &mut S) -> Result<bool, RxError> {
+    fn deliver<S: Sink>(&mut self, data: &Pieces<'_>, f: &Located, seg: &Segment, sink: &mut S) -> Result<bool, RxError> {
         if let Some(rtr) = self.cfg.expect_rtr.take() {
             if let Buffer::Untagged { qn, .. } = seg.buf {
                 self.next_msn[qn as usize] += 1;
@@ -359,7 +384,7 @@ impl Receiver {
     }
 
     /// The Terminate for `cause` found in FPDU `f`, echoing its headers when they are readable.
-    fn term(&self, cause: Cause, data: &Pieces, f: &Located) -> RxError {
+    fn term(&self, cause: Cause, data: &Pieces<'_>, f: &Located) -> RxError {
         let mut hdr = [0u8; ddp::UNTAGGED_LEN + READ_REQUEST_LEN];
         let n = (f.ulpdu_len as usize).min(hdr.len());
         let mut t = Terminate::new(cause);

@@ -13,6 +13,7 @@ pub struct Placed {
 }
 
 impl Placed {
+    /// An empty record.
     pub const fn new() -> Placed {
         Placed { starts: [0; CAPACITY], lens: [0; CAPACITY], n: 0 }
     }

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! iwarp.ko: a software iWARP RNIC over the kernel's own TCP.
+//!
+//! Today: registers `/dev/iwarp` (QUERY_DEVICE answered from the shared ABI), compiles in the
+//! protocol core and proves it at load with the kernel's crc32c, and can prove the C shim's
+//! reach into kernel TCP at load (`tcp_probe=1`). Queue pairs come with the data path.
+
+use kernel::prelude::*;
+
+// The protocol core, compiled in from ../proto by path: the kernel build links no external
+// crates. Its modules name each other `crate::…`, so they sit at this crate's root.
+#[path = "../../proto/src/crc.rs"]
+pub mod crc;
+#[path = "../../proto/src/ddp.rs"]
+pub mod ddp;
+#[path = "../../proto/src/markers.rs"]
+pub mod markers;
+#[path = "../../proto/src/mpa/mod.rs"]
+pub mod mpa;
+#[path = "../../proto/src/rdmap.rs"]
+pub mod rdmap;
+#[path = "../../proto/src/rx/mod.rs"]
+pub mod rx;
+#[path = "../../proto/src/stream.rs"]
+pub mod stream;
+#[path = "../../proto/src/terminate.rs"]
+pub mod terminate;
+#[path = "../../proto/src/tx.rs"]
+pub mod tx;
+
+/// The user/kernel ABI shared with libiwarp.
+#[path = "../../libiwarp/src/abi.rs"]
+pub mod abi;
+
+mod device;
+mod selftest;
+mod shim;
+
+module! {
+    type: IwarpModule,
+    name: "iwarp",
+    authors: ["iwarp-rs developers"],
+    description: "Software iWARP (RDMAP/DDP/MPA) over kernel TCP",
+    license: "GPL",
+    params: {
+        tcp_probe: u8 {
+            default: 0,
+            description: "At load, create, bind and release a kernel TCP socket and report it (1 = on)",
+        },
+        inject_init_failure: u8 {
+            default: 0,
+            description: "Fail module init on purpose (tests that a broken module is caught)",
+        },
+    },
+}
+
+#[pin_data]
+struct IwarpModule {
+    #[pin]
+    device: kernel::miscdevice::MiscDeviceRegistration<device::Context>,
+}
+
+impl kernel::InPlaceModule for IwarpModule {
+    fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            device <- {
+                startup()?;
+                device::register()
+            },
+        })
+    }
+}
+
+/// What must succeed before the device appears.
+fn startup() -> Result {
+    if *module_parameters::inject_init_failure.value() != 0 {
+        pr_err!("init failure injected (inject_init_failure=1)\n");
+        return Err(EINVAL);
+    }
+    selftest::protocol_core_loopback()?;
+    if *module_parameters::tcp_probe.value() != 0 {
+        let probe = shim::tcp_probe()?;
+        pr_info!("tcp_probe: kernel TCP socket bound to 127.0.0.1:{} (write_seq {}), released\n", probe.port, probe.write_seq);
+    }
+    pr_info!("loaded, /dev/iwarp ready (ABI {})\n", abi::ABI_VERSION);
+    Ok(())
+}

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe wrappers over the C shim (`shim/net_shim.c`): the kernel APIs the Rust kernel crate
+//! does not wrap. All unsafe FFI of the module's networking and CRC lives here.
+
+use kernel::prelude::*;
+
+mod ffi {
+    extern "C" {
+        pub(super) fn iwarp_shim_crc32c(crc: u32, p: *const u8, len: usize) -> u32;
+        pub(super) fn iwarp_shim_tcp_probe(port: *mut u16, write_seq: *mut u32) -> i32;
+    }
+}
+
+/// The kernel's crc32c(), as the protocol core's CRC implementation.
+pub(crate) struct KernelCrc;
+
+impl crate::crc::Crc32c for KernelCrc {
+    fn append(crc: u32, data: &[u8]) -> u32 {
+        // The core passes finished CRC values; the kernel works on the raw register.
+        // SAFETY: `data` is a valid slice for its whole length during the call, and the shim
+        // only reads it.
+        !unsafe { ffi::iwarp_shim_crc32c(!crc, data.as_ptr(), data.len()) }
+    }
+}
+
+/// What the TCP probe saw.
+pub(crate) struct TcpProbe {
+    /// The ephemeral port the socket was bound to.
+    pub(crate) port: u16,
+    /// The socket's initial send sequence number.
+    pub(crate) write_seq: u32,
+}
+
+/// Creates a kernel TCP socket, binds it to 127.0.0.1:0, reads its port and `write_seq`, and
+/// releases it.
+pub(crate) fn tcp_probe() -> Result<TcpProbe> {
+    let (mut port, mut write_seq) = (0u16, 0u32);
+    // SAFETY: both pointers are to live, exclusively borrowed locals the shim writes once.
+    let rc = unsafe { ffi::iwarp_shim_tcp_probe(&mut port, &mut write_seq) };
+    if rc < 0 {
+        return Err(Error::from_errno(rc));
+    }
+    Ok(TcpProbe { port, write_seq })
+}

@@ -1,0 +1,92 @@
+//! The user/kernel ABI of `/dev/iwarp`: ioctl numbers and argument structs.
+//!
+//! One definition, compiled into both `iwarp.ko` (by path) and `libiwarp`, so the two sides
+//! cannot drift; `tests/abi_layout.rs` pins sizes and offsets, and the module asserts the same
+//! sizes at compile time. No dependencies: the kernel build compiles this file as is.
+//! Bump [`ABI_VERSION`] on every incompatible change.
+
+/// Version of this ABI; QUERY_DEVICE reports the module's.
+pub const ABI_VERSION: u32 = 1;
+
+/// The ioctl type byte of `/dev/iwarp`.
+pub const IOCTL_TYPE: u32 = 0xa7;
+
+const IOC_READ: u32 = 2;
+
+/// The Linux `_IOC` encoding (direction, size, type, number) on x86 and arm.
+const fn ioc(dir: u32, nr: u32, size: usize) -> u32 {
+    dir << 30 | (size as u32) << 16 | IOCTL_TYPE << 8 | nr
+}
+
+/// Capability bits of [`QueryDevice::caps`].
+pub mod caps {
+    /// MPA markers (RFC 5044), any interval.
+    pub const MARKERS: u64 = 1 << 0;
+    /// MPA CRC32c.
+    pub const CRC: u64 = 1 << 1;
+    /// MPA revision 2 (RFC 6581): IRD/ORD negotiation, peer-to-peer RTR.
+    pub const MPA_V2: u64 = 1 << 2;
+    /// Direct placement of out-of-order segments found through markers.
+    pub const OOO_PLACEMENT: u64 = 1 << 3;
+    /// Queue pairs (the data path). Not yet built: the module does not set it.
+    pub const QUEUE_PAIRS: u64 = 1 << 4;
+}
+
+/// Answer of [`IOCTL_QUERY_DEVICE`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryDevice {
+    /// The module's [`ABI_VERSION`].
+    pub abi_version: u32,
+    /// Default MPA marker interval in octets (RFC 5044: 512).
+    pub marker_interval: u32,
+    /// [`caps`] bits.
+    pub caps: u64,
+    /// Most queue pairs per device.
+    pub max_qp: u32,
+    /// Most work requests per queue.
+    pub max_qp_wr: u32,
+    /// Most completion queues.
+    pub max_cq: u32,
+    /// Most entries per completion queue.
+    pub max_cqe: u32,
+    /// Most memory regions.
+    pub max_mr: u32,
+    /// Most scatter/gather entries per work request.
+    pub max_sge: u32,
+    /// Most inbound RDMA Reads outstanding per QP.
+    pub max_ird: u32,
+    /// Most outbound RDMA Reads outstanding per QP.
+    pub max_ord: u32,
+    /// Largest memory region in octets.
+    pub max_mr_size: u64,
+    /// Zero; room to grow without a version bump.
+    pub reserved: [u64; 4],
+}
+
+/// Size of [`QueryDevice`], pinned by the layout test and asserted in the module.
+pub const QUERY_DEVICE_SIZE: usize = 88;
+
+/// `_IOR(0xa7, 0x00, struct QueryDevice)`: the device's version, capabilities and limits.
+pub const IOCTL_QUERY_DEVICE: u32 = ioc(IOC_READ, 0x00, QUERY_DEVICE_SIZE);
+
+/// What the module answers today: the protocol core compiled into it handles markers, CRC,
+/// MPA v2 and early placement; queue pairs and the objects they need come with the data path,
+/// so their limits are zero.
+pub const fn device_attributes() -> QueryDevice {
+    QueryDevice {
+        abi_version: ABI_VERSION,
+        marker_interval: 512,
+        caps: caps::MARKERS | caps::CRC | caps::MPA_V2 | caps::OOO_PLACEMENT,
+        max_qp: 0,
+        max_qp_wr: 0,
+        max_cq: 0,
+        max_cqe: 0,
+        max_mr: 0,
+        max_sge: 0,
+        max_ird: 0,
+        max_ord: 0,
+        max_mr_size: 0,
+        reserved: [0; 4],
+    }
+}

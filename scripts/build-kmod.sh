@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds iwarp.ko against the cached test kernel. Usage: build-kmod.sh [release|debug]
+# Output: target/kmod/FLAVOUR/iwarp.ko (Kbuild's MO= keeps objects out of the source tree).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+source "$here/scripts/kenv.sh"
+flavour=${1:-release}
+kdir=$(kernel_build_dir "$flavour")
+[ -f "$kdir/.built" ] || { echo "no $flavour kernel built: run 'cargo xtask kernel'" >&2; exit 1; }
+out="$here/target/kmod/$flavour"
+mkdir -p "$out"
+"${KMAKE[@]}" -C "$kdir" M="$here/kmod" MO="$out" modules 2>&1 | tee "$out/build.log" | grep -vE '^make|^\s*(CC|RUSTC|LD|MODPOST|AR)\b' || true
+[ "${PIPESTATUS[0]}" = 0 ] || { echo "FATAL: module build failed (log: $out/build.log)" >&2; exit 1; }
+if grep -qE 'warning:' "$out/build.log"; then
+    echo "FATAL: module build has warnings (log: $out/build.log)" >&2
+    exit 1
+fi
+echo "==> kmod($flavour): $out/iwarp.ko"

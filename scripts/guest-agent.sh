@@ -1,0 +1,33 @@
+#!/bin/bash
+# Runs inside each guest as its only command (virtme-ng --exec). Sets up the guest (our
+# kernel's modules, the bridge address), then runs the command files the host drops into the
+# shared directory (virtme-ng provides our kernel's modules), one at a time, writing output and exit status back. Ends on "shutdown",
+# leaving the guest's dmesg behind.
+# Usage: guest-agent.sh NAME SHARED_DIR IP
+set -u
+name=$1 dir=$2 ip=$3
+exec >"$dir/agent.log" 2>&1
+echo "agent $name starting on $(uname -r)"
+mkdir -p /run/iwarp /var/run/rdma 2>/dev/null
+ifc=$(ls /sys/class/net | grep -v '^lo$' | head -1)
+ip link set lo up
+if [ -n "$ifc" ]; then
+    ip link set "$ifc" up
+    ip addr add "$ip/24" dev "$ifc"
+fi
+echo "$ifc" >"$dir/ifname"
+grep -m1 'cpu MHz' /proc/cpuinfo >"$dir/cpuinfo"
+touch "$dir/ready"
+n=0
+while [ ! -e "$dir/shutdown" ]; do
+    if [ -e "$dir/cmd.$n" ]; then
+        IWARP_GUEST=$name IWARP_IF=$ifc bash "$dir/cmd.$n" >"$dir/out.$n" 2>&1 </dev/null
+        echo $? >"$dir/rc.$n.tmp"
+        mv "$dir/rc.$n.tmp" "$dir/rc.$n"
+        n=$((n + 1))
+        continue
+    fi
+    sleep 0.1
+done
+dmesg >"$dir/dmesg"
+sync

@@ -1,0 +1,177 @@
+# Host side of the guests, sourced by vm.sh, vm-tests.sh and demo.sh.
+#
+# vm_start N FLAVOUR   boot N guests (A, B, …) of the release|debug kernel on a bridge
+# vm_run G CMD [SECS]  run CMD in guest G; prints its output, returns its status
+# vm_submit G CMD      start CMD in guest G without waiting; sets VM_ID for vm_wait
+# vm_wait G ID [SECS]  wait for a submitted command; prints its output, returns its status
+# vm_stop              shut the guests down, check their dmesg, remove the namespace
+#
+# Network: a namespace made for the run holds a bridge and one tap per guest; guest G number i
+# (A=1, B=2, …) is 10.77.0.i/24 on it. Nothing else: no QEMU user networking, no uplink.
+# vm_start installs a trap so guests and namespace go away on exit, failure or Ctrl-C.
+
+VM_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$VM_HERE/scripts/kenv.sh"
+VM_NAMES=(A B C D)
+VM_NS=""
+VM_DIR=""
+VM_PIDS=()
+VM_COUNT=0
+VM_NEXT=()
+
+vm_log() { printf '==> vm: %s\n' "$*" >&2; }
+
+vm_ip() { # guest name -> address
+    local i
+    for i in "${!VM_NAMES[@]}"; do [ "${VM_NAMES[$i]}" = "$1" ] && echo "10.77.0.$((i + 1))"; done
+}
+
+vm_index() {
+    local i
+    for i in "${!VM_NAMES[@]}"; do [ "${VM_NAMES[$i]}" = "$1" ] && echo "$i"; done
+}
+
+# KVM only helps if a stock kernel actually boots with it; on these machines it does not.
+vm_accel() {
+    local kimg=$1 probe="$CACHE/kvm-probe-$(uname -r)-$(basename "$(dirname "$(dirname "$(dirname "$(dirname "$kimg")")")")")"
+    if [ -f "$probe" ]; then cat "$probe"; return; fi
+    local verdict=tcg
+    if [ -w /dev/kvm ]; then
+        if timeout 25 vng --run "$kimg" --memory 512M --cpus 1 --exec 'echo KVM_PROBE_OK' </dev/null 2>/dev/null | grep -q KVM_PROBE_OK; then
+            verdict=kvm
+        fi
+    fi
+    echo "$verdict" >"$probe"
+    echo "$verdict"
+}
+
+vm_start() {
+    local n=${1:-2} flavour=${2:-release} kdir kimg accel i name
+    kdir=$(kernel_build_dir "$flavour")
+    kimg="$kdir/arch/x86/boot/bzImage"
+    if [ ! -f "$kdir/.built" ]; then
+        echo "SKIP: no $flavour test kernel at $kdir (run 'cargo xtask kernel${flavour/release/}')" >&2
+        return 77
+    fi
+    command -v vng >/dev/null && command -v qemu-system-x86_64 >/dev/null || {
+        echo "SKIP: virtme-ng or QEMU missing (run 'cargo xtask setup')" >&2
+        return 77
+    }
+    VM_COUNT=$n
+    VM_DIR=$(mktemp -d /tmp/iwarp-vm.XXXXXX)
+    VM_NS="iwarp-$$"
+    trap vm_stop EXIT
+    trap 'vm_stop; exit 130' INT TERM
+    accel=$(vm_accel "$kimg")
+    local kvm_opt=(--disable-kvm)
+    if [ "$accel" = kvm ]; then kvm_opt=(); vm_log "KVM works here: using it"; else
+        vm_log "NOTICE: KVM cannot boot this kernel here; guests run under TCG (software emulation, slow)"
+    fi
+    ip netns add "$VM_NS"
+    ip -n "$VM_NS" link set lo up
+    ip -n "$VM_NS" link add br0 type bridge
+    ip -n "$VM_NS" link set br0 up
+    for ((i = 0; i < n; i++)); do
+        name=${VM_NAMES[$i]}
+        mkdir -p "$VM_DIR/$name"
+        ip -n "$VM_NS" tuntap add "tap$name" mode tap
+        ip -n "$VM_NS" link set "tap$name" master br0
+        ip -n "$VM_NS" link set "tap$name" up
+        VM_NEXT[$i]=0
+        # vng runs in the namespace so QEMU can open the tap; its console goes to a log.
+        ip netns exec "$VM_NS" setsid vng --run "$kimg" "${kvm_opt[@]}" --disable-microvm \
+            --cpus 1 --memory 1G --rwdir="$VM_DIR/$name" --cwd "$VM_HERE" \
+            --append "tsc=reliable" \
+            --qemu-opts="-netdev tap,id=n0,ifname=tap$name,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$((i + 1))" \
+            --exec "bash $VM_HERE/scripts/guest-agent.sh $name $VM_DIR/$name $(vm_ip "$name")" \
+            </dev/null >"$VM_DIR/$name/console.log" 2>&1 &
+        VM_PIDS[$i]=$!
+    done
+    local deadline=$((SECONDS + 180))
+    for ((i = 0; i < n; i++)); do
+        name=${VM_NAMES[$i]}
+        while [ ! -e "$VM_DIR/$name/ready" ]; do
+            if ! kill -0 "${VM_PIDS[$i]}" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+                vm_log "guest $name failed to boot; console:"
+                tail -30 "$VM_DIR/$name/console.log" >&2
+                return 1
+            fi
+            sleep 0.5
+        done
+        vm_log "guest $name booted ($(vm_ip "$name"), $(cat "$VM_DIR/$name/ifname"), $(cat "$VM_DIR/$name/cpuinfo"))"
+    done
+}
+
+vm_submit() {
+    local g=$1 cmd=$2 i id
+    i=$(vm_index "$g")
+    id=${VM_NEXT[$i]}
+    VM_NEXT[$i]=$((id + 1))
+    printf '%s\n' "$cmd" >"$VM_DIR/$g/cmd.$id.tmp"
+    mv "$VM_DIR/$g/cmd.$id.tmp" "$VM_DIR/$g/cmd.$id"
+    VM_ID=$id
+}
+
+vm_wait() {
+    local g=$1 id=$2 secs=${3:-600} deadline i
+    i=$(vm_index "$g")
+    deadline=$((SECONDS + secs))
+    while [ ! -e "$VM_DIR/$g/rc.$id" ]; do
+        if [ $SECONDS -ge $deadline ] || ! kill -0 "${VM_PIDS[$i]}" 2>/dev/null; then
+            cat "$VM_DIR/$g/out.$id" 2>/dev/null
+            vm_log "guest $g: command $id timed out or the guest died"
+            return 124
+        fi
+        sleep 0.2
+    done
+    cat "$VM_DIR/$g/out.$id"
+    return "$(cat "$VM_DIR/$g/rc.$id")"
+}
+
+vm_run() {
+    vm_submit "$1" "$2"
+    vm_wait "$1" "$VM_ID" "${3:-600}"
+}
+
+# Lines that mean the kernel is unhappy. The out-of-tree taint of loading iwarp.ko is expected.
+VM_BAD_DMESG='WARNING:|BUG:|Oops|KASAN|kmemleak|possible recursive locking|circular locking|inconsistent lock state|sleeping function called from invalid context|Call Trace:|taints kernel'
+VM_OK_DMESG='loading out-of-tree module taints kernel'
+
+vm_stop() {
+    trap - EXIT INT TERM
+    [ -n "$VM_DIR" ] || return 0
+    local i name status=0 deadline
+    for ((i = 0; i < VM_COUNT; i++)); do touch "$VM_DIR/${VM_NAMES[$i]}/shutdown"; done
+    deadline=$((SECONDS + 60))
+    for ((i = 0; i < VM_COUNT; i++)); do
+        while kill -0 "${VM_PIDS[$i]}" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
+        if kill -0 "${VM_PIDS[$i]}" 2>/dev/null; then
+            vm_log "guest ${VM_NAMES[$i]} did not power off; ending it"
+            kill -- "-${VM_PIDS[$i]}" 2>/dev/null
+        fi
+        wait "${VM_PIDS[$i]}" 2>/dev/null
+    done
+    for ((i = 0; i < VM_COUNT; i++)); do
+        name=${VM_NAMES[$i]}
+        local d="$VM_DIR/$name/dmesg"
+        if [ ! -s "$d" ]; then
+            vm_log "guest $name left no dmesg (crashed?); console tail:"
+            tail -20 "$VM_DIR/$name/console.log" >&2
+            status=1
+            continue
+        fi
+        local bad
+        bad=$(grep -E "$VM_BAD_DMESG" "$d" | grep -vE "$VM_OK_DMESG")
+        if [ -n "$bad" ]; then
+            vm_log "guest $name dmesg is NOT clean:"
+            printf '%s\n' "$bad" >&2
+            status=1
+        else
+            vm_log "guest $name dmesg clean"
+        fi
+    done
+    [ -n "$VM_NS" ] && ip netns del "$VM_NS" 2>/dev/null
+    if [ -n "${IWARP_KEEP_VM_DIR:-}" ]; then vm_log "guest files kept in $VM_DIR"; else rm -rf "$VM_DIR"; fi
+    VM_DIR=""
+    return $status
+}
