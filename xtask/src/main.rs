@@ -1,1 +1,62 @@
-fn main() {}
+//! `cargo xtask …`: the project's tasks. The system-level work (packages, kernel, guests) is in
+//! `scripts/`; this runner sequences it, builds the Rust parts and counts test results.
+
+mod run;
+mod test;
+
+use run::{cargo, script};
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+  setup                 install everything (Debian packages, bindgen, virtme-ng, kernel source)
+  kernel [--debug]      build the test kernel into the cache (a warm run does nothing)
+  kmod [--debug]        build iwarp.ko against it
+  vm [--guests N] [--debug] [--guest G] [--insmod] -- CMD
+                        boot guests on a bridge, run CMD in guest G (default A), tear down
+  test [--host] [--debug]
+                        host tests, then VM tests (release kernel, or the debug one)
+  bench core            protocol-core benchmarks, as ratios
+  demo                  set up, build, boot two guests, load the module, query it";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |f: &str| args.iter().any(|a| a == f);
+    let flavour = if flag("--debug") { "debug" } else { "release" };
+    let ok = match args.first().map(String::as_str) {
+        Some("setup") => script("setup.sh", &[]),
+        Some("kernel") => script("build-kernel.sh", &[flavour]),
+        Some("kmod") => script("build-kmod.sh", &[flavour]),
+        Some("vm") => {
+            let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+            build_guest_side(flavour, flag("--insmod")) && script("vm.sh", &rest)
+        }
+        Some("test") => return test::run(flag("--host"), flavour),
+        Some("bench") if args.get(1).map(String::as_str) == Some("core") => {
+            cargo(&["bench", "-p", "iwarp-proto", "--features", "host-crc", "--bench", "fpdu"])
+        }
+        Some("demo") => demo(),
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// What guests need from the host build: the module (if asked) and the user-space binaries.
+fn build_guest_side(flavour: &str, module: bool) -> bool {
+    (!module || script("build-kmod.sh", &[flavour])) && cargo(&["build", "--release", "-p", "libiwarp", "--bins"])
+}
+
+/// The newcomer's main job.
+fn demo() -> bool {
+    script("setup.sh", &[])
+        && script("build-kernel.sh", &["release"])
+        && build_guest_side("release", true)
+        && script("demo.sh", &[])
+}

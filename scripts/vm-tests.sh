@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# VM tests: two guests on a bridge, iwarp.ko loaded in both. One "PASS name", "FAIL name" or
+# "SKIP name" line per test (cargo xtask test counts them). Usage: vm-tests.sh [release|debug]
+# Without QEMU or the test kernel every test is reported SKIP, loudly; under CI=true that is
+# a failure, since CI must run them.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+source "$here/scripts/vm-lib.sh"
+flavour=${1:-release}
+ko="$here/target/kmod/$flavour/iwarp.ko"
+info="$here/target/release/iwarp-info"
+TESTS=(boot-A boot-B insmod-A-with-tcp-probe insmod-B query-device-A query-device-B tcp-A-to-B
+       siw-link-A init-failure-refused rmmod-A rmmod-B dmesg-clean)
+
+pass() { echo "PASS $1${2:+ ($2)}"; }
+fail() { echo "FAIL $1${2:+ ($2)}"; }
+# check NAME CMD…: PASS if CMD succeeds.
+check() {
+    local name=$1
+    shift
+    if "$@"; then pass "$name"; else fail "$name"; fi
+}
+
+vm_start 2 "$flavour"
+rc=$?
+if [ $rc != 0 ]; then
+    for t in "${TESTS[@]}"; do
+        if [ $rc = 77 ]; then echo "SKIP $t (no VM could run: see above)"; else fail "$t" "guests did not boot"; fi
+    done
+    [ $rc = 77 ] && [ "${CI:-}" != true ] && exit 0
+    exit 1
+fi
+pass boot-A "$(cat "$VM_DIR/A/cpuinfo")"
+pass boot-B "$(cat "$VM_DIR/B/cpuinfo")"
+
+insmod_probe() {
+    vm_run A "insmod $ko tcp_probe=1 && dmesg | grep -E 'iwarp: (loaded|tcp_probe)'" &&
+        vm_run A "dmesg | grep -q 'tcp_probe: kernel TCP socket bound to 127.0.0.1:'"
+}
+check insmod-A-with-tcp-probe insmod_probe
+check insmod-B vm_run B "insmod $ko && test -c /dev/iwarp"
+check query-device-A vm_run A "$info --check"
+check query-device-B vm_run B "$info --check"
+
+tcp() {
+    vm_submit B "timeout 60 iperf3 -s -1 -p 5201"
+    local server=$VM_ID
+    vm_run A "for i in \$(seq 30); do iperf3 -c $(vm_ip B) -p 5201 -t 2 && exit 0; sleep 1; done; exit 1" &&
+        vm_wait B "$server" 90 >/dev/null
+}
+check tcp-A-to-B tcp
+check siw-link-A vm_run A 'modprobe siw && rdma link add siw0 type siw netdev $IWARP_IF && ibv_devices | grep -w siw0'
+
+refused() {
+    vm_run B "rmmod iwarp && ! insmod $ko inject_init_failure=1 && test ! -e /dev/iwarp && ! grep -qw iwarp /proc/modules"
+}
+check init-failure-refused refused
+check rmmod-A vm_run A "rmmod iwarp && ! grep -qw iwarp /proc/modules && test ! -e /dev/iwarp"
+check rmmod-B vm_run B "insmod $ko && rmmod iwarp && ! grep -qw iwarp /proc/modules"
+
+if vm_stop; then pass dmesg-clean "both guests"; else fail dmesg-clean "see above"; fi

@@ -1,0 +1,54 @@
+//! Running the project's scripts and cargo, echoing what runs.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+}
+
+/// Runs `scripts/NAME ARGS…` with bash; true if it succeeded.
+pub fn script(name: &str, args: &[&str]) -> bool {
+    status(Command::new("bash").arg(root().join("scripts").join(name)).args(args))
+}
+
+/// Runs cargo with ARGS in the workspace; true if it succeeded.
+pub fn cargo(args: &[&str]) -> bool {
+    status(Command::new(env!("CARGO")).args(args).current_dir(root()))
+}
+
+fn status(cmd: &mut Command) -> bool {
+    eprintln!("==> xtask: {}", shown(cmd));
+    match cmd.stdin(Stdio::inherit()).status() {
+        Ok(s) => s.success(),
+        Err(e) => {
+            eprintln!("==> xtask: cannot run {}: {e}", shown(cmd));
+            false
+        }
+    }
+}
+
+/// Runs a command, teeing its output to ours, and returns (success, captured output).
+pub fn capture(cmd: &mut Command) -> (bool, String) {
+    use std::io::{BufRead, BufReader, Write};
+    eprintln!("==> xtask: {}", shown(cmd));
+    let mut child = match cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn() {
+        Ok(c) => c,
+        Err(e) => return (false, format!("cannot run: {e}\n")),
+    };
+    let mut text = String::new();
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines().map_while(Result::ok) {
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let ok = child.wait().map(|s| s.success()).unwrap_or(false);
+    (ok, text)
+}
+
+fn shown(cmd: &Command) -> String {
+    let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    format!("{} {}", cmd.get_program().to_string_lossy(), args.join(" "))
+}
