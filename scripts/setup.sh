@@ -54,6 +54,15 @@ else
     LIBCLANG_PATH=/usr/lib/llvm-19/lib cargo install --locked bindgen-cli --version "$BINDGEN_VERSION" --root "$CACHE/bindgen"
 fi
 
+# --- cargo-fuzz (crates.io), for the receive-engine fuzz target -----------------------------
+CARGO_FUZZ_VERSION=0.13.2
+if [ -x "$CACHE/cargo-fuzz/bin/cargo-fuzz" ]; then
+    say "cargo-fuzz $CARGO_FUZZ_VERSION: present"
+else
+    say "cargo install cargo-fuzz $CARGO_FUZZ_VERSION"
+    cargo install --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION" --root "$CACHE/cargo-fuzz"
+fi
+
 # --- virtme-ng (PyPI) --------------------------------------------------------------------------
 if command -v vng >/dev/null && vng --version 2>/dev/null | grep -q "$VIRTME_NG_VERSION"; then
     say "virtme-ng $VIRTME_NG_VERSION: present"

@@ -12,8 +12,8 @@ info="$here/target/release/iwarp-info"
 TESTS=(boot-A boot-B insmod-A-with-tcp-probe insmod-B query-device-A query-device-B tcp-A-to-B
        siw-link-A init-failure-refused rmmod-A rmmod-B dmesg-clean)
 
-pass() { echo "PASS $1${2:+ ($2)}"; }
-fail() { echo "FAIL $1${2:+ ($2)}"; }
+pass() { echo "PASS $flavour/$1${2:+ ($2)}"; }
+fail() { echo "FAIL $flavour/$1${2:+ ($2)}"; }
 # check NAME CMD…: PASS if CMD succeeds.
 check() {
     local name=$1
@@ -25,7 +25,7 @@ vm_start 2 "$flavour"
 rc=$?
 if [ $rc != 0 ]; then
     for t in "${TESTS[@]}"; do
-        if [ $rc = 77 ]; then echo "SKIP $t (no VM could run: see above)"; else fail "$t" "guests did not boot"; fi
+        if [ $rc = 77 ]; then echo "SKIP $flavour/$t (no VM could run: see above)"; else fail "$t" "guests did not boot"; fi
     done
     [ $rc = 77 ] && [ "${CI:-}" != true ] && exit 0
     exit 1

@@ -72,19 +72,27 @@ impl Markers {
     /// field, ULPDU, pad and CRC) is `body_len` octets. A marker right after the last body octet
     /// belongs to the next FPDU and is not yielded.
     pub fn runs(self, start: u64, body_len: u32) -> Runs {
-        Runs { markers: self, pos: start, body_off: 0, body_len }
+        let next_marker = self.next_at_or_after(start).unwrap_or(u64::MAX);
+        Runs { interval: self.interval as u64, next_marker, pos: start, body_off: 0, body_len }
     }
 
     /// Octets on the wire of an FPDU starting at `start` with `body_len` body octets.
     pub fn wire_len(self, start: u64, body_len: u32) -> u32 {
-        let count = self.runs(start, body_len).filter(|r| matches!(r, Run::Marker { .. })).count();
-        body_len + MARKER_LEN * count as u32
+        let Some(first) = self.next_at_or_after(start) else { return body_len };
+        // Body octets before the first marker, then (interval - 4) between markers.
+        let before = (first - start) as u32;
+        if body_len <= before {
+            return body_len;
+        }
+        let markers = 1 + (body_len - before - 1) / (self.interval - MARKER_LEN);
+        body_len + MARKER_LEN * markers
     }
 }
 
 /// Iterator returned by [`Markers::runs`].
 pub struct Runs {
-    markers: Markers,
+    interval: u64,
+    next_marker: u64,
     pos: u64,
     body_off: u32,
     body_len: u32,
@@ -97,15 +105,13 @@ impl Iterator for Runs {
         if self.body_off == self.body_len {
             return None;
         }
-        let left = (self.body_len - self.body_off) as u64;
-        let len = match self.markers.next_at_or_after(self.pos) {
-            Some(m) if m == self.pos => {
-                self.pos += MARKER_LEN as u64;
-                return Some(Run::Marker { pos: m });
-            }
-            Some(m) => core::cmp::min(m - self.pos, left),
-            None => left,
-        } as u32;
+        if self.pos == self.next_marker {
+            let pos = self.pos;
+            self.pos += MARKER_LEN as u64;
+            self.next_marker += self.interval;
+            return Some(Run::Marker { pos });
+        }
+        let len = (self.next_marker - self.pos).min((self.body_len - self.body_off) as u64) as u32;
         let run = Run::Body { pos: self.pos, body_off: self.body_off, len };
         self.pos += len as u64;
         self.body_off += len;
@@ -188,6 +194,19 @@ mod tests {
                 }
             }
             assert_eq!(next_body, 300);
+        }
+    }
+
+    #[test]
+    fn wire_len_formula_matches_walking_the_runs() {
+        for interval in [8, 12, 64, 512, 1024] {
+            let m = Markers::every(interval).unwrap();
+            for start in (0..3 * interval as u64).step_by(4) {
+                for body in (4..4000).step_by(4) {
+                    let walked = body + MARKER_LEN * m.runs(start, body).filter(|r| matches!(r, Run::Marker { .. })).count() as u32;
+                    assert_eq!(m.wire_len(start, body), walked, "interval {interval} start {start} body {body}");
+                }
+            }
         }
     }
 

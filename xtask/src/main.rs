@@ -1,6 +1,7 @@
 //! `cargo xtask …`: the project's tasks. The system-level work (packages, kernel, guests) is in
 //! `scripts/`; this runner sequences it, builds the Rust parts and counts test results.
 
+mod bench;
 mod run;
 mod test;
 
@@ -14,9 +15,9 @@ usage: cargo xtask <task>
   kmod [--debug]        build iwarp.ko against it
   vm [--guests N] [--debug] [--guest G] [--insmod] -- CMD
                         boot guests on a bridge, run CMD in guest G (default A), tear down
-  test [--host] [--debug]
-                        host tests, then VM tests (release kernel, or the debug one)
-  bench core            protocol-core benchmarks, as ratios
+  test [--host]         host tests, fuzz smoke run, VM tests (release kernel, and the debug
+                        kernel when built; CI always builds it)
+  bench core [--quick]  protocol-core benchmarks, as ratios (--quick: short measurements)
   demo                  set up, build, boot two guests, load the module, query it";
 
 fn main() -> ExitCode {
@@ -31,10 +32,8 @@ fn main() -> ExitCode {
             let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
             build_guest_side(flavour, flag("--insmod")) && script("vm.sh", &rest)
         }
-        Some("test") => return test::run(flag("--host"), flavour),
-        Some("bench") if args.get(1).map(String::as_str) == Some("core") => {
-            cargo(&["bench", "-p", "iwarp-proto", "--features", "host-crc", "--bench", "fpdu"])
-        }
+        Some("test") => return test::run(flag("--host")),
+        Some("bench") if args.get(1).map(String::as_str) == Some("core") => bench::core(flag("--quick")),
         Some("demo") => demo(),
         _ => {
             eprintln!("{USAGE}");

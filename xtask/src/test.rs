@@ -12,14 +12,22 @@ struct Tally {
     broken: Vec<String>,
 }
 
-/// Runs the tests; `host_only` skips the VM part.
-pub fn run(host_only: bool, flavour: &str) -> ExitCode {
+/// Runs the tests; `host_only` skips the VM part. The VM suite runs on the release kernel and,
+/// when it is built (always under CI), on the debug kernel too.
+pub fn run(host_only: bool) -> ExitCode {
     let mut t = Tally::default();
     host(&mut t);
+    fuzz_smoke(&mut t);
     if host_only {
         println!("VM tests not run (--host)");
     } else {
-        vm(&mut t, flavour);
+        vm(&mut t, "release");
+        if std::env::var("CI").as_deref() == Ok("true") || debug_kernel_built() {
+            vm(&mut t, "debug");
+        } else {
+            println!("SKIP vm-tests-debug-kernel (build it once with 'cargo xtask kernel --debug')");
+            t.skipped += 1;
+        }
     }
     for b in &t.broken {
         println!("FAILED: {b}");
@@ -48,6 +56,45 @@ fn host(t: &mut Tally) {
     if !ok || !seen {
         t.broken.push("cargo test --workspace".into());
     }
+}
+
+/// A short run of the receive-engine fuzz target over the committed corpus (new inputs go to
+/// a temporary directory, not into the repository). The long runs are done by hand.
+fn fuzz_smoke(t: &mut Tally) {
+    let cargo_fuzz = std::path::Path::new(&std::env::var("IWARP_CACHE").unwrap_or_else(|_| "/var/lib/iwarp".into())).join("cargo-fuzz/bin/cargo-fuzz");
+    if !cargo_fuzz.is_file() {
+        println!("SKIP fuzz-receive (cargo-fuzz missing: run 'cargo xtask setup')");
+        t.skipped += 1;
+        if std::env::var("CI").as_deref() == Ok("true") {
+            t.broken.push("fuzz smoke test could not run under CI".into());
+        }
+        return;
+    }
+    let scratch = std::env::temp_dir().join(format!("iwarp-fuzz-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&scratch);
+    let fuzz_dir = root().join("proto/fuzz");
+    let (ok, _) = capture(
+        Command::new(&cargo_fuzz)
+            .args(["fuzz", "run", "--sanitizer", "none", "-a", "receive"])
+            .arg(&scratch)
+            .arg(fuzz_dir.join("corpus/receive"))
+            .args(["--", "-max_total_time=60", "-print_final_stats=1"])
+            .current_dir(&fuzz_dir)
+            .env("RUSTC_BOOTSTRAP", "1"),
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+    if ok {
+        println!("PASS fuzz-receive (60 s, committed corpus)");
+        t.passed += 1;
+    } else {
+        println!("FAIL fuzz-receive (see the crash above; artifacts in proto/fuzz/artifacts)");
+        t.failed += 1;
+    }
+}
+
+fn debug_kernel_built() -> bool {
+    let out = Command::new("bash").arg("-c").arg(format!("source {}/scripts/kenv.sh && test -f \"$(kernel_build_dir debug)/.built\"", root().display())).status();
+    out.map(|s| s.success()).unwrap_or(false)
 }
 
 /// The VM suite prints one "PASS name", "FAIL name" or "SKIP name" line per test.

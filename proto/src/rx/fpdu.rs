@@ -2,7 +2,7 @@
 //! with the markers that fall inside it stepped over.
 
 use crate::crc::Crc32c;
-use crate::markers::{self, pad_len, Markers, Run};
+use crate::markers::{self, pad_len, Markers, Run, MARKER_LEN};
 use crate::stream::Pieces;
 use crate::terminate::Cause;
 
@@ -27,9 +27,15 @@ impl Located {
 }
 
 /// Reads the length field of the FPDU at `start`; `None` if those octets are not in `data`.
+/// FPDUs and markers are 4-aligned, so the field is whole: at `start`, or just after a marker
+/// that sits there.
 pub(crate) fn locate(data: &Pieces<'_>, markers: Markers, start: u64) -> Option<Located> {
+    let at = if markers.next_at_or_after(start) == Some(start) { start + MARKER_LEN as u64 } else { start };
+    if at < data.start() || at + 2 > data.end() {
+        return None;
+    }
     let mut len = [0u8; 2];
-    read_body(data, markers, start, 4, 0, &mut len)?;
+    data.copy_to(at, &mut len);
     let ulpdu_len = u16::from_be_bytes(len);
     let body_len = 2 + ulpdu_len as u32 + pad_len(ulpdu_len as u32) + 4;
     Some(Located { start, ulpdu_len, body_len, wire_len: markers.wire_len(start, body_len) })
@@ -59,14 +65,14 @@ pub(crate) fn read_body(data: &Pieces<'_>, markers: Markers, start: u64, body_le
 
 /// Checks that every marker inside the FPDU points back to its start.
 pub(crate) fn check_markers(data: &Pieces<'_>, markers: Markers, f: &Located) -> Result<(), Cause> {
-    for run in markers.runs(f.start, f.body_len) {
-        if let Run::Marker { pos } = run {
-            let mut m = [0u8; 4];
-            data.copy_to(pos, &mut m);
-            if markers::decode(pos, m) != Some(f.start) && !far_marker_matches(pos, f.start, m) {
-                return Err(Cause::MpaMarker);
-            }
+    let Some(mut pos) = markers.next_at_or_after(f.start) else { return Ok(()) };
+    while pos < f.end() {
+        let mut m = [0u8; 4];
+        data.copy_to(pos, &mut m);
+        if markers::decode(pos, m) != Some(f.start) && !far_marker_matches(pos, f.start, m) {
+            return Err(Cause::MpaMarker);
         }
+        pos += markers.interval() as u64;
     }
     Ok(())
 }

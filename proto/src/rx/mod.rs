@@ -251,7 +251,7 @@ impl Receiver {
         let avail = (f.ulpdu_len as usize).min(hdr.len());
         fpdu::read_body(data, self.cfg.markers, f.start, f.body_len, 2, &mut hdr[..avail]).ok_or(RxError::Closed)?;
         let fail = |c: Cause| RxError::Terminate(Terminate::new(c).with_segment(f.ulpdu_len, &hdr[..avail]));
-        let h = Header::parse(&hdr[..avail]).ok_or(fail(Cause::DdpCatastrophic))?;
+        let h = Header::parse(&hdr[..avail]).ok_or_else(|| fail(Cause::DdpCatastrophic))?;
         let tagged = matches!(h.buf, Buffer::Tagged { .. });
         let hdr_len = h.len() as u32;
         let payload_len = f.ulpdu_len as u32 - hdr_len;
@@ -262,16 +262,16 @@ impl Receiver {
         if rv != rdmap::VERSION {
             return Err(fail(Cause::RdmapVersion));
         }
-        let op = Opcode::from_bits(bits).filter(|op| op.tagged() == tagged).ok_or(fail(Cause::RdmapOpcode))?;
+        let op = Opcode::from_bits(bits).filter(|op| op.tagged() == tagged).ok_or_else(|| fail(Cause::RdmapOpcode))?;
         match h.buf {
             Buffer::Tagged { to, .. } => {
-                to.checked_add(payload_len as u64).ok_or(fail(Cause::DdpToWrap))?;
+                to.checked_add(payload_len as u64).ok_or_else(|| fail(Cause::DdpToWrap))?;
             }
             Buffer::Untagged { qn, mo, .. } => {
                 if Some(qn) != op.queue() {
                     return Err(fail(Cause::DdpInvalidQn));
                 }
-                mo.checked_add(payload_len).ok_or(fail(Cause::DdpInvalidMo))?;
+                mo.checked_add(payload_len).ok_or_else(|| fail(Cause::DdpInvalidMo))?;
                 let whole = match op {
                     Opcode::ReadRequest => Some(READ_REQUEST_LEN as u32),
                     Opcode::Terminate => None,
@@ -376,7 +376,7 @@ impl Receiver {
                     sink.deliver(Event::ReadRequest(ReadRequest::parse(&rr)));
                     return Ok(false);
                 }
-                let t = Terminate::parse(payload).ok_or(RxError::Terminate(Terminate::new(Cause::RdmapStreamCatastrophic)))?;
+                let t = Terminate::parse(payload).ok_or_else(|| RxError::Terminate(Terminate::new(Cause::RdmapStreamCatastrophic)))?;
                 sink.deliver(Event::Terminate(t));
                 Ok(true)
             }
