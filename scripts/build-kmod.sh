@@ -9,9 +9,14 @@ kdir=$(kernel_build_dir "$flavour")
 [ -f "$kdir/.built" ] || { echo "no $flavour kernel built: run 'cargo xtask kernel'" >&2; exit 1; }
 out="$here/target/kmod/$flavour"
 mkdir -p "$out"
-"${KMAKE[@]}" -C "$kdir" M="$here/kmod" MO="$out" modules 2>&1 | tee "$out/build.log" | grep -vE '^make|^\s*(CC|RUSTC|LD|MODPOST|AR)\b' || true
-[ "${PIPESTATUS[0]}" = 0 ] || { echo "FATAL: module build failed (log: $out/build.log)" >&2; exit 1; }
+rm -f "$out/iwarp.ko"
+if ! "${KMAKE[@]}" -C "$kdir" M="$here/kmod" MO="$out" modules >"$out/build.log" 2>&1; then
+    cat "$out/build.log" >&2
+    echo "FATAL: module build failed (log: $out/build.log)" >&2
+    exit 1
+fi
 if grep -qE 'warning:' "$out/build.log"; then
+    cat "$out/build.log" >&2
     echo "FATAL: module build has warnings (log: $out/build.log)" >&2
     exit 1
 fi
