@@ -8,9 +8,10 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 source "$here/scripts/vm-lib.sh"
 flavour=${1:-release}
 ko="$here/target/kmod/$flavour/iwarp.ko"
-info="$here/target/release/iwarp-info"
+check="$here/target/release/iwarp-check"
 TESTS=(boot-A boot-B insmod-A-with-tcp-probe insmod-B query-device-A query-device-B tcp-A-to-B
-       siw-link-A init-failure-refused rmmod-A rmmod-B dmesg-clean)
+       siw-link-A mr-register-A mr-memlock-A mr-killed-process-unpins-B init-failure-refused
+       rmmod-A rmmod-B dmesg-clean)
 
 pass() { echo "PASS $flavour/$1${2:+ ($2)}"; }
 fail() { echo "FAIL $flavour/$1${2:+ ($2)}"; }
@@ -39,8 +40,8 @@ insmod_probe() {
 }
 check insmod-A-with-tcp-probe insmod_probe
 check insmod-B vm_run B "insmod $ko && test -c /dev/iwarp"
-check query-device-A vm_run A "$info --check"
-check query-device-B vm_run B "$info --check"
+check query-device-A vm_run A "$check query"
+check query-device-B vm_run B "$check query"
 
 tcp() {
     vm_submit B "timeout 60 iperf3 -s -1 -p 5201"
@@ -50,6 +51,18 @@ tcp() {
 }
 check tcp-A-to-B tcp
 check siw-link-A vm_run A 'modprobe siw && rdma link add siw0 type siw netdev $IWARP_IF && ibv_devices | grep -w siw0'
+
+check mr-register-A vm_run A "$check mr && $check stats-zero"
+# Without CAP_IPC_LOCK (as nobody), RLIMIT_MEMLOCK applies.
+check mr-memlock-A vm_run A "chmod 666 /dev/iwarp && setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all $check memlock 1024; rc=\$?; chmod 600 /dev/iwarp; exit \$rc"
+killed() {
+    vm_run B "$check hold 16 & pid=\$!
+        for i in \$(seq 100); do $check stats-zero >/dev/null 2>&1 || break; sleep 0.1; done
+        $check stats-zero >/dev/null 2>&1 && { echo 'hold never registered'; exit 1; }
+        kill -9 \$pid; wait \$pid
+        $check stats-zero"
+}
+check mr-killed-process-unpins-B killed
 
 refused() {
     vm_run B "rmmod iwarp && ! insmod $ko inject_init_failure=1 && test ! -e /dev/iwarp && ! grep -qw iwarp /proc/modules"

@@ -2,8 +2,8 @@
 
 //! iwarp.ko: a software iWARP RNIC over the kernel's own TCP.
 //!
-//! Today: registers `/dev/iwarp` (QUERY_DEVICE answered from the shared ABI), compiles in the
-//! protocol core and proves it at load with the kernel's crc32c, and can prove the C shim's
+//! Today: registers `/dev/iwarp` (QUERY_DEVICE answered from the shared ABI, memory regions
+//! pinned and registered, module counters), compiles in the protocol core and proves it at load with the kernel's crc32c, and can prove the C shim's
 //! reach into kernel TCP at load (`tcp_probe=1`). Queue pairs come with the data path.
 
 use kernel::prelude::*;
@@ -34,8 +34,11 @@ pub mod tx;
 pub mod abi;
 
 mod device;
+mod mr;
+mod pinned;
 mod selftest;
 mod shim;
+mod uapi;
 
 module! {
     type: IwarpModule,

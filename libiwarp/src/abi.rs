@@ -11,6 +11,7 @@ pub const ABI_VERSION: u32 = 1;
 /// The ioctl type byte of `/dev/iwarp`.
 pub const IOCTL_TYPE: u32 = 0xa7;
 
+const IOC_WRITE: u32 = 1;
 const IOC_READ: u32 = 2;
 
 /// The Linux `_IOC` encoding (direction, size, type, number) on x86 and arm.
@@ -70,9 +71,88 @@ pub const QUERY_DEVICE_SIZE: usize = 88;
 /// `_IOR(0xa7, 0x00, struct QueryDevice)`: the device's version, capabilities and limits.
 pub const IOCTL_QUERY_DEVICE: u32 = ioc(IOC_READ, 0x00, QUERY_DEVICE_SIZE);
 
+/// Access rights of a memory region ([`RegMr::access`]), as in verbs.
+pub mod access {
+    /// The local side may write (receives, RDMA Read responses land here).
+    pub const LOCAL_WRITE: u32 = 1 << 0;
+    /// The peer may RDMA Write into it (requires LOCAL_WRITE).
+    pub const REMOTE_WRITE: u32 = 1 << 1;
+    /// The peer may RDMA Read from it.
+    pub const REMOTE_READ: u32 = 1 << 2;
+    /// Every defined bit.
+    pub const ALL: u32 = LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ;
+}
+
+/// Argument of [`IOCTL_REG_MR`]: the caller fills `addr`, `length` and `access`; the module
+/// fills `lkey` and `stag` (equal today: one key per region).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegMr {
+    /// Start of the user buffer.
+    pub addr: u64,
+    /// Its length in octets (at least 1, at most `max_mr_size`).
+    pub length: u64,
+    /// [`access`] bits.
+    pub access: u32,
+    /// Out: local key.
+    pub lkey: u32,
+    /// Out: steering tag the peer uses (index << 8 | key; the key changes on every
+    /// registration that reuses an index).
+    pub stag: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Size of [`RegMr`].
+pub const REG_MR_SIZE: usize = 32;
+
+/// `_IOWR(0xa7, 0x01, struct RegMr)`: pin and register a user buffer.
+pub const IOCTL_REG_MR: u32 = ioc(IOC_READ | IOC_WRITE, 0x01, REG_MR_SIZE);
+
+/// Argument of [`IOCTL_DEREG_MR`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeregMr {
+    /// The region's STag.
+    pub stag: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Size of [`DeregMr`].
+pub const DEREG_MR_SIZE: usize = 8;
+
+/// `_IOW(0xa7, 0x02, struct DeregMr)`: deregister and unpin.
+pub const IOCTL_DEREG_MR: u32 = ioc(IOC_WRITE, 0x02, DEREG_MR_SIZE);
+
+/// Answer of [`IOCTL_QUERY_STATS`]: module-wide counters, for tests and monitoring.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryStats {
+    /// User pages pinned by all regions of all contexts.
+    pub pinned_pages: u64,
+    /// Registered memory regions.
+    pub memory_regions: u64,
+    /// Open device contexts.
+    pub contexts: u64,
+    /// Zero.
+    pub reserved: [u64; 5],
+}
+
+/// Size of [`QueryStats`].
+pub const QUERY_STATS_SIZE: usize = 64;
+
+/// `_IOR(0xa7, 0x03, struct QueryStats)`.
+pub const IOCTL_QUERY_STATS: u32 = ioc(IOC_READ, 0x03, QUERY_STATS_SIZE);
+
+/// Most memory regions one context may hold.
+pub const MAX_MR: u32 = 4096;
+/// Largest memory region (4 GiB).
+pub const MAX_MR_SIZE: u64 = 1 << 32;
+
 /// What the module answers today: the protocol core compiled into it handles markers, CRC,
-/// MPA v2 and early placement; queue pairs and the objects they need come with the data path,
-/// so their limits are zero.
+/// MPA v2 and early placement, and memory can be registered; queue pairs and completion queues
+/// come with the rest of the data path, so their limits are zero.
 pub const fn device_attributes() -> QueryDevice {
     QueryDevice {
         abi_version: ABI_VERSION,
@@ -82,11 +162,11 @@ pub const fn device_attributes() -> QueryDevice {
         max_qp_wr: 0,
         max_cq: 0,
         max_cqe: 0,
-        max_mr: 0,
+        max_mr: MAX_MR,
         max_sge: 0,
         max_ird: 0,
         max_ord: 0,
-        max_mr_size: 0,
+        max_mr_size: MAX_MR_SIZE,
         reserved: [0; 4],
     }
 }

@@ -1,6 +1,7 @@
 //! An open `/dev/iwarp`: the device context of the verbs.
 
-use crate::abi::{QueryDevice, IOCTL_QUERY_DEVICE};
+use crate::abi::{DeregMr, QueryDevice, QueryStats, RegMr, IOCTL_DEREG_MR, IOCTL_QUERY_DEVICE, IOCTL_QUERY_STATS, IOCTL_REG_MR};
+use crate::mr::{Access, MemoryRegion};
 use crate::sys;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -9,7 +10,8 @@ use std::os::fd::AsFd;
 /// Where the module's misc device appears.
 pub const DEVICE_PATH: &str = "/dev/iwarp";
 
-/// A device context (one open file of `/dev/iwarp`).
+/// A device context (one open file of `/dev/iwarp`). Everything registered through it is
+/// released when it closes, even if the program never deregisters.
 pub struct Device {
     file: File,
 }
@@ -23,12 +25,51 @@ impl Device {
 
     /// The device's ABI version, capabilities and limits.
     pub fn query(&self) -> io::Result<QueryDevice> {
-        sys::ioctl_read(self.file.as_fd(), IOCTL_QUERY_DEVICE)
+        let mut q = QueryDevice::default();
+        sys::ioctl(self.file.as_fd(), IOCTL_QUERY_DEVICE, &mut q)?;
+        Ok(q)
     }
 
-    /// Issues a read-style ioctl with an arbitrary command (tests of the module's argument
-    /// checking use it).
+    /// Module-wide counters (pinned pages, regions, contexts).
+    pub fn stats(&self) -> io::Result<QueryStats> {
+        let mut s = QueryStats::default();
+        sys::ioctl(self.file.as_fd(), IOCTL_QUERY_STATS, &mut s)?;
+        Ok(s)
+    }
+
+    /// Registers `buf` for RDMA with `access` rights. The region borrows the buffer mutably for
+    /// its whole life, so the buffer cannot be freed, moved or touched behind the region's back
+    /// while the peer may write into it; dropping the region deregisters it.
+    pub fn register<'a>(&'a self, buf: &'a mut [u8], access: Access) -> io::Result<MemoryRegion<'a>> {
+        let mut req = RegMr { addr: buf.as_mut_ptr() as u64, length: buf.len() as u64, access: access.bits(), ..RegMr::default() };
+        sys::ioctl(self.file.as_fd(), IOCTL_REG_MR, &mut req)?;
+        Ok(MemoryRegion::new(self, buf, req.lkey, req.stag))
+    }
+
+    /// Deregisters by STag (what dropping a [`MemoryRegion`] does).
+    pub(crate) fn deregister(&self, stag: u32) -> io::Result<()> {
+        sys::ioctl(self.file.as_fd(), IOCTL_DEREG_MR, &mut DeregMr { stag, reserved: 0 })
+    }
+
+    /// Registers a raw address range, for tests of the module's argument checking. The range
+    /// is not borrowed, so nothing stops it from being unmapped: the returned STag must be
+    /// deregistered with [`Device::deregister_raw`].
+    pub fn register_raw(&self, addr: u64, length: u64, access: u32) -> io::Result<u32> {
+        let mut req = RegMr { addr, length, access, ..RegMr::default() };
+        sys::ioctl(self.file.as_fd(), IOCTL_REG_MR, &mut req)?;
+        Ok(req.stag)
+    }
+
+    /// Deregisters an STag from [`Device::register_raw`] (or a bogus one, for tests).
+    pub fn deregister_raw(&self, stag: u32) -> io::Result<()> {
+        self.deregister(stag)
+    }
+
+    /// Issues an ioctl with an arbitrary command on a QueryDevice-sized buffer (tests of the
+    /// module's command checking).
     pub fn raw_query(&self, cmd: u32) -> io::Result<QueryDevice> {
-        sys::ioctl_read(self.file.as_fd(), cmd)
+        let mut q = QueryDevice::default();
+        sys::ioctl(self.file.as_fd(), cmd, &mut q)?;
+        Ok(q)
     }
 }

@@ -16,7 +16,23 @@ fn query_device_layout() {
 }
 
 #[test]
+fn memory_region_layouts() {
+    assert_eq!(size_of::<RegMr>(), REG_MR_SIZE);
+    assert_eq!(offset_of!(RegMr, addr), 0);
+    assert_eq!(offset_of!(RegMr, length), 8);
+    assert_eq!(offset_of!(RegMr, access), 16);
+    assert_eq!(offset_of!(RegMr, lkey), 20);
+    assert_eq!(offset_of!(RegMr, stag), 24);
+    assert_eq!(size_of::<DeregMr>(), DEREG_MR_SIZE);
+    assert_eq!(size_of::<QueryStats>(), QUERY_STATS_SIZE);
+    assert_eq!(offset_of!(QueryStats, contexts), 16);
+}
+
+#[test]
 fn ioctl_numbers_use_linux_encoding() {
-    // _IOR(0xa7, 0, 88 bytes) as the C macros compute it.
+    // As the C macros _IOR/_IOWR/_IOW(0xa7, nr, size) compute them.
     assert_eq!(IOCTL_QUERY_DEVICE, 0x8058_a700);
+    assert_eq!(IOCTL_REG_MR, 0xc020_a701);
+    assert_eq!(IOCTL_DEREG_MR, 0x4008_a702);
+    assert_eq!(IOCTL_QUERY_STATS, 0x8040_a703);
 }

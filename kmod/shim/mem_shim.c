@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Long-term pinning of user buffers for memory regions, charged to the caller's
+ * RLIMIT_MEMLOCK through mm->pinned_vm as the RDMA core does (CAP_IPC_LOCK is exempt).
+ * The mm is held until the pages are unpinned, so the charge is returned to the right mm
+ * even when the process has exited (file release after exit).
+ */
+#include <linux/capability.h>
+#include <linux/mm.h>
+#include <linux/overflow.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+
+#include "mem_shim.h"
+
+struct iwarp_pinned {
+	struct mm_struct *mm;
+	unsigned long npages;
+	bool writable;
+	struct page *pages[];
+};
+
+static void unpin_and_uncharge(struct mm_struct *mm, struct page **pages, unsigned long pinned,
+			       unsigned long charged, bool dirty)
+{
+	if (pinned)
+		unpin_user_pages_dirty_lock(pages, pinned, dirty);
+	atomic64_sub(charged, &mm->pinned_vm);
+}
+
+/*
+ * Pins every page of [@addr, @addr + @len) for long-term DMA-like access. Returns the pinned
+ * set, or NULL with *@err set: -EINVAL (empty or wrapping range), -ENOMEM (RLIMIT_MEMLOCK or
+ * allocation), -EFAULT (not mapped, or not writable when @writable).
+ */
+struct iwarp_pinned *iwarp_shim_pin_user(u64 addr, u64 len, bool writable, int *err)
+{
+	struct mm_struct *mm = current->mm;
+	unsigned long first, last, npages, done = 0, limit;
+	unsigned int gup = FOLL_LONGTERM | (writable ? FOLL_WRITE : 0);
+	struct iwarp_pinned *p;
+	u64 end;
+	long rc;
+
+	if (!len || check_add_overflow(addr, len, &end) || !mm) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	first = addr >> PAGE_SHIFT;
+	last = (end - 1) >> PAGE_SHIFT;
+	npages = last - first + 1;
+
+	p = kvzalloc(struct_size(p, pages, npages), GFP_KERNEL);
+	if (!p) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	if (atomic64_add_return(npages, &mm->pinned_vm) > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		kvfree(p);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	while (done < npages) {
+		rc = pin_user_pages_fast((first + done) << PAGE_SHIFT, npages - done, gup, p->pages + done);
+		if (rc <= 0) {
+			unpin_and_uncharge(mm, p->pages, done, npages, false);
+			kvfree(p);
+			*err = rc < 0 ? (int)rc : -EFAULT;
+			return NULL;
+		}
+		done += rc;
+	}
+	mmgrab(mm);
+	p->mm = mm;
+	p->npages = npages;
+	p->writable = writable;
+	*err = 0;
+	return p;
+}
+
+/* Unpins (marking written pages dirty), returns the RLIMIT_MEMLOCK charge, frees @p. */
+void iwarp_shim_unpin_user(struct iwarp_pinned *p)
+{
+	unpin_and_uncharge(p->mm, p->pages, p->npages, p->npages, p->writable);
+	mmdrop(p->mm);
+	kvfree(p);
+}
+
+unsigned long iwarp_shim_pinned_npages(const struct iwarp_pinned *p)
+{
+	return p->npages;
+}

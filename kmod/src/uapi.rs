@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The ABI structs as the kernel crate's byte-copy traits, so `UserSliceReader::read` and
+//! `UserSliceWriter::write` can move them across the user boundary.
+
+use crate::abi::{self, DeregMr, QueryDevice, QueryStats, RegMr};
+use kernel::transmute::{AsBytes, FromBytes};
+
+const _: () = assert!(core::mem::size_of::<QueryDevice>() == abi::QUERY_DEVICE_SIZE);
+const _: () = assert!(core::mem::size_of::<RegMr>() == abi::REG_MR_SIZE);
+const _: () = assert!(core::mem::size_of::<DeregMr>() == abi::DEREG_MR_SIZE);
+const _: () = assert!(core::mem::size_of::<QueryStats>() == abi::QUERY_STATS_SIZE);
+
+// SAFETY (all impls below): each struct is `repr(C)`, made only of unsigned integers (and
+// arrays of them), without padding (sizes pinned above and by libiwarp's layout test to the sum
+// of the fields), so every byte is initialized (AsBytes) and every bit pattern is a valid value
+// (FromBytes).
+unsafe impl AsBytes for QueryDevice {}
+// SAFETY: see above.
+unsafe impl AsBytes for RegMr {}
+// SAFETY: see above.
+unsafe impl FromBytes for RegMr {}
+// SAFETY: see above.
+unsafe impl FromBytes for DeregMr {}
+// SAFETY: see above.
+unsafe impl AsBytes for QueryStats {}

@@ -1,0 +1,159 @@
+//! Checks of the module through libiwarp, run inside the test guests by the VM suite.
+//! Each subcommand prints what it checked and exits 1 on the first failure.
+//!
+//!   query            QUERY_DEVICE matches this library's ABI; bad commands get errnos
+//!   mr               memory registration: STags, key rotation, every rejected argument,
+//!                    pinned-page accounting, release on close
+//!   memlock KIB      (run without CAP_IPC_LOCK) RLIMIT_MEMLOCK = KIB: over it fails, under works
+//!   hold MIB         register MIB and wait to be killed
+//!   stats-zero       nothing pinned, no regions, no contexts but this one
+
+use libiwarp::abi::{self, access};
+use libiwarp::{Access, Device};
+use std::io;
+use std::process::ExitCode;
+
+type Check = Result<(), String>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let num = |i: usize| args.get(i).and_then(|s| s.parse::<usize>().ok());
+    let result = match args.first().map(String::as_str) {
+        Some("query") => query(),
+        Some("mr") => mr(),
+        Some("memlock") => num(1).ok_or("memlock KIB".to_string()).and_then(memlock),
+        Some("hold") => num(1).ok_or("hold MIB".to_string()).and_then(hold),
+        Some("stats-zero") => stats_zero(),
+        _ => Err("usage: iwarp-check query|mr|memlock KIB|hold MIB|stats-zero".into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("iwarp-check FAILED: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn open() -> Result<Device, String> {
+    Device::open().map_err(|e| format!("open {}: {e}", libiwarp::DEVICE_PATH))
+}
+
+/// `r` must fail with `errno`.
+fn expect_errno<T: std::fmt::Debug>(what: &str, r: io::Result<T>, errno: i32) -> Check {
+    match r {
+        Err(e) if e.raw_os_error() == Some(errno) => {
+            println!("ok: {what} -> {e}");
+            Ok(())
+        }
+        other => Err(format!("{what}: expected errno {errno}, got {other:?}")),
+    }
+}
+
+fn ensure(cond: bool, what: impl Into<String>) -> Check {
+    let what = what.into();
+    if cond {
+        println!("ok: {what}");
+        Ok(())
+    } else {
+        Err(what)
+    }
+}
+
+fn query() -> Check {
+    let dev = open()?;
+    let q = dev.query().map_err(|e| format!("QUERY_DEVICE: {e}"))?;
+    ensure(q == abi::device_attributes(), format!("QUERY_DEVICE answer is the ABI's device_attributes() (abi {}, caps {:#x})", q.abi_version, q.caps))?;
+    expect_errno("unknown ioctl", dev.raw_query(abi::IOCTL_QUERY_DEVICE + 0x7f), libc::ENOTTY)?;
+    expect_errno("QUERY_DEVICE with the wrong size", dev.raw_query(abi::IOCTL_QUERY_DEVICE - (8 << 16)), libc::ENOTTY)
+}
+
+fn page() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+fn mr() -> Check {
+    let dev = open()?;
+    let before = dev.stats().map_err(|e| e.to_string())?;
+    let mut a = vec![7u8; 3 * page() + 100];
+    let mut b = vec![0u8; 64];
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let span = |b: &[u8]| ((b.as_ptr() as usize + b.len() - 1) / page() - b.as_ptr() as usize / page() + 1) as u64;
+    let expected = span(&a) + span(&b);
+    {
+        let mut mr_a = dev.register(&mut a, rw).map_err(|e| format!("register: {e}"))?;
+        let mr_b = dev.register(&mut b, Access::REMOTE_READ).map_err(|e| format!("register: {e}"))?;
+        ensure(mr_a.stag() != mr_b.stag() && mr_a.stag() != 0, format!("distinct non-zero STags {:#x} {:#x}", mr_a.stag(), mr_b.stag()))?;
+        let s = dev.stats().map_err(|e| e.to_string())?;
+        let pages = s.pinned_pages - before.pinned_pages;
+        ensure(pages == expected, format!("pinned pages counted ({pages}, spanned {expected})"))?;
+        ensure(s.memory_regions == before.memory_regions + 2, "regions counted")?;
+        mr_a.as_mut_slice()[0] = 1;
+        let old = mr_b.stag();
+        mr_b.deregister().map_err(|e| format!("deregister: {e}"))?;
+        expect_errno("deregistering twice", dev.deregister_raw(old), libc::EINVAL)?;
+        let mr_c = dev.register(&mut b, Access::NONE).map_err(|e| format!("re-register: {e}"))?;
+        ensure(mr_c.stag() >> 8 == old >> 8 && mr_c.stag() != old, format!("slot reused with a new key ({old:#x} -> {:#x})", mr_c.stag()))?;
+        expect_errno("stale STag of the reused slot", dev.deregister_raw(old), libc::EINVAL)?;
+    }
+    let after = dev.stats().map_err(|e| e.to_string())?;
+    ensure(after.pinned_pages == before.pinned_pages && after.memory_regions == before.memory_regions, "dropping regions unpins everything")?;
+
+    let buf = vec![0u8; page()];
+    let addr = buf.as_ptr() as u64;
+    expect_errno("zero length", dev.register_raw(addr, 0, 0), libc::EINVAL)?;
+    expect_errno("unknown access bits", dev.register_raw(addr, 16, 1 << 9), libc::EINVAL)?;
+    expect_errno("REMOTE_WRITE without LOCAL_WRITE", dev.register_raw(addr, 16, access::REMOTE_WRITE), libc::EINVAL)?;
+    expect_errno("address range wrapping", dev.register_raw(u64::MAX - 10, 100, 0), libc::EINVAL)?;
+    expect_errno("longer than max_mr_size", dev.register_raw(addr, abi::MAX_MR_SIZE + 1, 0), libc::EINVAL)?;
+    expect_errno("unmapped address", dev.register_raw(0x1000, 4096, 0), libc::EFAULT)?;
+    // A read-only mapping cannot be registered for writing.
+    // SAFETY: a fresh anonymous read-only mapping, unmapped below; nothing else uses it.
+    let ro = unsafe { libc::mmap(std::ptr::null_mut(), page(), libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+    ensure(ro != libc::MAP_FAILED, "read-only mapping made")?;
+    expect_errno("read-only memory with LOCAL_WRITE", dev.register_raw(ro as u64, 64, access::LOCAL_WRITE), libc::EFAULT)?;
+    let stag = dev.register_raw(ro as u64, 64, access::REMOTE_READ).map_err(|e| format!("read-only memory for REMOTE_READ: {e}"))?;
+    dev.deregister_raw(stag).map_err(|e| e.to_string())?;
+    // SAFETY: `ro` is the mapping made above, of one page, and no region references it now.
+    unsafe { libc::munmap(ro, page()) };
+    expect_errno("unknown STag", dev.deregister_raw(0xdead_0001), libc::EINVAL)?;
+
+    // Closing the device releases what the program never deregistered.
+    let dev2 = open()?;
+    let mut leak = vec![0u8; 8 * page()];
+    std::mem::forget(dev2.register(&mut leak, Access::LOCAL_WRITE).map_err(|e| e.to_string())?);
+    ensure(dev.stats().map_err(|e| e.to_string())?.pinned_pages >= before.pinned_pages + 8, "second context pinned its region")?;
+    drop(dev2);
+    let end = dev.stats().map_err(|e| e.to_string())?;
+    ensure(end.pinned_pages == before.pinned_pages && end.memory_regions == before.memory_regions, "closing the device unpins what was left registered")
+}
+
+fn memlock(kib: usize) -> Check {
+    let lim = libc::rlimit { rlim_cur: (kib * 1024) as u64, rlim_max: (kib * 1024) as u64 };
+    // SAFETY: `lim` is a valid rlimit for the duration of the call.
+    ensure(unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) } == 0, format!("RLIMIT_MEMLOCK set to {kib} KiB"))?;
+    let dev = open()?;
+    let mut over = vec![0u8; 2 * kib * 1024];
+    expect_errno("registering twice the limit", dev.register(&mut over, Access::LOCAL_WRITE).map(|m| m.stag()), libc::ENOMEM)?;
+    let mut under = vec![0u8; kib * 1024 / 2];
+    let mr = dev.register(&mut under, Access::LOCAL_WRITE).map_err(|e| format!("registering half the limit: {e}"))?;
+    println!("ok: registering half the limit -> STag {:#x}", mr.stag());
+    let mut rest = vec![0u8; kib * 1024];
+    expect_errno("registering past the limit with another region", dev.register(&mut rest, Access::LOCAL_WRITE).map(|m| m.stag()), libc::ENOMEM)
+}
+
+fn hold(mib: usize) -> Check {
+    let dev = open()?;
+    let mut buf = vec![1u8; mib << 20];
+    let mr = dev.register(&mut buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE).map_err(|e| e.to_string())?;
+    println!("holding {mib} MiB registered as STag {:#x}", mr.stag());
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+    }
+}
+
+fn stats_zero() -> Check {
+    let s = open()?.stats().map_err(|e| e.to_string())?;
+    ensure(s.pinned_pages == 0 && s.memory_regions == 0 && s.contexts == 1, format!("nothing left: {s:?}"))
+}

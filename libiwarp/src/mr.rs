@@ -1,0 +1,81 @@
+//! Memory regions: user buffers pinned and registered with the device.
+
+use crate::abi::access;
+use crate::device::Device;
+
+/// Access rights of a region; combine with `|`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Access(u32);
+
+impl Access {
+    /// Only local reads (e.g. a send buffer).
+    pub const NONE: Access = Access(0);
+    /// Local writes (receive buffers, RDMA Read sinks).
+    pub const LOCAL_WRITE: Access = Access(access::LOCAL_WRITE);
+    /// Peer RDMA Writes (needs LOCAL_WRITE too, as in verbs).
+    pub const REMOTE_WRITE: Access = Access(access::REMOTE_WRITE);
+    /// Peer RDMA Reads.
+    pub const REMOTE_READ: Access = Access(access::REMOTE_READ);
+
+    /// The ABI bits.
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+impl std::ops::BitOr for Access {
+    type Output = Access;
+    fn bitor(self, o: Access) -> Access {
+        Access(self.0 | o.0)
+    }
+}
+
+/// A registered buffer. It holds the buffer's only borrow, so while the region lives the
+/// buffer can be neither freed nor moved; reach it through [`MemoryRegion::as_slice`] and
+/// [`MemoryRegion::as_mut_slice`].
+pub struct MemoryRegion<'a> {
+    dev: &'a Device,
+    buf: &'a mut [u8],
+    lkey: u32,
+    stag: u32,
+}
+
+impl<'a> MemoryRegion<'a> {
+    pub(crate) fn new(dev: &'a Device, buf: &'a mut [u8], lkey: u32, stag: u32) -> Self {
+        MemoryRegion { dev, buf, lkey, stag }
+    }
+
+    /// The steering tag a peer uses to reach this region.
+    pub fn stag(&self) -> u32 {
+        self.stag
+    }
+
+    /// The local key.
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+
+    /// The buffer.
+    pub fn as_slice(&self) -> &[u8] {
+        self.buf
+    }
+
+    /// The buffer, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.buf
+    }
+
+    /// Deregisters now, reporting failure (dropping deregisters too, silently).
+    pub fn deregister(self) -> std::io::Result<()> {
+        let r = self.dev.deregister(self.stag);
+        std::mem::forget(self);
+        r
+    }
+}
+
+impl Drop for MemoryRegion<'_> {
+    fn drop(&mut self) {
+        // Cannot fail for a live region; if the device is gone, closing it unpins anyway.
+        let _ = self.dev.deregister(self.stag);
+    }
+}
