@@ -29,5 +29,13 @@ while [ ! -e "$dir/shutdown" ]; do
     fi
     sleep 0.1
 done
+# Debug kernels: ask kmemleak for a scan (twice, as it recommends) and keep its report.
+if [ -d /sys/kernel/debug ] && { mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug; } &&
+    [ -e /sys/kernel/debug/kmemleak ]; then
+    echo scan >/sys/kernel/debug/kmemleak
+    sleep 1
+    echo scan >/sys/kernel/debug/kmemleak
+    cat /sys/kernel/debug/kmemleak >"$dir/kmemleak"
+fi
 dmesg >"$dir/dmesg"
 sync

@@ -81,7 +81,7 @@ vm_start() {
         # vng runs in the namespace so QEMU can open the tap; its console goes to a log.
         ip netns exec "$VM_NS" setsid vng --run "$kimg" "${kvm_opt[@]}" --disable-microvm \
             --cpus 1 --memory 1G --rwdir="$VM_DIR/$name" --cwd "$VM_HERE" \
-            --append "tsc=reliable" \
+            --append "tsc=reliable no5lvl" \
             --qemu-opts="-netdev tap,id=n0,ifname=tap$name,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$((i + 1))" \
             --exec "bash $VM_HERE/scripts/guest-agent.sh $name $VM_DIR/$name $(vm_ip "$name")" \
             </dev/null >"$VM_DIR/$name/console.log" 2>&1 &
@@ -134,7 +134,7 @@ vm_run() {
 }
 
 # Lines that mean the kernel is unhappy. The out-of-tree taint of loading iwarp.ko is expected.
-VM_BAD_DMESG='WARNING:|BUG:|Oops|KASAN|kmemleak|possible recursive locking|circular locking|inconsistent lock state|sleeping function called from invalid context|Call Trace:|taints kernel'
+VM_BAD_DMESG='WARNING:|BUG:|Oops|KASAN|KFENCE|suspected memory leak|possible recursive locking|circular locking|inconsistent lock state|sleeping function called from invalid context|Call Trace:|taints kernel'
 VM_OK_DMESG='loading out-of-tree module taints kernel'
 
 vm_stop() {
@@ -162,6 +162,10 @@ vm_stop() {
         fi
         local bad
         bad=$(grep -E "$VM_BAD_DMESG" "$d" | grep -vE "$VM_OK_DMESG")
+        # kmemleak (debug kernel): leaks whose allocation backtrace passes through our module.
+        if [ -s "$VM_DIR/$name/kmemleak" ] && grep -q iwarp "$VM_DIR/$name/kmemleak"; then
+            bad+=$'\n'"kmemleak: leaks allocated by iwarp.ko:"$'\n'"$(cat "$VM_DIR/$name/kmemleak")"
+        fi
         if [ -n "$bad" ]; then
             vm_log "guest $name dmesg is NOT clean:"
             printf '%s\n' "$bad" >&2
