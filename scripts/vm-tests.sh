@@ -10,7 +10,9 @@ flavour=${1:-release}
 ko="$here/target/kmod/$flavour/iwarp.ko"
 check="$here/target/release/iwarp-check"
 TESTS=(boot-A boot-B insmod-A-with-tcp-probe insmod-B query-device-A query-device-B tcp-A-to-B
-       siw-link-A mr-register-A mr-memlock-A mr-killed-process-unpins-B init-failure-refused
+       siw-link-A mr-register-A mr-memlock-A mr-killed-process-unpins-B qp-mpa-v2-markers-one-way
+       qp-mpa-v1-fallback qp-garbage-peer-refused qp-silent-peer-times-out qp-adopt-errors-A
+       nothing-left-A nothing-left-B init-failure-refused
        rmmod-A rmmod-B dmesg-clean)
 
 pass() { echo "PASS $flavour/$1${2:+ ($2)}"; }
@@ -63,6 +65,29 @@ killed() {
         $check stats-zero"
 }
 check mr-killed-process-unpins-B killed
+
+# qp_pair PORT B-OPTS B-EXPECT A-OPTS A-EXPECT: B accepts, A connects, both adopt their socket
+# and must settle what EXPECT says.
+qp_pair() {
+    vm_submit B "$check accept $1 '$2' '$3'"
+    local server=$VM_ID
+    vm_run A "$check connect $(vm_ip B) $1 '$4' '$5'" && vm_wait B "$server" 120
+}
+check qp-mpa-v2-markers-one-way qp_pair 7001 "markers=0,crc=0,rev=2,pd=from-B" "rev=2,crc=1,rx_markers=0,tx_markers=1,peer=from-A" \
+    "markers=1,crc=1,rev=2,pd=from-A" "rev=2,crc=1,rx_markers=1,tx_markers=0,peer=from-B"
+check qp-mpa-v1-fallback qp_pair 7002 "markers=1,crc=0,rev=1,pd=B1" "rev=1,crc=0,rx_markers=1,tx_markers=0,peer=A1" \
+    "markers=0,crc=0,rev=2,pd=A1" "rev=1,crc=0,rx_markers=0,tx_markers=1,peer=B1"
+# bad_peer PORT B-OPTS ERRNO A-ROLE: B's adoption must fail with ERRNO against A's behaviour.
+bad_peer() {
+    vm_submit B "$check accept-fail $1 '$2' $3"
+    local server=$VM_ID
+    vm_run A "$check $4 $(vm_ip B) $1" && vm_wait B "$server" 120
+}
+check qp-garbage-peer-refused bad_peer 7003 "" 71 garbage    # EPROTO
+check qp-silent-peer-times-out bad_peer 7004 "timeout=1000" 110 silent    # ETIMEDOUT
+check qp-adopt-errors-A vm_run A "$check adopt-errors"
+check nothing-left-A vm_run A "$check stats-zero"
+check nothing-left-B vm_run B "$check stats-zero"
 
 refused() {
     vm_run B "rmmod iwarp && ! insmod $ko inject_init_failure=1 && test ! -e /dev/iwarp && ! grep -qw iwarp /proc/modules"

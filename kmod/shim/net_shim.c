@@ -5,6 +5,8 @@
  * safely. Keep every function here small and free of policy.
  */
 #include <linux/crc32.h>
+#include <linux/file.h>
+#include <linux/jiffies.h>
 #include <linux/in.h>
 #include <linux/net.h>
 #include <net/net_namespace.h>
@@ -46,5 +48,83 @@ int iwarp_shim_tcp_probe(u16 *port, u32 *write_seq)
 		rc = 0;
 	}
 	sock_release(sock);
+	return rc;
+}
+
+/*
+ * Takes a reference on the connected TCP socket behind the caller's @fd. Returns it, or NULL
+ * with *@err: -EBADF/-ENOTSOCK (not a socket), -EPROTONOSUPPORT (not TCP), -ENOTCONN (not
+ * established).
+ */
+struct socket *iwarp_shim_sock_adopt(int fd, int *err)
+{
+	struct socket *sock = sockfd_lookup(fd, err);
+
+	if (!sock)
+		return NULL;
+	if (sock->sk->sk_type != SOCK_STREAM || sock->sk->sk_protocol != IPPROTO_TCP ||
+	    (sock->sk->sk_family != AF_INET && sock->sk->sk_family != AF_INET6)) {
+		*err = -EPROTONOSUPPORT;
+	} else if (READ_ONCE(sock->sk->sk_state) != TCP_ESTABLISHED) {
+		*err = -ENOTCONN;
+	} else {
+		*err = 0;
+		return sock;
+	}
+	sockfd_put(sock);
+	return NULL;
+}
+
+/* Shuts the connection down and drops the reference iwarp_shim_sock_adopt() took. */
+void iwarp_shim_sock_put(struct socket *sock)
+{
+	kernel_sock_shutdown(sock, SHUT_RDWR);
+	sockfd_put(sock);
+}
+
+/* Sends all @len bytes (blocking). Returns 0 or a negative errno. */
+int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len)
+{
+	while (len) {
+		struct kvec iov = { .iov_base = (void *)buf, .iov_len = len };
+		struct msghdr msg = { .msg_flags = MSG_NOSIGNAL };
+		int rc = kernel_sendmsg(sock, &msg, &iov, 1, len);
+
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			return -EPIPE;
+		buf += rc;
+		len -= rc;
+	}
+	return 0;
+}
+
+/*
+ * Receives exactly @len bytes, waiting at most @timeout_ms for each piece. Returns 0,
+ * -ETIMEDOUT, -ECONNRESET (peer closed early) or another negative errno (e.g. -EINTR).
+ */
+int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsigned int timeout_ms)
+{
+	long saved = READ_ONCE(sock->sk->sk_rcvtimeo);
+	int rc = 0;
+
+	WRITE_ONCE(sock->sk->sk_rcvtimeo, msecs_to_jiffies(timeout_ms));
+	while (len) {
+		struct kvec iov = { .iov_base = buf, .iov_len = len };
+		struct msghdr msg = {};
+
+		rc = kernel_recvmsg(sock, &msg, &iov, 1, len, MSG_WAITALL);
+		if (rc == -EAGAIN)
+			rc = -ETIMEDOUT;
+		if (rc == 0)
+			rc = -ECONNRESET;
+		if (rc < 0)
+			break;
+		buf += rc;
+		len -= rc;
+		rc = 0;
+	}
+	WRITE_ONCE(sock->sk->sk_rcvtimeo, saved);
 	return rc;
 }

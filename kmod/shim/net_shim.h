@@ -8,4 +8,10 @@
 u32 iwarp_shim_crc32c(u32 crc, const void *p, size_t len);
 int iwarp_shim_tcp_probe(u16 *port, u32 *write_seq);
 
+struct socket;
+struct socket *iwarp_shim_sock_adopt(int fd, int *err);
+void iwarp_shim_sock_put(struct socket *sock);
+int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len);
+int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsigned int timeout_ms);
+
 #endif

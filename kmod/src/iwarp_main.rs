@@ -34,10 +34,13 @@ pub mod tx;
 pub mod abi;
 
 mod device;
+mod handles;
 mod mr;
 mod pinned;
+mod qp;
 mod selftest;
 mod shim;
+mod socket;
 mod uapi;
 
 module! {

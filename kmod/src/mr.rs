@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Memory regions: pinned user buffers a context registered, found by STag.
-//!
-//! STag = slot index << 8 | key. The key of a slot changes every time the slot is reused, so a
-//! stale STag from an earlier registration never reaches a new region.
+//! Memory regions: pinned user buffers a context registered, found by STag (a handle of
+//! [`Handles`], so a stale STag never reaches a newer region).
 
 use crate::abi::{access, MAX_MR, MAX_MR_SIZE};
+use crate::handles::Handles;
 use crate::pinned::PinnedPages;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
@@ -29,20 +28,14 @@ impl Drop for MemoryRegion {
     }
 }
 
-struct Slot {
-    key: u8,
-    mr: Option<MemoryRegion>,
-}
-
-/// A context's regions.
+/// A context's regions, by STag.
 pub(crate) struct MrTable {
-    slots: KVec<Slot>,
-    live: u32,
+    regions: Handles<MemoryRegion>,
 }
 
 impl MrTable {
     pub(crate) fn new() -> MrTable {
-        MrTable { slots: KVec::new(), live: 0 }
+        MrTable { regions: Handles::new(MAX_MR) }
     }
 
     /// Pins and registers `[addr, addr + length)` with `access` rights; returns its STag.
@@ -55,38 +48,14 @@ impl MrTable {
         if !valid {
             return Err(EINVAL);
         }
-        if self.live >= MAX_MR {
-            return Err(ENOSPC);
-        }
         let writable = rights & (access::LOCAL_WRITE | access::REMOTE_WRITE) != 0;
         let pages = PinnedPages::pin(addr, length, writable)?;
-        let index = match self.slots.iter().position(|s| s.mr.is_none()) {
-            Some(i) => i,
-            None => {
-                self.slots.push(Slot { key: 0, mr: None }, GFP_KERNEL)?;
-                self.slots.len() - 1
-            }
-        };
-        let slot = &mut self.slots[index];
-        // Key 0 is skipped so no STag is ever 0.
-        slot.key = match slot.key.wrapping_add(1) {
-            0 => 1,
-            k => k,
-        };
-        slot.mr = Some(MemoryRegion { _pages: pages });
-        self.live += 1;
         REGIONS.fetch_add(1, Ordering::Relaxed);
-        Ok((index as u32) << 8 | slot.key as u32)
+        self.regions.insert(MemoryRegion { _pages: pages })
     }
 
     /// Deregisters the region `stag` names, unpinning its pages.
     pub(crate) fn deregister(&mut self, stag: u32) -> Result {
-        let slot = self.slots.get_mut((stag >> 8) as usize).ok_or(EINVAL)?;
-        if slot.key as u32 != stag & 0xff || slot.mr.is_none() {
-            return Err(EINVAL);
-        }
-        slot.mr = None;
-        self.live -= 1;
-        Ok(())
+        self.regions.remove(stag).map(drop)
     }
 }

@@ -3,18 +3,20 @@
 //! The ABI structs as the kernel crate's byte-copy traits, so `UserSliceReader::read` and
 //! `UserSliceWriter::write` can move them across the user boundary.
 
-use crate::abi::{self, DeregMr, QueryDevice, QueryStats, RegMr};
+use crate::abi::{self, CreateQp, DeregMr, DestroyQp, QueryDevice, QueryStats, RegMr};
 use kernel::transmute::{AsBytes, FromBytes};
 
 const _: () = assert!(core::mem::size_of::<QueryDevice>() == abi::QUERY_DEVICE_SIZE);
 const _: () = assert!(core::mem::size_of::<RegMr>() == abi::REG_MR_SIZE);
 const _: () = assert!(core::mem::size_of::<DeregMr>() == abi::DEREG_MR_SIZE);
 const _: () = assert!(core::mem::size_of::<QueryStats>() == abi::QUERY_STATS_SIZE);
+const _: () = assert!(core::mem::size_of::<CreateQp>() == abi::CREATE_QP_SIZE);
+const _: () = assert!(core::mem::size_of::<DestroyQp>() == abi::DESTROY_QP_SIZE);
 
 // SAFETY (all impls below): each struct is `repr(C)`, made only of unsigned integers (and
 // arrays of them), without padding (sizes pinned above and by libiwarp's layout test to the sum
-// of the fields), so every byte is initialized (AsBytes) and every bit pattern is a valid value
-// (FromBytes).
+// of the fields; CreateQp's one i32 is an integer too), so every byte is initialized (AsBytes)
+// and every bit pattern is a valid value (FromBytes).
 unsafe impl AsBytes for QueryDevice {}
 // SAFETY: see above.
 unsafe impl AsBytes for RegMr {}
@@ -24,3 +26,9 @@ unsafe impl FromBytes for RegMr {}
 unsafe impl FromBytes for DeregMr {}
 // SAFETY: see above.
 unsafe impl AsBytes for QueryStats {}
+// SAFETY: see above.
+unsafe impl AsBytes for CreateQp {}
+// SAFETY: see above.
+unsafe impl FromBytes for CreateQp {}
+// SAFETY: see above.
+unsafe impl FromBytes for DestroyQp {}

@@ -135,8 +135,10 @@ pub struct QueryStats {
     pub memory_regions: u64,
     /// Open device contexts.
     pub contexts: u64,
+    /// Queue pairs (with their adopted sockets).
+    pub queue_pairs: u64,
     /// Zero.
-    pub reserved: [u64; 5],
+    pub reserved: [u64; 4],
 }
 
 /// Size of [`QueryStats`].
@@ -145,20 +147,113 @@ pub const QUERY_STATS_SIZE: usize = 64;
 /// `_IOR(0xa7, 0x03, struct QueryStats)`.
 pub const IOCTL_QUERY_STATS: u32 = ioc(IOC_READ, 0x03, QUERY_STATS_SIZE);
 
+/// Which side of the MPA exchange a QP takes ([`CreateQp::role`]).
+pub mod role {
+    /// Sends the MPA request (the side that connected).
+    pub const INITIATOR: u32 = 0;
+    /// Answers it (the side that accepted).
+    pub const RESPONDER: u32 = 1;
+}
+
+/// Connection option bits: what is asked in [`CreateQp::flags`], what was negotiated in
+/// [`CreateQp::negotiated`].
+pub mod conn {
+    /// Ask the peer to put markers in what it sends us (our M flag) / markers in what we receive.
+    pub const RX_MARKERS: u32 = 1 << 0;
+    /// Ask for CRCs (our C flag) / CRCs in use.
+    pub const CRC: u32 = 1 << 1;
+    /// Negotiated only: the peer asked for markers, so ours carry them.
+    pub const TX_MARKERS: u32 = 1 << 2;
+    /// Every bit a caller may ask for.
+    pub const ASKABLE: u32 = RX_MARKERS | CRC;
+}
+
+/// Argument of [`IOCTL_CREATE_QP`]: adopt an already connected TCP socket into a queue pair and
+/// run the MPA exchange on it (in the caller's context, up to `timeout_ms`). From then on the
+/// socket belongs to the QP; the caller must not read or write its own descriptor any more.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateQp {
+    /// The connected TCP socket.
+    pub fd: i32,
+    /// [`role`].
+    pub role: u32,
+    /// [`conn`] bits asked for.
+    pub flags: u32,
+    /// Highest MPA revision to speak: 1 or 2.
+    pub mpa_rev: u32,
+    /// Inbound RDMA Reads to offer (revision 2).
+    pub ird: u32,
+    /// Outbound RDMA Reads wanted (revision 2).
+    pub ord: u32,
+    /// Length of our private data (at most [`MAX_PRIVATE_DATA`]).
+    pub private_len: u32,
+    /// Room at `peer_private` for the peer's private data.
+    pub peer_private_cap: u32,
+    /// User pointer to our private data.
+    pub private_data: u64,
+    /// User pointer where the peer's private data goes.
+    pub peer_private: u64,
+    /// How long to wait for the peer's frame (1..=60000 ms).
+    pub timeout_ms: u32,
+    /// Out: the QP handle.
+    pub qp: u32,
+    /// Out: length of the peer's private data (copied up to `peer_private_cap`).
+    pub peer_private_len: u32,
+    /// Out: negotiated [`conn`] bits.
+    pub negotiated: u32,
+    /// Out: MPA revision in use.
+    pub rev: u32,
+    /// Out: negotiated IRD (revision 2, else as asked).
+    pub neg_ird: u32,
+    /// Out: negotiated ORD (revision 2, else as asked).
+    pub neg_ord: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Size of [`CreateQp`].
+pub const CREATE_QP_SIZE: usize = 80;
+/// Most private data a caller may send (MPA allows 512, of which revision 2 uses 4).
+pub const MAX_PRIVATE_DATA: u32 = 508;
+
+/// `_IOWR(0xa7, 0x04, struct CreateQp)`.
+pub const IOCTL_CREATE_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x04, CREATE_QP_SIZE);
+
+/// Argument of [`IOCTL_DESTROY_QP`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DestroyQp {
+    /// The QP handle.
+    pub qp: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Size of [`DestroyQp`].
+pub const DESTROY_QP_SIZE: usize = 8;
+
+/// `_IOW(0xa7, 0x05, struct DestroyQp)`: close the QP's connection and free it.
+pub const IOCTL_DESTROY_QP: u32 = ioc(IOC_WRITE, 0x05, DESTROY_QP_SIZE);
+
+/// Most queue pairs one context may hold.
+pub const MAX_QP: u32 = 1024;
+
 /// Most memory regions one context may hold.
 pub const MAX_MR: u32 = 4096;
 /// Largest memory region (4 GiB).
 pub const MAX_MR_SIZE: u64 = 1 << 32;
 
 /// What the module answers today: the protocol core compiled into it handles markers, CRC,
-/// MPA v2 and early placement, and memory can be registered; queue pairs and completion queues
-/// come with the rest of the data path, so their limits are zero.
+/// MPA v2 and early placement; memory can be registered and connected sockets adopted into queue
+/// pairs (MPA exchange only: work requests and completion queues come with the rest of the data
+/// path, so those limits are zero and the QUEUE_PAIRS capability is not set).
 pub const fn device_attributes() -> QueryDevice {
     QueryDevice {
         abi_version: ABI_VERSION,
         marker_interval: 512,
         caps: caps::MARKERS | caps::CRC | caps::MPA_V2 | caps::OOO_PLACEMENT,
-        max_qp: 0,
+        max_qp: MAX_QP,
         max_qp_wr: 0,
         max_cq: 0,
         max_cqe: 0,

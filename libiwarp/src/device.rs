@@ -2,9 +2,11 @@
 
 use crate::abi::{DeregMr, QueryDevice, QueryStats, RegMr, IOCTL_DEREG_MR, IOCTL_QUERY_DEVICE, IOCTL_QUERY_STATS, IOCTL_REG_MR};
 use crate::mr::{Access, MemoryRegion};
+use crate::qp::{ConnectOptions, QueuePair};
 use crate::sys;
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::net::TcpStream;
 use std::os::fd::AsFd;
 
 /// Where the module's misc device appears.
@@ -21,6 +23,17 @@ impl Device {
     pub fn open() -> io::Result<Device> {
         let file = OpenOptions::new().read(true).write(true).open(DEVICE_PATH)?;
         Ok(Device { file })
+    }
+
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Turns a connected TCP stream into a queue pair: the module adopts the socket and runs
+    /// the MPA exchange on it (blocking, up to `opts.timeout`). ECONNREFUSED if the responder
+    /// rejected us, EPROTO if the peer broke the protocol, ETIMEDOUT if it said nothing.
+    pub fn adopt(&self, stream: TcpStream, opts: &ConnectOptions) -> io::Result<QueuePair<'_>> {
+        QueuePair::adopt(self, stream, opts)
     }
 
     /// The device's ABI version, capabilities and limits.
@@ -63,6 +76,12 @@ impl Device {
     /// Deregisters an STag from [`Device::register_raw`] (or a bogus one, for tests).
     pub fn deregister_raw(&self, stag: u32) -> io::Result<()> {
         self.deregister(stag)
+    }
+
+    /// Issues CREATE_QP with a raw argument (tests of the module's argument checking, with
+    /// descriptors that are not TCP streams).
+    pub fn create_qp_raw(&self, req: &mut crate::abi::CreateQp) -> io::Result<()> {
+        sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_CREATE_QP, req)
     }
 
     /// Issues an ioctl with an arbitrary command on a QueryDevice-sized buffer (tests of the

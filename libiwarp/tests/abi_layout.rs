@@ -29,10 +29,24 @@ fn memory_region_layouts() {
 }
 
 #[test]
+fn queue_pair_layouts() {
+    assert_eq!(size_of::<CreateQp>(), CREATE_QP_SIZE);
+    assert_eq!(offset_of!(CreateQp, private_data), 32);
+    assert_eq!(offset_of!(CreateQp, peer_private), 40);
+    assert_eq!(offset_of!(CreateQp, timeout_ms), 48);
+    assert_eq!(offset_of!(CreateQp, qp), 52);
+    assert_eq!(offset_of!(CreateQp, neg_ord), 72);
+    assert_eq!(size_of::<DestroyQp>(), DESTROY_QP_SIZE);
+    assert_eq!(offset_of!(QueryStats, queue_pairs), 24);
+}
+
+#[test]
 fn ioctl_numbers_use_linux_encoding() {
     // As the C macros _IOR/_IOWR/_IOW(0xa7, nr, size) compute them.
     assert_eq!(IOCTL_QUERY_DEVICE, 0x8058_a700);
     assert_eq!(IOCTL_REG_MR, 0xc020_a701);
     assert_eq!(IOCTL_DEREG_MR, 0x4008_a702);
     assert_eq!(IOCTL_QUERY_STATS, 0x8040_a703);
+    assert_eq!(IOCTL_CREATE_QP, 0xc050_a704);
+    assert_eq!(IOCTL_DESTROY_QP, 0x4008_a705);
 }

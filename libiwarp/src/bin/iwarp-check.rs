@@ -6,12 +6,24 @@
 //!                    pinned-page accounting, release on close
 //!   memlock KIB      (run without CAP_IPC_LOCK) RLIMIT_MEMLOCK = KIB: over it fails, under works
 //!   hold MIB         register MIB and wait to be killed
-//!   stats-zero       nothing pinned, no regions, no contexts but this one
+//!   accept PORT OPTS EXPECT         accept one connection, adopt it as MPA responder
+//!   connect HOST PORT OPTS EXPECT   connect, adopt as MPA initiator
+//!   accept-fail PORT OPTS ERRNO     accept, adopting must fail with ERRNO (a number)
+//!   garbage HOST PORT               connect and send bytes that are no MPA request
+//!   silent HOST PORT                connect and say nothing
+//!   adopt-errors     descriptors that are not connected TCP streams, and bad arguments
+//!   stats-zero       nothing pinned, no regions, no QPs, no contexts but this one
+//!
+//! OPTS: markers=0|1,crc=0|1,rev=1|2,pd=TEXT,timeout=MS. EXPECT: rev=N,crc=0|1,rx_markers=0|1,
+//! tx_markers=0|1,peer=TEXT (what the exchange must settle).
 
-use libiwarp::abi::{self, access};
-use libiwarp::{Access, Device};
-use std::io;
+use libiwarp::abi::{self, access, conn, role, CreateQp};
+use libiwarp::{Access, ConnectOptions, Device, Role};
+use std::io::{self, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 type Check = Result<(), String>;
 
@@ -24,7 +36,13 @@ fn main() -> ExitCode {
         Some("memlock") => num(1).ok_or("memlock KIB".to_string()).and_then(memlock),
         Some("hold") => num(1).ok_or("hold MIB".to_string()).and_then(hold),
         Some("stats-zero") => stats_zero(),
-        _ => Err("usage: iwarp-check query|mr|memlock KIB|hold MIB|stats-zero".into()),
+        Some("accept") if args.len() == 4 => accept(&args[1], &args[2]).and_then(|s| expect(&s, &args[3])),
+        Some("connect") if args.len() == 5 => connect(&args[1], &args[2], &args[3]).and_then(|s| expect(&s, &args[4])),
+        Some("accept-fail") if args.len() == 4 => accept_fail(&args[1], &args[2], &args[3]),
+        Some("garbage") if args.len() == 3 => garbage(&args[1], &args[2]),
+        Some("silent") if args.len() == 3 => silent(&args[1], &args[2]),
+        Some("adopt-errors") => adopt_errors(),
+        _ => Err("usage: see the top of libiwarp/src/bin/iwarp-check.rs".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -155,5 +173,113 @@ fn hold(mib: usize) -> Check {
 
 fn stats_zero() -> Check {
     let s = open()?.stats().map_err(|e| e.to_string())?;
-    ensure(s.pinned_pages == 0 && s.memory_regions == 0 && s.contexts == 1, format!("nothing left: {s:?}"))
+    ensure(s.pinned_pages == 0 && s.memory_regions == 0 && s.queue_pairs == 0 && s.contexts == 1, format!("nothing left: {s:?}"))
+}
+
+fn options(role: Role, spec: &str) -> Result<ConnectOptions, String> {
+    let mut o = ConnectOptions::new(role);
+    for kv in spec.split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').ok_or(format!("bad option {kv}"))?;
+        let bit = || v == "1";
+        match k {
+            "markers" => o.markers = bit(),
+            "crc" => o.crc = bit(),
+            "rev" => o.mpa_rev = v.parse().map_err(|_| format!("bad rev {v}"))?,
+            "pd" => o.private_data = v.as_bytes().to_vec(),
+            "timeout" => o.timeout = Duration::from_millis(v.parse().map_err(|_| format!("bad timeout {v}"))?),
+            _ => return Err(format!("unknown option {k}")),
+        }
+    }
+    Ok(o)
+}
+
+/// The settled parameters in EXPECT's form.
+fn settled(n: &libiwarp::Negotiated) -> String {
+    format!("rev={},crc={},rx_markers={},tx_markers={},peer={}", n.mpa_rev, n.crc as u8, n.rx_markers as u8, n.tx_markers as u8, String::from_utf8_lossy(&n.peer_private))
+}
+
+fn expect(got: &str, want: &str) -> Check {
+    ensure(got == want, format!("negotiated {got} (expected {want})"))
+}
+
+fn listen(port: &str) -> Result<TcpStream, String> {
+    let l = TcpListener::bind(format!("0.0.0.0:{port}")).map_err(|e| format!("listen {port}: {e}"))?;
+    println!("listening on {port}");
+    let _ = io::stdout().flush();
+    l.accept().map(|(s, _)| s).map_err(|e| format!("accept: {e}"))
+}
+
+fn dial(host: &str, port: &str) -> Result<TcpStream, String> {
+    let start = Instant::now();
+    loop {
+        match TcpStream::connect(format!("{host}:{port}")) {
+            Ok(s) => return Ok(s),
+            Err(e) if start.elapsed() > Duration::from_secs(60) => return Err(format!("connect {host}:{port}: {e}")),
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+fn accept(port: &str, opts: &str) -> Result<String, String> {
+    let o = options(Role::Responder, opts)?;
+    let dev = open()?;
+    let qp = dev.adopt(listen(port)?, &o).map_err(|e| format!("adopt as responder: {e}"))?;
+    Ok(settled(qp.negotiated()))
+}
+
+fn connect(host: &str, port: &str, opts: &str) -> Result<String, String> {
+    let o = options(Role::Initiator, opts)?;
+    let dev = open()?;
+    let qp = dev.adopt(dial(host, port)?, &o).map_err(|e| format!("adopt as initiator: {e}"))?;
+    Ok(settled(qp.negotiated()))
+}
+
+fn accept_fail(port: &str, opts: &str, errno: &str) -> Check {
+    let o = options(Role::Responder, opts)?;
+    let errno: i32 = errno.parse().map_err(|_| format!("bad errno {errno}"))?;
+    let dev = open()?;
+    expect_errno("adopting a connection whose peer breaks MPA", dev.adopt(listen(port)?, &o).map(|q| q.handle()), errno)?;
+    ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 0, "no QP left behind")
+}
+
+fn garbage(host: &str, port: &str) -> Check {
+    let mut s = dial(host, port)?;
+    s.write_all(b"GET / HTTP/1.0\r\nthis is not an MPA request frame\r\n\r\n").map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+    let mut buf = [0u8; 64];
+    // The responder answers nothing; the connection ends when its owner closes it.
+    let n = io::Read::read(&mut s, &mut buf).unwrap_or(0);
+    ensure(n == 0, "the responder sent nothing back and closed")
+}
+
+fn silent(host: &str, port: &str) -> Check {
+    let mut s = dial(host, port)?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+    let mut buf = [0u8; 64];
+    let n = io::Read::read(&mut s, &mut buf).unwrap_or(0);
+    ensure(n == 0, "the responder gave up on us and closed")
+}
+
+fn adopt_errors() -> Check {
+    let dev = open()?;
+    let base = CreateQp { role: role::RESPONDER, flags: conn::CRC, mpa_rev: 2, timeout_ms: 100, ..CreateQp::default() };
+    let file = std::fs::File::open("/proc/self/status").map_err(|e| e.to_string())?;
+    expect_errno("a regular file", dev.create_qp_raw(&mut CreateQp { fd: file.as_raw_fd(), ..base }), libc::ENOTSOCK)?;
+    expect_errno("a closed descriptor", dev.create_qp_raw(&mut CreateQp { fd: 9999, ..base }), libc::EBADF)?;
+    let udp = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    expect_errno("a UDP socket", dev.create_qp_raw(&mut CreateQp { fd: udp.as_raw_fd(), ..base }), libc::EPROTONOSUPPORT)?;
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    expect_errno("a listening TCP socket", dev.create_qp_raw(&mut CreateQp { fd: listener.as_raw_fd(), ..base }), libc::ENOTCONN)?;
+    let fd = listener.as_raw_fd();
+    for (what, req) in [
+        ("role 2", CreateQp { fd, role: 2, ..base }),
+        ("unknown flag", CreateQp { fd, flags: 1 << 7, ..base }),
+        ("MPA revision 3", CreateQp { fd, mpa_rev: 3, ..base }),
+        ("private data over 508", CreateQp { fd, private_len: 509, ..base }),
+        ("timeout 0", CreateQp { fd, timeout_ms: 0, ..base }),
+        ("IRD over 14 bits", CreateQp { fd, ird: 0x4000, ..base }),
+    ] {
+        expect_errno(what, dev.create_qp_raw(&mut req.clone()), libc::EINVAL)?;
+    }
+    ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 0, "no QP made")
 }

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Objects of a context found by handle: handle = slot index << 8 | key. The key of a slot
+//! changes every time the slot is reused, so a stale handle never reaches a newer object.
+//! Memory regions use the handle as their STag.
+
+use kernel::prelude::*;
+
+struct Slot<T> {
+    key: u8,
+    obj: Option<T>,
+}
+
+/// At most `max` live objects of type `T`.
+pub(crate) struct Handles<T> {
+    slots: KVec<Slot<T>>,
+    live: u32,
+    max: u32,
+}
+
+impl<T> Handles<T> {
+    pub(crate) fn new(max: u32) -> Self {
+        Handles { slots: KVec::new(), live: 0, max }
+    }
+
+    /// Stores `obj`; returns its handle (never 0). ENOSPC when `max` objects live.
+    pub(crate) fn insert(&mut self, obj: T) -> Result<u32> {
+        if self.live >= self.max {
+            return Err(ENOSPC);
+        }
+        let index = match self.slots.iter().position(|s| s.obj.is_none()) {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot { key: 0, obj: None }, GFP_KERNEL)?;
+                self.slots.len() - 1
+            }
+        };
+        let slot = &mut self.slots[index];
+        // Key 0 is skipped so no handle is ever 0.
+        slot.key = match slot.key.wrapping_add(1) {
+            0 => 1,
+            k => k,
+        };
+        slot.obj = Some(obj);
+        self.live += 1;
+        Ok((index as u32) << 8 | slot.key as u32)
+    }
+
+    /// Removes and returns the object `handle` names; EINVAL if none does.
+    pub(crate) fn remove(&mut self, handle: u32) -> Result<T> {
+        let slot = self.slots.get_mut((handle >> 8) as usize).ok_or(EINVAL)?;
+        if slot.key as u32 != handle & 0xff {
+            return Err(EINVAL);
+        }
+        let obj = slot.obj.take().ok_or(EINVAL)?;
+        self.live -= 1;
+        Ok(obj)
+    }
+}
