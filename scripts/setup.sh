@@ -24,18 +24,18 @@ HOST_PKGS=(
     "rustc-web=$RUST_WEB_VERSION" "libstd-rust-web-dev=$RUST_WEB_VERSION" "rust-web-src=$RUST_WEB_VERSION"
     clang-19 lld-19 llvm-19 libclang-19-dev
     flex bison bc libelf-dev libssl-dev cpio kmod make
-    qemu-system-x86 iproute2 busybox-static
+    qemu-system-x86 iproute2
     rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest
     iperf3 sockperf tcpdump tshark
 )
 missing=()
 for p in "${HOST_PKGS[@]}"; do
-    name=${p%%=*}; want=${p#*=}
-    have=$(dpkg-query -W -f='${Status} ${Version}' "$name" 2>/dev/null || true)
-    case "$have" in
-        "install ok installed $want"|"install ok installed "*) [ "$name" = "$want" ] || [ "${have##* }" = "$want" ] || { missing+=("$p"); continue; } ;;
-        *) missing+=("$p"); continue ;;
-    esac
+    name=${p%%=*}
+    have=$(dpkg-query -W -f='${Status}|${Version}' "$name" 2>/dev/null || true)
+    # Wanted: installed, and at the pinned version when one is given.
+    if [ "${have%%|*}" != "install ok installed" ] || { [ "$p" != "$name" ] && [ "${have#*|}" != "${p#*=}" ]; }; then
+        missing+=("$p")
+    fi
 done
 if [ ${#missing[@]} -gt 0 ]; then
     say "apt-get install ${missing[*]}"
