@@ -61,7 +61,7 @@ vm_start() {
     VM_DIR=$(mktemp -d /tmp/iwarp-vm.XXXXXX)
     VM_NS="iwarp-$$"
     trap vm_stop EXIT
-    trap 'vm_stop; exit 130' INT TERM
+    trap 'VM_ABORT=1; vm_stop; exit 130' INT TERM
     accel=$(vm_accel "$kimg")
     local kvm_opt=(--disable-kvm)
     if [ "$accel" = kvm ]; then kvm_opt=(); vm_log "KVM works here: using it"; else
@@ -142,7 +142,10 @@ vm_stop() {
     [ -n "$VM_DIR" ] || return 0
     local i name status=0 deadline
     for ((i = 0; i < VM_COUNT; i++)); do touch "$VM_DIR/${VM_NAMES[$i]}/shutdown"; done
-    deadline=$((SECONDS + 60))
+    # Guests finish their current command first; when interrupted, do not wait for it.
+    local grace=60
+    [ -n "${VM_ABORT:-}" ] && grace=2
+    deadline=$((SECONDS + grace))
     for ((i = 0; i < VM_COUNT; i++)); do
         while kill -0 "${VM_PIDS[$i]}" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
         if kill -0 "${VM_PIDS[$i]}" 2>/dev/null; then
