@@ -17,7 +17,7 @@ struct Tally {
 pub fn run(host_only: bool) -> ExitCode {
     let mut t = Tally::default();
     host(&mut t);
-    fuzz_smoke(&mut t);
+    counted(&mut t, "fuzz smoke run", Command::new("bash").arg(root().join("scripts/fuzz-smoke.sh")));
     if host_only {
         println!("VM tests not run (--host)");
     } else {
@@ -58,46 +58,12 @@ fn host(t: &mut Tally) {
     }
 }
 
-/// A short run of the receive-engine fuzz target over the committed corpus (new inputs go to
-/// a temporary directory, not into the repository). The long runs are done by hand.
-fn fuzz_smoke(t: &mut Tally) {
-    let cargo_fuzz = std::path::Path::new(&std::env::var("IWARP_CACHE").unwrap_or_else(|_| "/var/lib/iwarp".into())).join("cargo-fuzz/bin/cargo-fuzz");
-    if !cargo_fuzz.is_file() {
-        println!("SKIP fuzz-receive (cargo-fuzz missing: run 'cargo xtask setup')");
-        t.skipped += 1;
-        if std::env::var("CI").as_deref() == Ok("true") {
-            t.broken.push("fuzz smoke test could not run under CI".into());
-        }
-        return;
-    }
-    let scratch = std::env::temp_dir().join(format!("iwarp-fuzz-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&scratch);
-    let fuzz_dir = root().join("proto/fuzz");
-    let (ok, _) = capture(
-        Command::new(&cargo_fuzz)
-            .args(["fuzz", "run", "--sanitizer", "none", "-a", "receive"])
-            .arg(&scratch)
-            .arg(fuzz_dir.join("corpus/receive"))
-            .args(["--", "-max_total_time=60", "-print_final_stats=1"])
-            .current_dir(&fuzz_dir)
-            .env("RUSTC_BOOTSTRAP", "1"),
-    );
-    let _ = std::fs::remove_dir_all(&scratch);
-    if ok {
-        println!("PASS fuzz-receive (60 s, committed corpus)");
-        t.passed += 1;
-    } else {
-        println!("FAIL fuzz-receive (see the crash above; artifacts in proto/fuzz/artifacts)");
-        t.failed += 1;
-    }
-}
-
 fn debug_kernel_built() -> bool {
     let out = Command::new("bash").arg("-c").arg(format!("source {}/scripts/kenv.sh && test -f \"$(kernel_build_dir debug)/.built\"", root().display())).status();
     out.map(|s| s.success()).unwrap_or(false)
 }
 
-/// The VM suite prints one "PASS name", "FAIL name" or "SKIP name" line per test.
+/// The VM suite on one kernel flavour, after building what it needs.
 fn vm(t: &mut Tally, flavour: &str) {
     let built = script("build-kernel.sh", &[flavour])
         && script("build-kmod.sh", &[flavour])
@@ -106,7 +72,13 @@ fn vm(t: &mut Tally, flavour: &str) {
         t.broken.push(format!("building the {flavour} kernel, module or tools for the VM tests"));
         return;
     }
-    let (ok, out) = capture(Command::new("bash").arg(root().join("scripts/vm-tests.sh")).arg(flavour));
+    counted(t, &format!("VM test suite ({flavour} kernel)"), Command::new("bash").arg(root().join("scripts/vm-tests.sh")).arg(flavour));
+}
+
+/// Runs a script that prints one "PASS name", "FAIL name" or "SKIP name" line per test, and
+/// counts them; a script that fails without a FAIL line is reported as broken.
+fn counted(t: &mut Tally, what: &str, cmd: &mut Command) {
+    let (ok, out) = capture(cmd);
     for line in out.lines() {
         match line.split_whitespace().next() {
             Some("PASS") => t.passed += 1,
@@ -116,6 +88,6 @@ fn vm(t: &mut Tally, flavour: &str) {
         }
     }
     if !ok && !out.lines().any(|l| l.starts_with("FAIL")) {
-        t.broken.push("VM test suite (no FAIL line, but it did not finish cleanly)".into());
+        t.broken.push(format!("{what} (no FAIL line, but it did not finish cleanly)"));
     }
 }
