@@ -12,6 +12,7 @@ check="$here/target/release/iwarp-check"
 TESTS=(boot-A boot-B insmod-A-with-tcp-probe insmod-B query-device-A query-device-B tcp-A-to-B
        siw-link-A mr-register-A mr-memlock-A mr-killed-process-unpins-B qp-mpa-v2-markers-one-way
        qp-mpa-v1-fallback qp-garbage-peer-refused qp-silent-peer-times-out qp-adopt-errors-A
+       qp-kernel-send-to-user-level-peer
        nothing-left-A nothing-left-B init-failure-refused
        rmmod-A rmmod-B dmesg-clean)
 
@@ -86,6 +87,18 @@ bad_peer() {
 check qp-garbage-peer-refused bad_peer 7003 "" 71 garbage    # EPROTO
 check qp-silent-peer-times-out bad_peer 7004 "timeout=1000" 110 silent    # ETIMEDOUT
 check qp-adopt-errors-A vm_run A "$check adopt-errors"
+# The module frames an RDMA Write and a Send (markers, kernel crc32c) from a registered region;
+# a user-level receiver built on the protocol core checks every FPDU and byte in the other guest.
+kernel_send() {
+    local port=7010 size
+    for size in 1 4103 1048589; do
+        vm_submit B "$check recv-user $port $size"
+        local server=$VM_ID
+        vm_run A "$check send-kernel $(vm_ip B) $port $size" && vm_wait B "$server" 300 || return 1
+        port=$((port + 1))
+    done
+}
+check qp-kernel-send-to-user-level-peer kernel_send
 check nothing-left-A vm_run A "$check stats-zero"
 check nothing-left-B vm_run B "$check stats-zero"
 

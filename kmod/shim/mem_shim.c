@@ -6,6 +6,7 @@
  * even when the process has exited (file release after exit).
  */
 #include <linux/capability.h>
+#include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/overflow.h>
 #include <linux/sched/mm.h>
@@ -92,4 +93,22 @@ void iwarp_shim_unpin_user(struct iwarp_pinned *p)
 unsigned long iwarp_shim_pinned_npages(const struct iwarp_pinned *p)
 {
 	return p->npages;
+}
+
+/*
+ * Copies @len bytes starting @offset bytes into the pinned pages (offset 0 = first byte of the
+ * first page) to @dst. The caller keeps the range inside the pinned pages.
+ */
+void iwarp_shim_pinned_copy_from(const struct iwarp_pinned *p, u64 offset, void *dst, size_t len)
+{
+	while (len) {
+		unsigned long idx = offset >> PAGE_SHIFT;
+		size_t in_page = offset & ~PAGE_MASK;
+		size_t n = min_t(size_t, len, PAGE_SIZE - in_page);
+
+		memcpy_from_page(dst, p->pages[idx], in_page, n);
+		dst += n;
+		offset += n;
+		len -= n;
+	}
 }

@@ -128,3 +128,26 @@ int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsig
 	WRITE_ONCE(sock->sk->sk_rcvtimeo, saved);
 	return rc;
 }
+
+/* Sends the @n pieces of @iov (@len bytes in all), blocking until all are queued. */
+int iwarp_shim_sock_sendv(struct socket *sock, struct kvec *iov, size_t n, size_t len)
+{
+	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL };
+
+	iov_iter_kvec(&msg.msg_iter, ITER_SOURCE, iov, n, len);
+	while (msg_data_left(&msg)) {
+		int rc = sock_sendmsg(sock, &msg);
+
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			return -EPIPE;
+	}
+	return 0;
+}
+
+/* The connection's current MSS (what an FPDU must fit, RFC 5044 section 11.2). */
+u32 iwarp_shim_sock_mss(struct socket *sock)
+{
+	return READ_ONCE(tcp_sk(sock->sk)->mss_cache);
+}

@@ -12,6 +12,9 @@ struct socket;
 struct socket *iwarp_shim_sock_adopt(int fd, int *err);
 void iwarp_shim_sock_put(struct socket *sock);
 int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len);
+struct kvec;
+int iwarp_shim_sock_sendv(struct socket *sock, struct kvec *iov, size_t n, size_t len);
+u32 iwarp_shim_sock_mss(struct socket *sock);
 int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsigned int timeout_ms);
 
 #endif

@@ -3,13 +3,14 @@
 //! `/dev/iwarp`: one [`Context`] per open file; every ioctl argument is copied in, validated,
 //! and answered here. Closing the file tears down everything the context holds.
 
-use crate::abi::{self, conn, CreateQp, DeregMr, DestroyQp, QueryStats, RegMr, MAX_PRIVATE_DATA, MAX_QP};
+use crate::abi::{self, conn, opcode, send_flags, CreateQp, DeregMr, DestroyQp, PostSend, QueryStats, RegMr, MAX_MESSAGE, MAX_PRIVATE_DATA, MAX_QP};
 use crate::handles::Handles;
 use crate::mpa::frame::{RtrTypes, MAX_IRD_ORD};
 use crate::mpa::negotiate::Local;
 use crate::mr::MrTable;
 use crate::qp::{self, QueuePair};
 use crate::socket::TcpSocket;
+use crate::tx::Message;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::ioctl::_IOC_SIZE;
 use kernel::miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration};
@@ -94,6 +95,10 @@ impl MiscDevice for Context {
                 }
                 drop(me.qps.lock().remove(req.qp)?);
             }
+            abi::IOCTL_POST_SEND => {
+                let req: PostSend = user.reader().read()?;
+                me.post_send(&req)?;
+            }
             _ => return Err(ENOTTY),
         }
         Ok(0)
@@ -101,6 +106,26 @@ impl MiscDevice for Context {
 }
 
 impl Context {
+    /// Copies the payload out of the local region (one consistent snapshot), then frames and
+    /// sends it. The QP table stays locked while TCP takes the data: sends on one context are
+    /// serialized for now.
+    fn post_send(&self, req: &PostSend) -> Result {
+        let msg = match req.opcode {
+            opcode::SEND => Message::Send { solicited: req.flags & send_flags::SOLICITED != 0, invalidate: None },
+            opcode::WRITE => Message::Write { stag: req.remote_stag, to: req.remote_to },
+            _ => return Err(EINVAL),
+        };
+        if req.flags & !send_flags::SOLICITED != 0 || req.reserved != 0 || req.length > MAX_MESSAGE {
+            return Err(EINVAL);
+        }
+        if req.opcode == opcode::WRITE && req.flags != 0 {
+            return Err(EINVAL);
+        }
+        let mut payload = KVVec::from_elem(0u8, req.length as usize, GFP_KERNEL)?;
+        self.mrs.lock().copy_out(req.lkey, req.offset, &mut payload)?;
+        self.qps.lock().get_mut(req.qp)?.send(msg, &payload)
+    }
+
     /// Validates a CREATE_QP request, adopts the socket, runs the MPA exchange (without holding
     /// any lock: it blocks on the network) and stores the QP.
     fn create_qp(&self, mut req: CreateQp) -> Result<CreateQp> {

@@ -46,6 +46,19 @@ impl<T> Handles<T> {
         Ok((index as u32) << 8 | slot.key as u32)
     }
 
+    /// The object `handle` names; EINVAL if none does.
+    pub(crate) fn get(&self, handle: u32) -> Result<&T> {
+        let slot = self.slots.get((handle >> 8) as usize).ok_or(EINVAL)?;
+        slot.obj.as_ref().filter(|_| slot.key as u32 == handle & 0xff).ok_or(EINVAL)
+    }
+
+    /// The object `handle` names, mutably; EINVAL if none does.
+    pub(crate) fn get_mut(&mut self, handle: u32) -> Result<&mut T> {
+        let slot = self.slots.get_mut((handle >> 8) as usize).ok_or(EINVAL)?;
+        let key = slot.key;
+        slot.obj.as_mut().filter(|_| key as u32 == handle & 0xff).ok_or(EINVAL)
+    }
+
     /// Removes and returns the object `handle` names; EINVAL if none does.
     pub(crate) fn remove(&mut self, handle: u32) -> Result<T> {
         let slot = self.slots.get_mut((handle >> 8) as usize).ok_or(EINVAL)?;

@@ -19,7 +19,7 @@ pub(crate) fn regions() -> u64 {
 
 /// One registered buffer.
 struct MemoryRegion {
-    _pages: PinnedPages,
+    pages: PinnedPages,
 }
 
 impl Drop for MemoryRegion {
@@ -51,7 +51,12 @@ impl MrTable {
         let writable = rights & (access::LOCAL_WRITE | access::REMOTE_WRITE) != 0;
         let pages = PinnedPages::pin(addr, length, writable)?;
         REGIONS.fetch_add(1, Ordering::Relaxed);
-        self.regions.insert(MemoryRegion { _pages: pages })
+        self.regions.insert(MemoryRegion { pages })
+    }
+
+    /// Copies `dst.len()` bytes at `offset` of region `lkey` (local reads need no right).
+    pub(crate) fn copy_out(&self, lkey: u32, offset: u64, dst: &mut [u8]) -> Result {
+        self.regions.get(lkey)?.pages.copy_to(offset, dst)
     }
 
     /// Deregisters the region `stag` names, unpinning its pages.

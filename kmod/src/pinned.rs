@@ -17,6 +17,7 @@ mod ffi {
         pub(super) fn iwarp_shim_pin_user(addr: u64, len: u64, writable: bool, err: *mut i32) -> *mut IwarpPinned;
         pub(super) fn iwarp_shim_unpin_user(p: *mut IwarpPinned);
         pub(super) fn iwarp_shim_pinned_npages(p: *const IwarpPinned) -> usize;
+        pub(super) fn iwarp_shim_pinned_copy_from(p: *const IwarpPinned, offset: u64, dst: *mut u8, len: usize);
     }
 }
 
@@ -32,6 +33,9 @@ pub(crate) fn pinned_pages() -> u64 {
 pub(crate) struct PinnedPages {
     ptr: NonNull<ffi::IwarpPinned>,
     npages: usize,
+    /// Offset of the buffer's first byte in the first page.
+    first: usize,
+    len: u64,
 }
 
 // SAFETY: the pinned set is owned exclusively by this value; the C object is only read for its
@@ -51,7 +55,21 @@ impl PinnedPages {
         // SAFETY: `ptr` is the valid set the shim just returned.
         let npages = unsafe { ffi::iwarp_shim_pinned_npages(ptr.as_ptr()) };
         PINNED_PAGES.fetch_add(npages as u64, Ordering::Relaxed);
-        Ok(PinnedPages { ptr, npages })
+        Ok(PinnedPages { ptr, npages, first: (addr % kernel::page::PAGE_SIZE as u64) as usize, len })
+    }
+
+    /// Copies buffer bytes `[offset, offset + dst.len())` into `dst`; EINVAL if out of range.
+    /// A copy, not a view: user space may change its buffer at any time, and what is framed and
+    /// checksummed must be one consistent snapshot.
+    pub(crate) fn copy_to(&self, offset: u64, dst: &mut [u8]) -> Result {
+        let end = offset.checked_add(dst.len() as u64).ok_or(EINVAL)?;
+        if end > self.len {
+            return Err(EINVAL);
+        }
+        // SAFETY: the set is live and the range lies inside the buffer, hence inside the pinned
+        // pages; `dst` is valid for writes of its length.
+        unsafe { ffi::iwarp_shim_pinned_copy_from(self.ptr.as_ptr(), self.first as u64 + offset, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
     }
 }
 

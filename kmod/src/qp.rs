@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Queue pairs. Today a QP is an adopted TCP connection that completed the MPA exchange (run
-//! here, in the caller's context, by the protocol core's `mpa` module); work requests and
-//! completions come with the rest of the data path.
+//! here, in the caller's context, by the protocol core's `mpa` module) and can send: messages are
+//! framed by the core's transmitter (markers, kernel crc32c) and queued to TCP synchronously.
+//! Receiving, work queues and completions come with the rest of the data path.
 
 use crate::mpa::frame::{Frame, FrameError, Kind, HEADER_LEN};
+use crate::markers::{self, Markers};
 use crate::mpa::negotiate::{Connection, Local, Refused};
-use crate::socket::TcpSocket;
+use crate::shim::KernelCrc;
+use crate::socket::{Kvec, TcpSocket};
+use crate::tx::{self, Fpdu, Message, Piece, Transmitter};
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
@@ -29,7 +33,30 @@ pub(crate) fn queue_pairs() -> u64 {
 
 /// A connection in full MPA operation.
 pub(crate) struct QueuePair {
-    _sock: TcpSocket,
+    sock: TcpSocket,
+    tx: Transmitter,
+    fpdu: KBox<Fpdu>,
+}
+
+impl QueuePair {
+    /// Frames `msg` with `payload` and queues every FPDU to TCP.
+    pub(crate) fn send(&mut self, msg: Message, payload: &[u8]) -> Result {
+        let mut out = self.tx.start(msg, payload.len() as u64).map_err(|_| EINVAL)?;
+        let mut iov = KVec::with_capacity(tx::PIECE_CAP, GFP_KERNEL)?;
+        while !out.done() {
+            self.tx.next_fpdu::<KernelCrc, _>(&mut out, payload, &mut self.fpdu);
+            iov.clear();
+            for p in self.fpdu.pieces() {
+                let piece = match *p {
+                    Piece::Ctl { off, len } => self.fpdu.ctl(off, len),
+                    Piece::Payload { off, len } => &payload[off as usize..off as usize + len as usize],
+                };
+                iov.push(Kvec::new(piece), GFP_KERNEL)?;
+            }
+            self.sock.send_pieces(&mut iov)?;
+        }
+        Ok(())
+    }
 }
 
 impl Drop for QueuePair {
@@ -71,8 +98,13 @@ pub(crate) fn establish(mut sock: TcpSocket, initiator: bool, local: &Local, pri
             }
         }
     };
+    // FPDUs sized to the connection's MSS, with room for the markers the peer asked for.
+    let marks = if conn.tx_markers { Markers::RFC } else { Markers::NONE };
+    let mulpdu = markers::mulpdu(sock.mss(), marks).min(u16::MAX as u32);
+    let tx = Transmitter::new(tx::Config { markers: marks, crc: conn.crc, mulpdu });
+    let fpdu = KBox::new(Fpdu::default(), GFP_KERNEL)?;
     QUEUE_PAIRS.fetch_add(1, Ordering::Relaxed);
-    Ok(Established { qp: QueuePair { _sock: sock }, conn, peer_private: peer })
+    Ok(Established { qp: QueuePair { sock, tx, fpdu }, conn, peer_private: peer })
 }
 
 fn copy(b: &[u8]) -> Result<KVec<u8>> {

@@ -15,7 +15,23 @@ mod ffi {
         pub(super) fn iwarp_shim_sock_adopt(fd: i32, err: *mut i32) -> *mut Socket;
         pub(super) fn iwarp_shim_sock_put(sock: *mut Socket);
         pub(super) fn iwarp_shim_sock_send_all(sock: *mut Socket, buf: *const u8, len: usize) -> i32;
+        pub(super) fn iwarp_shim_sock_sendv(sock: *mut Socket, iov: *mut super::Kvec, n: usize, len: usize) -> i32;
+        pub(super) fn iwarp_shim_sock_mss(sock: *mut Socket) -> u32;
         pub(super) fn iwarp_shim_sock_recv_exact(sock: *mut Socket, buf: *mut u8, len: usize, timeout_ms: u32) -> i32;
+    }
+}
+
+/// One piece of a gathered send (`struct kvec`).
+#[repr(C)]
+pub(crate) struct Kvec {
+    base: *const u8,
+    len: usize,
+}
+
+impl Kvec {
+    /// A piece covering `b`; valid while `b` is.
+    pub(crate) fn new(b: &[u8]) -> Kvec {
+        Kvec { base: b.as_ptr(), len: b.len() }
     }
 }
 
@@ -51,6 +67,21 @@ impl TcpSocket {
     pub(crate) fn send_all(&mut self, buf: &[u8]) -> Result {
         // SAFETY: the socket reference is live; `buf` is valid for reads of its length.
         check(unsafe { ffi::iwarp_shim_sock_send_all(self.sock.as_ptr(), buf.as_ptr(), buf.len()) })
+    }
+
+    /// Sends the pieces `iov`, in order, blocking until all are queued. Every piece must cover
+    /// memory that stays valid during the call (the `Kvec`s were made from live slices).
+    pub(crate) fn send_pieces(&mut self, iov: &mut [Kvec]) -> Result {
+        let len = iov.iter().map(|k| k.len).sum();
+        // SAFETY: the socket reference is live; each kvec covers a live slice (see above) the
+        // socket layer only reads.
+        check(unsafe { ffi::iwarp_shim_sock_sendv(self.sock.as_ptr(), iov.as_mut_ptr(), iov.len(), len) })
+    }
+
+    /// The connection's current MSS.
+    pub(crate) fn mss(&self) -> u32 {
+        // SAFETY: the socket reference is live; the shim only reads one field.
+        unsafe { ffi::iwarp_shim_sock_mss(self.sock.as_ptr()) }
     }
 
     /// Fills all of `buf`, waiting at most `timeout_ms` for each piece.

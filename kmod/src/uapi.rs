@@ -3,7 +3,7 @@
 //! The ABI structs as the kernel crate's byte-copy traits, so `UserSliceReader::read` and
 //! `UserSliceWriter::write` can move them across the user boundary.
 
-use crate::abi::{self, CreateQp, DeregMr, DestroyQp, QueryDevice, QueryStats, RegMr};
+use crate::abi::{self, CreateQp, DeregMr, DestroyQp, PostSend, QueryDevice, QueryStats, RegMr};
 use kernel::transmute::{AsBytes, FromBytes};
 
 const _: () = assert!(core::mem::size_of::<QueryDevice>() == abi::QUERY_DEVICE_SIZE);
@@ -12,6 +12,7 @@ const _: () = assert!(core::mem::size_of::<DeregMr>() == abi::DEREG_MR_SIZE);
 const _: () = assert!(core::mem::size_of::<QueryStats>() == abi::QUERY_STATS_SIZE);
 const _: () = assert!(core::mem::size_of::<CreateQp>() == abi::CREATE_QP_SIZE);
 const _: () = assert!(core::mem::size_of::<DestroyQp>() == abi::DESTROY_QP_SIZE);
+const _: () = assert!(core::mem::size_of::<PostSend>() == abi::POST_SEND_SIZE);
 
 // SAFETY (all impls below): each struct is `repr(C)`, made only of unsigned integers (and
 // arrays of them), without padding (sizes pinned above and by libiwarp's layout test to the sum
@@ -32,3 +33,5 @@ unsafe impl AsBytes for CreateQp {}
 unsafe impl FromBytes for CreateQp {}
 // SAFETY: see above.
 unsafe impl FromBytes for DestroyQp {}
+// SAFETY: see above.
+unsafe impl FromBytes for PostSend {}

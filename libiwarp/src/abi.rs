@@ -236,6 +236,53 @@ pub const DESTROY_QP_SIZE: usize = 8;
 /// `_IOW(0xa7, 0x05, struct DestroyQp)`: close the QP's connection and free it.
 pub const IOCTL_DESTROY_QP: u32 = ioc(IOC_WRITE, 0x05, DESTROY_QP_SIZE);
 
+/// Operations of [`PostSend::opcode`].
+pub mod opcode {
+    /// Send into the peer's next receive buffer.
+    pub const SEND: u32 = 0;
+    /// RDMA Write to the peer's `remote_stag` at `remote_to`.
+    pub const WRITE: u32 = 1;
+}
+
+/// Flags of [`PostSend::flags`].
+pub mod send_flags {
+    /// Send with Solicited Event.
+    pub const SOLICITED: u32 = 1 << 0;
+}
+
+/// Argument of [`IOCTL_POST_SEND`]: send `length` bytes at `offset` of the local region `lkey`
+/// over QP `qp`. Synchronous for now: returns once every FPDU is queued to TCP.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PostSend {
+    /// The QP handle.
+    pub qp: u32,
+    /// [`opcode`].
+    pub opcode: u32,
+    /// Local region (its lkey).
+    pub lkey: u32,
+    /// [`send_flags`].
+    pub flags: u32,
+    /// Offset in the local region.
+    pub offset: u64,
+    /// Bytes to send (at most [`MAX_MESSAGE`]).
+    pub length: u64,
+    /// RDMA Write: tagged offset at the peer.
+    pub remote_to: u64,
+    /// RDMA Write: the peer's STag.
+    pub remote_stag: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Size of [`PostSend`].
+pub const POST_SEND_SIZE: usize = 48;
+/// Largest message [`IOCTL_POST_SEND`] takes.
+pub const MAX_MESSAGE: u64 = 16 << 20;
+
+/// `_IOW(0xa7, 0x06, struct PostSend)`.
+pub const IOCTL_POST_SEND: u32 = ioc(IOC_WRITE, 0x06, POST_SEND_SIZE);
+
 /// Most queue pairs one context may hold.
 pub const MAX_QP: u32 = 1024;
 

@@ -13,4 +13,4 @@ mod sys;
 
 pub use device::{Device, DEVICE_PATH};
 pub use mr::{Access, MemoryRegion};
-pub use qp::{ConnectOptions, Negotiated, QueuePair, Role};
+pub use qp::{ConnectOptions, Negotiated, QueuePair, Role, SendOp};

@@ -1,6 +1,7 @@
 //! Queue pairs over adopted TCP connections.
 
-use crate::abi::{conn, role, CreateQp, DestroyQp, IOCTL_CREATE_QP, IOCTL_DESTROY_QP};
+use crate::abi::{conn, opcode, role, send_flags, CreateQp, DestroyQp, PostSend, IOCTL_CREATE_QP, IOCTL_DESTROY_QP, IOCTL_POST_SEND};
+use crate::mr::MemoryRegion;
 use crate::device::Device;
 use crate::sys;
 use std::io;
@@ -64,6 +65,23 @@ pub struct Negotiated {
     pub peer_private: Vec<u8>,
 }
 
+/// What to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOp {
+    /// A Send into the peer's next receive buffer, optionally with Solicited Event.
+    Send {
+        /// With Solicited Event.
+        solicited: bool,
+    },
+    /// An RDMA Write to the peer's region `stag` at tagged offset `to`.
+    Write {
+        /// The peer's STag.
+        stag: u32,
+        /// Tagged offset at the peer.
+        to: u64,
+    },
+}
+
 /// A queue pair. It owns the connection it was made from: the stream can no longer be read or
 /// written directly. Dropping it closes the connection.
 pub struct QueuePair<'a> {
@@ -107,6 +125,25 @@ impl<'a> QueuePair<'a> {
     /// What the MPA exchange settled.
     pub fn negotiated(&self) -> &Negotiated {
         &self.negotiated
+    }
+
+    /// Sends `len` bytes at `offset` of `mr`. Synchronous for now: when it returns, the module has
+    /// framed the message (markers and CRC as negotiated) from a snapshot of the buffer and
+    /// queued it to TCP, so the buffer may be reused at once.
+    pub fn post_send(&self, mr: &MemoryRegion<'_>, offset: u64, len: u64, op: SendOp) -> io::Result<()> {
+        let mut req = PostSend { qp: self.handle, lkey: mr.lkey(), offset, length: len, ..PostSend::default() };
+        match op {
+            SendOp::Send { solicited } => {
+                req.opcode = opcode::SEND;
+                req.flags = if solicited { send_flags::SOLICITED } else { 0 };
+            }
+            SendOp::Write { stag, to } => {
+                req.opcode = opcode::WRITE;
+                req.remote_stag = stag;
+                req.remote_to = to;
+            }
+        }
+        sys::ioctl(self.dev.file().as_fd(), IOCTL_POST_SEND, &mut req)
     }
 
     /// The module's handle for this QP.

@@ -38,6 +38,10 @@ fn queue_pair_layouts() {
     assert_eq!(offset_of!(CreateQp, neg_ord), 72);
     assert_eq!(size_of::<DestroyQp>(), DESTROY_QP_SIZE);
     assert_eq!(offset_of!(QueryStats, queue_pairs), 24);
+    assert_eq!(size_of::<PostSend>(), POST_SEND_SIZE);
+    assert_eq!(offset_of!(PostSend, offset), 16);
+    assert_eq!(offset_of!(PostSend, remote_to), 32);
+    assert_eq!(offset_of!(PostSend, remote_stag), 40);
 }
 
 #[test]
@@ -49,4 +53,5 @@ fn ioctl_numbers_use_linux_encoding() {
     assert_eq!(IOCTL_QUERY_STATS, 0x8040_a703);
     assert_eq!(IOCTL_CREATE_QP, 0xc050_a704);
     assert_eq!(IOCTL_DESTROY_QP, 0x4008_a705);
+    assert_eq!(IOCTL_POST_SEND, 0x4030_a706);
 }

@@ -11,6 +11,10 @@
 //!   accept-fail PORT OPTS ERRNO     accept, adopting must fail with ERRNO (a number)
 //!   garbage HOST PORT               connect and send bytes that are no MPA request
 //!   silent HOST PORT                connect and say nothing
+//!   send-kernel HOST PORT SIZE      adopt as initiator, then RDMA Write SIZE bytes and Send a third
+//!                                   of them through the module
+//!   recv-user PORT SIZE             accept and receive those with a user-level engine built on
+//!                                   the protocol core (markers and CRC asked for), and verify
 //!   adopt-errors     descriptors that are not connected TCP streams, and bad arguments
 //!   stats-zero       nothing pinned, no regions, no QPs, no contexts but this one
 //!
@@ -42,6 +46,8 @@ fn main() -> ExitCode {
         Some("garbage") if args.len() == 3 => garbage(&args[1], &args[2]),
         Some("silent") if args.len() == 3 => silent(&args[1], &args[2]),
         Some("adopt-errors") => adopt_errors(),
+        Some("send-kernel") if args.len() == 4 => num(3).ok_or("SIZE".to_string()).and_then(|n| send_kernel(&args[1], &args[2], n)),
+        Some("recv-user") if args.len() == 3 => num(2).ok_or("SIZE".to_string()).and_then(|n| recv_user(&args[1], n)),
         _ => Err("usage: see the top of libiwarp/src/bin/iwarp-check.rs".into()),
     };
     match result {
@@ -282,4 +288,99 @@ fn adopt_errors() -> Check {
         expect_errno(what, dev.create_qp_raw(&mut req.clone()), libc::EINVAL)?;
     }
     ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 0, "no QP made")
+}
+
+/// The data both sides agree on: a pattern that differs at every offset.
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8).collect()
+}
+
+const WRITE_STAG: u32 = 0x1234;
+const WRITE_TO: u64 = 0x10000;
+
+fn send_kernel(host: &str, port: &str, size: usize) -> Check {
+    let dev = open()?;
+    let qp = dev.adopt(dial(host, port)?, &options(Role::Initiator, "markers=0,crc=1,rev=2")?).map_err(|e| format!("adopt: {e}"))?;
+    let mut buf = pattern(size);
+    let mr = dev.register(&mut buf, Access::NONE).map_err(|e| format!("register: {e}"))?;
+    qp.post_send(&mr, 0, size as u64, libiwarp::SendOp::Write { stag: WRITE_STAG, to: WRITE_TO }).map_err(|e| format!("post RDMA Write: {e}"))?;
+    let third = (size / 3 + 1).min(size) as u64;
+    qp.post_send(&mr, 0, third, libiwarp::SendOp::Send { solicited: true }).map_err(|e| format!("post Send: {e}"))?;
+    println!("ok: posted an RDMA Write of {size} bytes and a Send of {third} (peer markers {}, crc {})", qp.negotiated().tx_markers, qp.negotiated().crc);
+    Ok(())
+}
+
+/// A user-level MPA responder and receiver on a plain socket, from the protocol core.
+fn recv_user(port: &str, size: usize) -> Check {
+    use iwarp_proto::crc::HostCrc;
+    use iwarp_proto::markers::Markers;
+    use iwarp_proto::mpa::frame::{Frame, FrameError, Kind, RtrTypes, HEADER_LEN};
+    use iwarp_proto::mpa::negotiate::Local;
+    use iwarp_proto::rx::{self, Event, Receiver, Sink, Target};
+    use iwarp_proto::stream::Pieces;
+    use io::Read;
+
+    struct Buffers {
+        write: Vec<u8>,
+        recv: Vec<u8>,
+        events: Vec<Event>,
+    }
+    impl Sink for Buffers {
+        fn check(&mut self, _: iwarp_proto::rdmap::Opcode, t: Target, len: u32) -> Result<(), iwarp_proto::terminate::Cause> {
+            use iwarp_proto::terminate::Cause;
+            match t {
+                Target::Tagged { stag: WRITE_STAG, to } if to >= WRITE_TO && to - WRITE_TO + len as u64 <= self.write.len() as u64 => Ok(()),
+                Target::Tagged { .. } => Err(Cause::DdpBaseBounds),
+                Target::Untagged { msn: 1, mo } if mo as usize + len as usize <= self.recv.len() => Ok(()),
+                Target::Untagged { .. } => Err(Cause::DdpNoBuffer),
+            }
+        }
+        fn place(&mut self, t: Target, b: &[u8]) {
+            let (buf, at) = match t {
+                Target::Tagged { to, .. } => (&mut self.write, (to - WRITE_TO) as usize),
+                Target::Untagged { mo, .. } => (&mut self.recv, mo as usize),
+            };
+            buf[at..at + b.len()].copy_from_slice(b);
+        }
+        fn deliver(&mut self, e: Event) {
+            self.events.push(e);
+        }
+    }
+
+    let mut s = listen(port)?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+    let mut req = vec![0u8; HEADER_LEN];
+    s.read_exact(&mut req).map_err(|e| format!("MPA request: {e}"))?;
+    if let Err(FrameError::Incomplete(total)) = Frame::parse(&req, Kind::Request) {
+        req.resize(total, 0);
+        s.read_exact(&mut req[HEADER_LEN..]).map_err(|e| format!("MPA request: {e}"))?;
+    }
+    let (frame, _) = Frame::parse(&req, Kind::Request).map_err(|e| format!("MPA request: {e:?}"))?;
+    let local = Local { markers: true, crc: true, rev: 2, ird: 4, ord: 4, p2p: false, rtr: RtrTypes::default() };
+    let (reply, conn) = local.respond(&frame, b"user-level").map_err(|e| format!("respond: {e:?}"))?;
+    let mut out = vec![0u8; reply.wire_len()];
+    reply.emit(&mut out).ok_or("emit MPA reply")?;
+    s.write_all(&out).map_err(|e| e.to_string())?;
+    ensure(conn.rx_markers && conn.crc, "the kernel will send markers and CRCs")?;
+
+    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    let mut sink = Buffers { write: vec![0; size], recv: vec![0; size], events: Vec::new() };
+    let mut pending: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut wire = 0u64;
+    while sink.events.len() < 2 {
+        let n = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err(format!("connection closed after {wire} bytes with events {:?}", sink.events));
+        }
+        wire += n as u64;
+        pending.extend_from_slice(&chunk[..n]);
+        let used = rx.receive::<HostCrc, _>(&Pieces::new(rx.next(), &[&pending]), &mut sink).map_err(|e| format!("receive: {e:?}"))?;
+        pending.drain(..used as usize);
+    }
+    let want = pattern(size);
+    let third = (size / 3 + 1).min(size);
+    ensure(sink.events == [Event::Write { stag: WRITE_STAG }, Event::Send { msn: 1, len: third as u32, solicited: true, invalidate: None }], format!("events in order: {:?}", sink.events))?;
+    ensure(sink.write == want, format!("RDMA Write of {size} bytes placed intact ({wire} bytes on the wire, markers and CRC checked)"))?;
+    ensure(sink.recv[..third] == want[..third], format!("Send of {third} bytes placed intact"))
 }
