@@ -96,3 +96,24 @@ fn a_split_fpdu_is_left_for_the_in_order_pass() {
     rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem).unwrap();
     mem.assert_placed(&msgs);
 }
+
+#[test]
+fn nothing_is_placed_early_before_the_peer_to_peer_rtr() {
+    use iwarp_proto::mpa::negotiate::Rtr;
+    // The initiator's zero-length RTR Write, then a real Write; the second arrives first.
+    let msgs = vec![
+        Msg { msg: Message::Write { stag: 0x200, to: 0 }, payload: Vec::new() },
+        Msg { msg: Message::Write { stag: 0x100, to: 4096 }, payload: vec![9; 3000] },
+    ];
+    let (wire, fpdus) = emit(&msgs, tx::Config { markers: Markers::RFC, crc: true, mulpdu: 1400 });
+    let cfg = rx::Config { markers: Markers::RFC, crc: true, expect_rtr: Some(Rtr::Write), expect_rtr_read_response: false };
+    let mut rx = Receiver::new(cfg);
+    let mut mem = Memory::for_scenario(&msgs[1..]);
+    for &(start, len) in fpdus.iter().skip(1).rev() {
+        let seg = &wire[start as usize..(start + len as u64) as usize];
+        rx.receive::<Crc, _>(&Pieces::new(start, &[seg]), &mut mem).unwrap();
+    }
+    rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem).unwrap();
+    assert_eq!(mem.events, vec![iwarp_proto::rx::Event::ReadyToReceive(Rtr::Write), iwarp_proto::rx::Event::Write { stag: 0x100 }]);
+    mem.assert_placed(&msgs[1..]);
+}

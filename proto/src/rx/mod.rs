@@ -202,6 +202,11 @@ impl Receiver {
 
     /// Places whole FPDUs found through markers in bytes beyond the in-order point.
     fn place_ahead<C: Crc32c, S: Sink>(&mut self, data: &Pieces<'_>, sink: &mut S) {
+        if self.cfg.expect_rtr.is_some() || self.cfg.expect_rtr_read_response {
+            // Until the in-order pass has seen the ready-to-receive exchange, nothing is placed:
+            // the RTR itself must not be placed, and what follows it must wait its turn.
+            return;
+        }
         if self.placed.ends_at(data.start()) {
             // Right after an FPDU placed early: an FPDU starts here, marker or not.
             self.place_run_from::<C, S>(data, data.start(), sink);
