@@ -9,6 +9,10 @@ mod common;
 
 use common::{emit, expected_events, markers_choice, Crc, Memory, Rng};
 use iwarp_proto::markers::{mulpdu, Markers};
+use iwarp_proto::mpa::negotiate::Rtr;
+use iwarp_proto::rdmap::ReadRequest;
+use iwarp_proto::rx::Event;
+use iwarp_proto::tx::Message;
 use iwarp_proto::rx::{self, Receiver, RxError};
 use iwarp_proto::stream::Pieces;
 use iwarp_proto::tx;
@@ -121,8 +125,11 @@ proptest! {
         let mut rng = Rng::new(seed);
         let crc = rng.chance(70);
         let big = rng.chance(3);
-        let msgs = common::scenario(&mut rng, big);
-        let (tcfg, rcfg) = config(&mut rng, crc);
+        let mut msgs = common::scenario(&mut rng, big);
+        let (tcfg, mut rcfg) = config(&mut rng, crc);
+        // Peer-to-peer mode in some cases: the stream opens with the initiator's RTR.
+        let rtr = peer_to_peer(&mut rng, &mut msgs);
+        rcfg.expect_rtr = rtr;
         let (wire, fpdus) = emit(&msgs, tcfg);
         let mut segs = segment(&mut rng, &wire, &fpdus);
         disorder(&mut rng, &mut segs);
@@ -132,9 +139,35 @@ proptest! {
         prop_assert_eq!(err, None);
         prop_assert_eq!(rx.next(), wire.len() as u64);
         prop_assert_eq!(rx.placed_ahead(), 0);
-        prop_assert_eq!(&mem.events, &expected_events(&msgs));
+        prop_assert_eq!(&mem.events, &expected_with_rtr(&msgs, rtr));
         mem.assert_placed(&msgs);
     }
+}
+
+/// In a sixth of the cases, prepends a zero-length RTR of a random kind.
+fn peer_to_peer(rng: &mut Rng, msgs: &mut Vec<common::Msg>) -> Option<Rtr> {
+    if !rng.chance(17) {
+        return None;
+    }
+    let (rtr, msg) = match rng.below(3) {
+        0 => (Rtr::Send, Message::Send { solicited: false, invalidate: None }),
+        1 => (Rtr::Write, Message::Write { stag: 0x99, to: 0 }),
+        _ => (Rtr::Read, Message::ReadRequest(ReadRequest { sink_stag: 0x98, sink_to: 0, size: 0, src_stag: 0x97, src_to: 0 })),
+    };
+    msgs.insert(0, common::Msg { msg, payload: Vec::new() });
+    Some(rtr)
+}
+
+/// What the receiver must deliver: the RTR's own event is replaced by ReadyToReceive (a Read
+/// RTR also stays a Read Request, to be answered).
+fn expected_with_rtr(msgs: &[common::Msg], rtr: Option<Rtr>) -> Vec<Event> {
+    let mut ev = expected_events(msgs);
+    match rtr {
+        None => {}
+        Some(Rtr::Read) => ev.insert(0, Event::ReadyToReceive(Rtr::Read)),
+        Some(r) => ev[0] = Event::ReadyToReceive(r),
+    }
+    ev
 }
 
 proptest! {

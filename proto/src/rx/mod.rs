@@ -71,8 +71,8 @@ pub enum Event {
     ReadRequest(ReadRequest),
     /// The peer terminated the stream.
     Terminate(Terminate),
-    /// The peer-to-peer ready-to-receive message arrived (responder side); for a Read RTR the
-    /// responder must now answer it with a zero-length Read Response.
+    /// The peer-to-peer ready-to-receive message arrived (responder side). A Read RTR is
+    /// followed by its [`Event::ReadRequest`] (zero length), to answer like any Read.
     ReadyToReceive(Rtr),
 }
 
@@ -340,13 +340,15 @@ impl Receiver {
     /// stream ended (a Terminate arrived).
     fn deliver<S: Sink>(&mut self, data: &Pieces<'_>, f: &Located, seg: &Segment, sink: &mut S) -> Result<bool, RxError> {
         if let Some(rtr) = self.cfg.expect_rtr.take() {
-            if let Buffer::Untagged { qn, .. } = seg.buf {
-                self.next_msn[qn as usize] += 1;
-            }
+            sink.deliver(Event::ReadyToReceive(rtr));
             if rtr != Rtr::Read {
-                sink.deliver(Event::ReadyToReceive(rtr));
+                if let Buffer::Untagged { qn, .. } = seg.buf {
+                    self.next_msn[qn as usize] += 1;
+                }
                 return Ok(false);
             }
+            // A Read RTR is also a zero-length Read Request, delivered below to be answered
+            // like any other.
         }
         if self.cfg.expect_rtr_read_response && seg.op == Opcode::ReadResponse {
             self.cfg.expect_rtr_read_response = false;
