@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # cargo xtask demo (after setup and builds): two guests on a bridge, iwarp.ko loaded in both,
-# QUERY_DEVICE from both, TCP between them, and an honest account of what is not built yet.
+# QUERY_DEVICE from both, TCP between them, the module sending RDMA to the other guest, and an
+# honest account of what is not built yet.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 source "$here/scripts/vm-lib.sh"
 ko="$here/target/kmod/release/iwarp.ko"
 info="$here/target/release/iwarp-info"
+check="$here/target/release/iwarp-check"
 
 vm_start 2 release || exit 1
 status=0
@@ -18,6 +20,12 @@ vm_submit B "timeout 60 iperf3 -s -1"
 server=$VM_ID
 vm_run A "for i in \$(seq 30); do iperf3 -c $(vm_ip B) -t 3 2>/dev/null | tail -4 && exit 0; sleep 1; done; exit 1" || status=1
 vm_wait B "$server" 90 >/dev/null || status=1
+echo "---- A's module sends a 1 MiB RDMA Write and a Send over an adopted TCP connection (markers,"
+echo "     kernel crc32c); B receives with a user-level engine built on the same protocol core"
+vm_submit B "$check recv-user 7100 1048576"
+server=$VM_ID
+vm_run A "$check send-kernel $(vm_ip B) 7100 1048576" || status=1
+vm_wait B "$server" 300 || status=1
 for g in A B; do vm_run "$g" "rmmod iwarp" || status=1; done
 vm_stop || status=1
 cat <<'MSG'
