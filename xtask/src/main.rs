@@ -5,7 +5,7 @@ mod bench;
 mod run;
 mod test;
 
-use run::{cargo, script};
+use run::{cargo, script, script_code};
 use std::process::ExitCode;
 
 const USAGE: &str = "\
@@ -29,8 +29,12 @@ fn main() -> ExitCode {
         Some("kernel") => script("build-kernel.sh", &[flavour]),
         Some("kmod") => script("build-kmod.sh", &[flavour]),
         Some("vm") => {
+            // The guest command's own exit status is ours.
             let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
-            build_guest_side(flavour, flag("--insmod")) && script("vm.sh", &rest)
+            if !build_guest_side(flavour, flag("--insmod")) {
+                return ExitCode::FAILURE;
+            }
+            return ExitCode::from(script_code("vm.sh", &rest));
         }
         Some("test") => return test::run(flag("--host")),
         Some("bench") if args.get(1).map(String::as_str) == Some("core") => bench::core(flag("--quick")),

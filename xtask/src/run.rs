@@ -10,7 +10,21 @@ pub fn root() -> PathBuf {
 
 /// Runs `scripts/NAME ARGS…` with bash; true if it succeeded.
 pub fn script(name: &str, args: &[&str]) -> bool {
-    status(Command::new("bash").arg(root().join("scripts").join(name)).args(args))
+    script_code(name, args) == 0
+}
+
+/// Runs `scripts/NAME ARGS…` with bash; its exit status (1 if it could not run or was killed).
+pub fn script_code(name: &str, args: &[&str]) -> u8 {
+    let mut cmd = Command::new("bash");
+    cmd.arg(root().join("scripts").join(name)).args(args);
+    eprintln!("==> xtask: {}", shown(&cmd));
+    match cmd.stdin(Stdio::inherit()).status() {
+        Ok(s) => s.code().map_or(1, |c| c as u8),
+        Err(e) => {
+            eprintln!("==> xtask: cannot run {}: {e}", shown(&cmd));
+            1
+        }
+    }
 }
 
 /// Runs cargo with ARGS in the workspace; true if it succeeded.
