@@ -4,6 +4,8 @@
 # vm_run G CMD [SECS]  run CMD in guest G; prints its output, returns its status
 # vm_submit G CMD      start CMD in guest G without waiting; sets VM_ID for vm_wait
 # vm_wait G ID [SECS]  wait for a submitted command; prints its output, returns its status
+# vm_pair S SCMD C CCMD  start server SCMD in guest S, run client CCMD in guest C, then wait
+#                      for the server; succeeds only if both do
 # vm_stop              shut the guests down, check their dmesg, remove the namespace
 #
 # Network: a namespace made for the run holds a bridge and one tap per guest; guest G number i
@@ -131,6 +133,12 @@ vm_wait() {
 vm_run() {
     vm_submit "$1" "$2"
     vm_wait "$1" "$VM_ID" "${3:-600}"
+}
+
+vm_pair() {
+    vm_submit "$1" "$2"
+    local server=$VM_ID
+    vm_run "$3" "$4" && vm_wait "$1" "$server" 300
 }
 
 # Lines that mean the kernel is unhappy. The out-of-tree taint of loading iwarp.ko is expected.

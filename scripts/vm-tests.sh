@@ -47,10 +47,9 @@ check query-device-A vm_run A "$check query"
 check query-device-B vm_run B "$check query"
 
 tcp() {
-    vm_submit B "timeout 60 iperf3 -s -1 -p 5201"
-    local server=$VM_ID
-    vm_run A "for i in \$(seq 30); do iperf3 -c $(vm_ip B) -p 5201 -t 2 && exit 0; sleep 1; done; exit 1" &&
-        vm_wait B "$server" 90 >/dev/null
+    # The client retries until the server listens.
+    vm_pair B "timeout 60 iperf3 -s -1 -p 5201" \
+        A "for i in \$(seq 30); do iperf3 -c $(vm_ip B) -p 5201 -t 2 && exit 0; sleep 1; done; exit 1"
 }
 check tcp-A-to-B tcp
 check siw-link-A vm_run A 'modprobe siw && rdma link add siw0 type siw netdev $IWARP_IF && ibv_devices | grep -w siw0'
@@ -70,9 +69,7 @@ check mr-killed-process-unpins-B killed
 # qp_pair PORT B-OPTS B-EXPECT A-OPTS A-EXPECT: B accepts, A connects, both adopt their socket
 # and must settle what EXPECT says.
 qp_pair() {
-    vm_submit B "$check accept $1 '$2' '$3'"
-    local server=$VM_ID
-    vm_run A "$check connect $(vm_ip B) $1 '$4' '$5'" && vm_wait B "$server" 120
+    vm_pair B "$check accept $1 '$2' '$3'" A "$check connect $(vm_ip B) $1 '$4' '$5'"
 }
 check qp-mpa-v2-markers-one-way qp_pair 7001 "markers=0,crc=0,rev=2,pd=from-B" "rev=2,crc=1,rx_markers=0,tx_markers=1,peer=from-A" \
     "markers=1,crc=1,rev=2,pd=from-A" "rev=2,crc=1,rx_markers=1,tx_markers=0,peer=from-B"
@@ -80,9 +77,7 @@ check qp-mpa-v1-fallback qp_pair 7002 "markers=1,crc=0,rev=1,pd=B1" "rev=1,crc=0
     "markers=0,crc=0,rev=2,pd=A1" "rev=1,crc=0,rx_markers=0,tx_markers=1,peer=B1"
 # bad_peer PORT B-OPTS ERRNO A-ROLE: B's adoption must fail with ERRNO against A's behaviour.
 bad_peer() {
-    vm_submit B "$check accept-fail $1 '$2' $3"
-    local server=$VM_ID
-    vm_run A "$check $4 $(vm_ip B) $1" && vm_wait B "$server" 120
+    vm_pair B "$check accept-fail $1 '$2' $3" A "$check $4 $(vm_ip B) $1"
 }
 check qp-garbage-peer-refused bad_peer 7003 "" 71 garbage    # EPROTO
 check qp-silent-peer-times-out bad_peer 7004 "timeout=1000" 110 silent    # ETIMEDOUT
@@ -92,9 +87,7 @@ check qp-adopt-errors-A vm_run A "$check adopt-errors"
 kernel_send() {
     local port=7010 size
     for size in 1 4103 1048589; do
-        vm_submit B "$check recv-user $port $size"
-        local server=$VM_ID
-        vm_run A "$check send-kernel $(vm_ip B) $port $size" && vm_wait B "$server" 300 || return 1
+        vm_pair B "$check recv-user $port $size" A "$check send-kernel $(vm_ip B) $port $size" || return 1
         port=$((port + 1))
     done
 }

@@ -244,7 +244,7 @@ impl Transmitter {
     pub fn start(&mut self, msg: Message, len: u64) -> Result<Outgoing, TxError> {
         let op = msg.opcode();
         let hdr = if op.tagged() { ddp::TAGGED_LEN } else { ddp::UNTAGGED_LEN } as u32;
-        let inline = inline_len(&msg) as u32;
+        let inline = emit_inline(&msg, &mut [0u8; terminate::MAX_LEN]) as u32;
         if self.cfg.mulpdu < hdr + inline.max(1) || self.cfg.mulpdu > 65535 {
             return Err(TxError::MulpduTooSmall);
         }
@@ -272,17 +272,10 @@ impl Transmitter {
     pub fn next_fpdu<C: Crc32c, P: Payload + ?Sized>(&mut self, out: &mut Outgoing, payload: &P, fpdu: &mut Fpdu) {
         debug_assert!(!out.done);
         let op = out.msg.opcode();
+        // Length field, DDP/RDMAP header and any inline payload, in wire order.
         let mut pre = [0u8; 2 + ddp::UNTAGGED_LEN + terminate::MAX_LEN];
-        let mut inline_buf = [0u8; terminate::MAX_LEN];
-        let inline = match &out.msg {
-            Message::ReadRequest(rr) => {
-                inline_buf[..READ_REQUEST_LEN].copy_from_slice(&rr.emit());
-                READ_REQUEST_LEN
-            }
-            Message::Terminate(t) => t.emit(&mut inline_buf),
-            _ => 0,
-        };
         let hdr_len = if op.tagged() { ddp::TAGGED_LEN } else { ddp::UNTAGGED_LEN };
+        let inline = emit_inline(&out.msg, &mut pre[2 + hdr_len..]);
         // Keep the FPDU within the marker budget of one scatter list.
         // A marker every `interval` wire octets means one per `interval - 4` body octets.
         let max_ulpdu = self.cfg.mulpdu.min(if self.cfg.markers.enabled() {
@@ -303,7 +296,6 @@ impl Transmitter {
         let ulpdu_len = (hdr_len + inline) as u32 + chunk;
         pre[..2].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
         Header { last, version: ddp::VERSION, ulp_ctrl: op.ctrl_byte(), buf }.emit(&mut pre[2..]);
-        pre[2 + hdr_len..2 + hdr_len + inline].copy_from_slice(&inline_buf[..inline]);
         let pre_len = (2 + hdr_len + inline) as u32;
         let pad = pad_len(ulpdu_len);
         let body_len = 2 + ulpdu_len + pad + 4;
@@ -360,10 +352,15 @@ impl Transmitter {
     }
 }
 
-fn inline_len(msg: &Message) -> usize {
+/// Writes the payload a message carries itself (a Read Request header, a Terminate) into `out`
+/// and returns its length; 0 for messages whose payload is the caller's.
+fn emit_inline(msg: &Message, out: &mut [u8]) -> usize {
     match msg {
-        Message::ReadRequest(_) => READ_REQUEST_LEN,
-        Message::Terminate(t) => t.emit(&mut [0u8; terminate::MAX_LEN]),
+        Message::ReadRequest(rr) => {
+            out[..READ_REQUEST_LEN].copy_from_slice(&rr.emit());
+            READ_REQUEST_LEN
+        }
+        Message::Terminate(t) => t.emit(out),
         _ => 0,
     }
 }

@@ -15,30 +15,22 @@ pub fn script(name: &str, args: &[&str]) -> bool {
 
 /// Runs `scripts/NAME ARGS…` with bash; its exit status (1 if it could not run or was killed).
 pub fn script_code(name: &str, args: &[&str]) -> u8 {
-    let mut cmd = Command::new("bash");
-    cmd.arg(root().join("scripts").join(name)).args(args);
-    eprintln!("==> xtask: {}", shown(&cmd));
-    match cmd.stdin(Stdio::inherit()).status() {
-        Ok(s) => s.code().map_or(1, |c| c as u8),
-        Err(e) => {
-            eprintln!("==> xtask: cannot run {}: {e}", shown(&cmd));
-            1
-        }
-    }
+    exit_code(Command::new("bash").arg(root().join("scripts").join(name)).args(args))
 }
 
 /// Runs cargo with ARGS in the workspace; true if it succeeded.
 pub fn cargo(args: &[&str]) -> bool {
-    status(Command::new(env!("CARGO")).args(args).current_dir(root()))
+    exit_code(Command::new(env!("CARGO")).args(args).current_dir(root())) == 0
 }
 
-fn status(cmd: &mut Command) -> bool {
+/// Runs `cmd`, echoing it first; its exit status (1 if it could not run or was killed).
+fn exit_code(cmd: &mut Command) -> u8 {
     eprintln!("==> xtask: {}", shown(cmd));
     match cmd.stdin(Stdio::inherit()).status() {
-        Ok(s) => s.success(),
+        Ok(s) => s.code().map_or(1, |c| c as u8),
         Err(e) => {
             eprintln!("==> xtask: cannot run {}: {e}", shown(cmd));
-            false
+            1
         }
     }
 }

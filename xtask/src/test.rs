@@ -65,9 +65,7 @@ fn debug_kernel_built() -> bool {
 
 /// The VM suite on one kernel flavour, after building what it needs.
 fn vm(t: &mut Tally, flavour: &str) {
-    let built = script("build-kernel.sh", &[flavour])
-        && script("build-kmod.sh", &[flavour])
-        && crate::run::cargo(&["build", "--release", "-p", "libiwarp", "--bins"]);
+    let built = script("build-kernel.sh", &[flavour]) && crate::build_guest_side(flavour, true);
     if !built {
         t.broken.push(format!("building the {flavour} kernel, module or tools for the VM tests"));
         return;

@@ -378,9 +378,9 @@ impl Receiver {
                 let payload = &mut inline[..seg.payload_len as usize];
                 fpdu::read_body(data, self.cfg.markers, f.start, f.body_len, 2 + seg.hdr_len, payload).ok_or(RxError::Closed)?;
                 if seg.op == Opcode::ReadRequest {
-                    let mut rr = [0u8; READ_REQUEST_LEN];
-                    rr.copy_from_slice(payload);
-                    sink.deliver(Event::ReadRequest(ReadRequest::parse(&rr)));
+                    // segment() checked that a Read Request's payload is exactly its header.
+                    let rr = <&[u8; READ_REQUEST_LEN]>::try_from(&*payload).map_err(|_| RxError::Closed)?;
+                    sink.deliver(Event::ReadRequest(ReadRequest::parse(rr)));
                     return Ok(false);
                 }
                 let t = Terminate::parse(payload).ok_or_else(|| RxError::Terminate(Terminate::new(Cause::RdmapStreamCatastrophic)))?;
