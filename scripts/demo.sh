@@ -17,7 +17,7 @@ for g in A B; do
 done
 echo "---- TCP from A to B over the bridge (iperf3, 3 s; TCG guests, so absolute speed means little)"
 vm_pair B "timeout 60 iperf3 -s -1" \
-    A "for i in \$(seq 30); do iperf3 -c $(vm_ip B) -t 3 2>/dev/null | tail -4 && exit 0; sleep 1; done; exit 1" || status=1
+    A "set -o pipefail; for i in \$(seq 30); do iperf3 -c $(vm_ip B) -t 3 2>/dev/null | tail -4 && exit 0; sleep 1; done; exit 1" || status=1
 echo "---- A's module sends a 1 MiB RDMA Write and a Send over an adopted TCP connection (markers,"
 echo "     kernel crc32c); B receives with a user-level engine built on the same protocol core"
 vm_pair B "$check recv-user 7100 1048576" A "$check send-kernel $(vm_ip B) 7100 1048576" || status=1
