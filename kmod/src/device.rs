@@ -158,9 +158,8 @@ impl Context {
         let c = est.conn;
         req.qp = self.qps.lock().insert(est.qp)?;
         req.peer_private_len = est.peer_private.len() as u32;
-        req.negotiated = (if c.rx_markers { conn::RX_MARKERS } else { 0 })
-            | (if c.tx_markers { conn::TX_MARKERS } else { 0 })
-            | (if c.crc { conn::CRC } else { 0 });
+        req.negotiated =
+            (if c.rx_markers { conn::RX_MARKERS } else { 0 }) | (if c.tx_markers { conn::TX_MARKERS } else { 0 }) | (if c.crc { conn::CRC } else { 0 });
         req.rev = c.rev as u32;
         req.neg_ird = c.ird as u32;
         req.neg_ord = c.ord as u32;

@@ -5,8 +5,8 @@
 //! framed by the core's transmitter (markers, kernel crc32c) and queued to TCP synchronously.
 //! Receiving, work queues and completions come with the rest of the data path.
 
-use crate::mpa::frame::{Frame, FrameError, Kind, HEADER_LEN};
 use crate::markers::{self, Markers};
+use crate::mpa::frame::{Frame, FrameError, Kind, HEADER_LEN};
 use crate::mpa::negotiate::{Connection, Local, Refused};
 use crate::shim::KernelCrc;
 use crate::socket::{Kvec, TcpSocket};

@@ -1,8 +1,8 @@
 //! Queue pairs over adopted TCP connections.
 
 use crate::abi::{conn, opcode, role, send_flags, CreateQp, DestroyQp, PostSend, IOCTL_CREATE_QP, IOCTL_DESTROY_QP, IOCTL_POST_SEND};
-use crate::mr::MemoryRegion;
 use crate::device::Device;
+use crate::mr::MemoryRegion;
 use crate::sys;
 use std::io;
 use std::net::TcpStream;

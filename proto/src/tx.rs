@@ -278,19 +278,14 @@ impl Transmitter {
         let inline = emit_inline(&out.msg, &mut pre[2 + hdr_len..]);
         // Keep the FPDU within the marker budget of one scatter list.
         // A marker every `interval` wire octets means one per `interval - 4` body octets.
-        let max_ulpdu = self.cfg.mulpdu.min(if self.cfg.markers.enabled() {
-            (MAX_MARKERS as u32 - 2) * (self.cfg.markers.interval() - MARKER_LEN) - 8
-        } else {
-            u32::MAX
-        });
+        let max_ulpdu =
+            self.cfg.mulpdu.min(if self.cfg.markers.enabled() { (MAX_MARKERS as u32 - 2) * (self.cfg.markers.interval() - MARKER_LEN) - 8 } else { u32::MAX });
         let room = max_ulpdu as u64 - hdr_len as u64 - inline as u64;
         let chunk = (out.len - out.sent).min(room) as u32;
         let last = out.sent + chunk as u64 == out.len;
         let buf = match out.msg {
             Message::Write { stag, to } | Message::ReadResponse { stag, to } => Buffer::Tagged { stag, to: to + out.sent },
-            Message::Send { invalidate, .. } => {
-                Buffer::Untagged { ulp: invalidate.unwrap_or(0), qn: queue::SEND, msn: out.msn, mo: out.sent as u32 }
-            }
+            Message::Send { invalidate, .. } => Buffer::Untagged { ulp: invalidate.unwrap_or(0), qn: queue::SEND, msn: out.msn, mo: out.sent as u32 },
             _ => Buffer::Untagged { ulp: 0, qn: op.queue().unwrap_or(0), msn: out.msn, mo: 0 },
         };
         let ulpdu_len = (hdr_len + inline) as u32 + chunk;

@@ -12,10 +12,10 @@ use iwarp_proto::markers::{mulpdu, Markers};
 use iwarp_proto::mpa::negotiate::Rtr;
 use iwarp_proto::rdmap::ReadRequest;
 use iwarp_proto::rx::Event;
-use iwarp_proto::tx::Message;
 use iwarp_proto::rx::{self, Receiver, RxError};
 use iwarp_proto::stream::Pieces;
 use iwarp_proto::tx;
+use iwarp_proto::tx::Message;
 use proptest::prelude::{any, prop_assert, prop_assert_eq, proptest, ProptestConfig};
 use std::collections::BTreeMap;
 
@@ -26,11 +26,7 @@ fn cases(div: u32) -> u32 {
 /// Cuts the wire into segments: FPDU-aligned (what our sender does), then merged or split at
 /// random, or cut at random points.
 fn segment(rng: &mut Rng, wire: &[u8], fpdus: &[(u64, u32)]) -> Vec<(u64, Vec<u8>)> {
-    let mut cuts: Vec<u64> = if rng.chance(60) {
-        fpdus.iter().map(|f| f.0).filter(|_| !rng.chance(20)).collect()
-    } else {
-        Vec::new()
-    };
+    let mut cuts: Vec<u64> = if rng.chance(60) { fpdus.iter().map(|f| f.0).filter(|_| !rng.chance(20)).collect() } else { Vec::new() };
     let extra = rng.below(wire.len() as u64 / 200 + 3);
     for _ in 0..extra {
         cuts.push(rng.below(wire.len() as u64 + 1));
@@ -111,10 +107,7 @@ fn config(rng: &mut Rng, crc: bool) -> (tx::Config, rx::Config) {
     let markers = markers_choice(rng);
     let emss = 128 + rng.below(9000) as u32;
     let m = mulpdu(emss, if markers.enabled() { Markers::RFC } else { Markers::NONE }).max(80);
-    (
-        tx::Config { markers, crc, mulpdu: m },
-        rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false },
-    )
+    (tx::Config { markers, crc, mulpdu: m }, rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false })
 }
 
 proptest! {

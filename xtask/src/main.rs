@@ -58,8 +58,5 @@ fn build_guest_side(flavour: &str, module: bool) -> bool {
 
 /// The newcomer's main job.
 fn demo() -> bool {
-    script("setup.sh", &[])
-        && script("build-kernel.sh", &["release"])
-        && build_guest_side("release", true)
-        && script("demo.sh", &[])
+    script("setup.sh", &[]) && script("build-kernel.sh", &["release"]) && build_guest_side("release", true) && script("demo.sh", &[])
 }

@@ -59,7 +59,8 @@ fn host(t: &mut Tally) {
 }
 
 fn debug_kernel_built() -> bool {
-    let out = Command::new("bash").arg("-c").arg(format!("source {}/scripts/kenv.sh && test -f \"$(kernel_build_dir debug)/.built\"", root().display())).status();
+    let out =
+        Command::new("bash").arg("-c").arg(format!("source {}/scripts/kenv.sh && test -f \"$(kernel_build_dir debug)/.built\"", root().display())).status();
     out.map(|s| s.success()).unwrap_or(false)
 }
 

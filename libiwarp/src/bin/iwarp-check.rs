@@ -201,7 +201,14 @@ fn options(role: Role, spec: &str) -> Result<ConnectOptions, String> {
 
 /// The settled parameters in EXPECT's form.
 fn settled(n: &libiwarp::Negotiated) -> String {
-    format!("rev={},crc={},rx_markers={},tx_markers={},peer={}", n.mpa_rev, n.crc as u8, n.rx_markers as u8, n.tx_markers as u8, String::from_utf8_lossy(&n.peer_private))
+    format!(
+        "rev={},crc={},rx_markers={},tx_markers={},peer={}",
+        n.mpa_rev,
+        n.crc as u8,
+        n.rx_markers as u8,
+        n.tx_markers as u8,
+        String::from_utf8_lossy(&n.peer_private)
+    )
 }
 
 fn expect(got: &str, want: &str) -> Check {
@@ -312,13 +319,13 @@ fn send_kernel(host: &str, port: &str, size: usize) -> Check {
 
 /// A user-level MPA responder and receiver on a plain socket, from the protocol core.
 fn recv_user(port: &str, size: usize) -> Check {
+    use io::Read;
     use iwarp_proto::crc::HostCrc;
     use iwarp_proto::markers::Markers;
     use iwarp_proto::mpa::frame::{Frame, FrameError, Kind, RtrTypes, HEADER_LEN};
     use iwarp_proto::mpa::negotiate::Local;
     use iwarp_proto::rx::{self, Event, Receiver, Sink, Target};
     use iwarp_proto::stream::Pieces;
-    use io::Read;
 
     struct Buffers {
         write: Vec<u8>,
@@ -380,7 +387,10 @@ fn recv_user(port: &str, size: usize) -> Check {
     }
     let want = pattern(size);
     let third = (size / 3 + 1).min(size);
-    ensure(sink.events == [Event::Write { stag: WRITE_STAG }, Event::Send { msn: 1, len: third as u32, solicited: true, invalidate: None }], format!("events in order: {:?}", sink.events))?;
+    ensure(
+        sink.events == [Event::Write { stag: WRITE_STAG }, Event::Send { msn: 1, len: third as u32, solicited: true, invalidate: None }],
+        format!("events in order: {:?}", sink.events),
+    )?;
     ensure(sink.write == want, format!("RDMA Write of {size} bytes placed intact ({wire} bytes on the wire, markers and CRC checked)"))?;
     ensure(sink.recv[..third] == want[..third], format!("Send of {third} bytes placed intact"))
 }

@@ -16,7 +16,8 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 fn print(q: &QueryDevice) {
-    let names = [(caps::MARKERS, "markers"), (caps::CRC, "crc"), (caps::MPA_V2, "mpa-v2"), (caps::OOO_PLACEMENT, "ooo-placement"), (caps::QUEUE_PAIRS, "queue-pairs")];
+    let names =
+        [(caps::MARKERS, "markers"), (caps::CRC, "crc"), (caps::MPA_V2, "mpa-v2"), (caps::OOO_PLACEMENT, "ooo-placement"), (caps::QUEUE_PAIRS, "queue-pairs")];
     let set: Vec<&str> = names.iter().filter(|(b, _)| q.caps & b != 0).map(|(_, n)| *n).collect();
     println!("device:          {}", libiwarp::DEVICE_PATH);
     println!("abi_version:     {}", q.abi_version);

@@ -118,7 +118,15 @@ impl Local {
     /// A reject frame answering `req` (the application refused the connection).
     pub fn reject<'a>(&self, req: &Frame<'_>, private: &'a [u8]) -> Frame<'a> {
         let rev = req.rev.min(self.rev);
-        Frame { kind: Kind::Reply, markers: self.markers, crc: self.crc, reject: true, rev, enhanced: self.enhanced(rev).filter(|_| req.enhanced.is_some()), private }
+        Frame {
+            kind: Kind::Reply,
+            markers: self.markers,
+            crc: self.crc,
+            reject: true,
+            rev,
+            enhanced: self.enhanced(rev).filter(|_| req.enhanced.is_some()),
+            private,
+        }
     }
 
     /// The initiator's view once the reply `rep` to our request arrived.

@@ -235,8 +235,7 @@ impl Receiver {
                 return;
             }
             if !self.placed.overlaps(f.start, f.wire_len) {
-                let ok = fpdu::check_markers(data, markers, &f).is_ok()
-                    && (!self.cfg.crc || fpdu::check_crc::<C>(data, &f).is_ok());
+                let ok = fpdu::check_markers(data, markers, &f).is_ok() && (!self.cfg.crc || fpdu::check_crc::<C>(data, &f).is_ok());
                 let Some(seg) = ok.then(|| self.segment(data, &f).ok()).flatten() else { return };
                 if !seg.op.tagged() && !seg.op.is_send() {
                     // Read Requests and Terminates have nothing to place; the in-order pass acts.
