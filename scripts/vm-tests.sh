@@ -12,7 +12,9 @@ check="$here/target/release/iwarp-check"
 TESTS=(boot-A boot-B insmod-A-with-tcp-probe insmod-B query-device-A query-device-B tcp-A-to-B
        siw-link-A mr-register-A mr-memlock-A mr-killed-process-unpins-B qp-mpa-v2-markers-one-way
        qp-mpa-v1-fallback qp-garbage-peer-refused qp-silent-peer-times-out qp-adopt-errors-A
-       qp-kernel-send-to-user-level-peer
+       qp-kernel-send-to-user-level-peer verbs-errors-A verbs-markers-crc-1B-to-4MiB verbs-plain-mpa-v1
+       verbs-64-qps-at-once fault-bad-stag fault-write-bounds fault-read-rights fault-no-recv
+       verbs-killed-mid-transfer
        nothing-left-A nothing-left-B init-failure-refused
        rmmod-A rmmod-B dmesg-clean)
 
@@ -92,6 +94,35 @@ kernel_send() {
     done
 }
 check qp-kernel-send-to-user-level-peer kernel_send
+
+# The data path between the two modules: every verb, random data checked byte for byte and by
+# checksum in both directions, 1 B to 4 MiB, then 1024 receives posted at once.
+check verbs-errors-A vm_run A "$check verbs-errors && $check stats-zero"
+verbs() {
+    vm_pair B "$check verbs-serve $1 $((4 << 20)) '$2'" A "$check verbs-drive $(vm_ip B) $1 $3 1024 '$2'"
+}
+check verbs-markers-crc-1B-to-4MiB verbs 7100 "markers=1,crc=1,rev=2" 1,7,4096,65549,1048576,4194304
+check verbs-plain-mpa-v1 verbs 7101 "markers=0,crc=0,rev=1" 1,1500,65536,1048583
+check verbs-64-qps-at-once vm_pair B "$check many-serve 7102 64" A "$check many-drive $(vm_ip B) 7102 64"
+fault() {
+    vm_pair B "$check fault-serve $1 $2" A "$check fault-drive $(vm_ip B) $1 $2"
+}
+check fault-bad-stag fault 7103 bad-stag
+check fault-write-bounds fault 7104 write-bounds
+check fault-read-rights fault 7105 read-rights
+check fault-no-recv fault 7106 no-recv
+# Killing the initiator mid-transfer: its module releases everything; the responder's QP ends
+# with its work flushed (so its program fails), and nothing stays pinned on either side.
+killed_mid() {
+    vm_submit B "$check verbs-serve 7107 $((4 << 20)) ''" || return 1
+    local b=$VM_ID
+    vm_run A "$check verbs-drive $(vm_ip B) 7107 $(printf '4194304,%.0s' $(seq 200))4194304 0 '' & pid=\$!
+        sleep 8; kill -0 \$pid || { echo 'transfer ended before the kill'; exit 1; }
+        kill -9 \$pid; wait \$pid; $check stats-zero" || return 1
+    vm_wait B "$b" && { echo "B's program should have failed"; return 1; }
+    vm_run B "$check stats-zero"
+}
+check verbs-killed-mid-transfer killed_mid
 check nothing-left-A vm_run A "$check stats-zero"
 check nothing-left-B vm_run B "$check stats-zero"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Long-term pinning of user buffers for memory regions, charged to the caller's
+ * Memory shared with user space: long-term pinning of user buffers for memory regions, charged to the caller's
  * RLIMIT_MEMLOCK through mm->pinned_vm as the RDMA core does (CAP_IPC_LOCK is exempt).
  * The mm is held until the pages are unpinned, so the charge is returned to the right mm
  * even when the process has exited (file release after exit).
@@ -12,6 +12,7 @@
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
+#include <linux/vmalloc.h>
 
 #include "mem_shim.h"
 
@@ -111,4 +112,47 @@ void iwarp_shim_pinned_copy_from(const struct iwarp_pinned *p, u64 offset, void 
 		offset += n;
 		len -= n;
 	}
+}
+
+/* Copies @len bytes from @src to @offset bytes into the pinned pages (the caller bounds it). */
+void iwarp_shim_pinned_copy_to(const struct iwarp_pinned *p, u64 offset, const void *src, size_t len)
+{
+	while (len) {
+		unsigned long idx = offset >> PAGE_SHIFT;
+		size_t in_page = offset & ~PAGE_MASK;
+		size_t n = min_t(size_t, len, PAGE_SIZE - in_page);
+
+		memcpy_to_page(p->pages[idx], in_page, src, n);
+		src += n;
+		offset += n;
+		len -= n;
+	}
+}
+
+/* Zeroed kernel memory that user space may map (queue rings); @bytes a multiple of PAGE_SIZE. */
+void *iwarp_shim_ring_alloc(size_t bytes)
+{
+	return vmalloc_user(bytes);
+}
+
+void iwarp_shim_ring_free(void *ring)
+{
+	vfree(ring);
+}
+
+/*
+ * Maps @ring (@bytes long) into @vma, which must be exactly that long. The vma holds references
+ * on the pages, so they outlive iwarp_shim_ring_free() while mapped.
+ */
+int iwarp_shim_ring_mmap(struct vm_area_struct *vma, void *ring, size_t bytes)
+{
+	if (vma->vm_end - vma->vm_start != bytes)
+		return -EINVAL;
+	return remap_vmalloc_range(vma, ring, 0);
+}
+
+/* The mmap offset the caller asked for, in pages. */
+unsigned long iwarp_shim_vma_pgoff(const struct vm_area_struct *vma)
+{
+	return vma->vm_pgoff;
 }

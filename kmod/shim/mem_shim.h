@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Pinning user memory; the Rust side is src/pinned.rs. */
+/* Pinned user memory (src/pinned.rs) and mappable rings (src/ring.rs). */
 #ifndef IWARP_MEM_SHIM_H
 #define IWARP_MEM_SHIM_H
 
@@ -11,5 +11,13 @@ struct iwarp_pinned *iwarp_shim_pin_user(u64 addr, u64 len, bool writable, int *
 void iwarp_shim_unpin_user(struct iwarp_pinned *p);
 unsigned long iwarp_shim_pinned_npages(const struct iwarp_pinned *p);
 void iwarp_shim_pinned_copy_from(const struct iwarp_pinned *p, u64 offset, void *dst, size_t len);
+
+void iwarp_shim_pinned_copy_to(const struct iwarp_pinned *p, u64 offset, const void *src, size_t len);
+
+struct vm_area_struct;
+void *iwarp_shim_ring_alloc(size_t bytes);
+void iwarp_shim_ring_free(void *ring);
+int iwarp_shim_ring_mmap(struct vm_area_struct *vma, void *ring, size_t bytes);
+unsigned long iwarp_shim_vma_pgoff(const struct vm_area_struct *vma);
 
 #endif

@@ -9,6 +9,9 @@
 #include <linux/jiffies.h>
 #include <linux/in.h>
 #include <linux/net.h>
+#include <linux/skbuff.h>
+#include <linux/slab.h>
+#include <linux/workqueue.h>
 #include <net/net_namespace.h>
 #include <net/sock.h>
 #include <net/tcp.h>
@@ -150,4 +153,237 @@ int iwarp_shim_sock_sendv(struct socket *sock, struct kvec *iov, size_t n, size_
 u32 iwarp_shim_sock_mss(struct socket *sock)
 {
 	return READ_ONCE(tcp_sk(sock->sk)->mss_cache);
+}
+
+/* Shuts the connection down both ways; the reference stays. */
+void iwarp_shim_sock_shutdown(struct socket *sock)
+{
+	kernel_sock_shutdown(sock, SHUT_RDWR);
+}
+
+/* The connection is still established (no FIN, reset or close seen). */
+bool iwarp_shim_sock_established(struct socket *sock)
+{
+	return READ_ONCE(sock->sk->sk_state) == TCP_ESTABLISHED;
+}
+
+/*
+ * The receive hook of a QP: the socket's data_ready and state_change callbacks queue @work,
+ * which calls @run(@owner) in process context. Installed under sk_callback_lock; removal
+ * restores the old callbacks under the same lock and then waits for @work, so @owner is never
+ * used after iwarp_shim_hook_remove() returns.
+ */
+struct iwarp_hook {
+	struct sock *sk;
+	void *owner;
+	void (*run)(void *owner);
+	struct work_struct work;
+	void (*old_data_ready)(struct sock *sk);
+	void (*old_state_change)(struct sock *sk);
+};
+
+static void iwarp_hook_work(struct work_struct *work)
+{
+	struct iwarp_hook *h = container_of(work, struct iwarp_hook, work);
+
+	h->run(h->owner);
+}
+
+/* Runs in softirq context with the socket spinlock held: only queue the work. */
+static void iwarp_hook_wake(struct sock *sk)
+{
+	struct iwarp_hook *h;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	h = sk->sk_user_data;
+	if (h)
+		queue_work(system_highpri_wq, &h->work);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/* Hooks @sock; returns the hook or NULL with *@err (-EBUSY: the socket has a user already). */
+struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, void (*run)(void *), int *err)
+{
+	struct sock *sk = sock->sk;
+	struct iwarp_hook *h = kzalloc(sizeof(*h), GFP_KERNEL);
+
+	if (!h) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	h->sk = sk;
+	h->owner = owner;
+	h->run = run;
+	INIT_WORK(&h->work, iwarp_hook_work);
+	write_lock_bh(&sk->sk_callback_lock);
+	if (sk->sk_user_data) {
+		write_unlock_bh(&sk->sk_callback_lock);
+		kfree(h);
+		*err = -EBUSY;
+		return NULL;
+	}
+	h->old_data_ready = sk->sk_data_ready;
+	h->old_state_change = sk->sk_state_change;
+	sk->sk_user_data = h;
+	sk->sk_data_ready = iwarp_hook_wake;
+	sk->sk_state_change = iwarp_hook_wake;
+	write_unlock_bh(&sk->sk_callback_lock);
+	/* Whatever arrived before the hook was in place. */
+	queue_work(system_highpri_wq, &h->work);
+	*err = 0;
+	return h;
+}
+
+/* Restores the socket's callbacks, waits for a running or queued work to finish, frees @h. */
+void iwarp_shim_hook_remove(struct iwarp_hook *h)
+{
+	struct sock *sk = h->sk;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_data_ready = h->old_data_ready;
+	sk->sk_state_change = h->old_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+	cancel_work_sync(&h->work);
+	kfree(h);
+}
+
+/*
+ * Receiving: tcp_read_sock() offers the queued stream from copied_seq on, skb by skb. At the
+ * first skb the actor gathers pointers to every queued byte (linear parts and page fragments of
+ * this and the following skbs, no copy) and hands them to @fn, which returns how many stream
+ * octets it consumed (or a negative value to stop); the actor then consumes that many, across
+ * as many skbs as it takes. What @fn leaves stays queued for the next call, with more data.
+ */
+#ifdef CONFIG_HIGHMEM
+#error "the receive gather keeps page fragment addresses; it needs every page mapped (no HIGHMEM)"
+#endif
+
+#define IWARP_GATHER_MAX 64
+
+typedef long (*iwarp_rx_fn)(void *ctx, const struct kvec *parts, size_t n, bool capped);
+
+struct iwarp_read_state {
+	struct sock *sk;
+	void *ctx;
+	iwarp_rx_fn fn;
+	size_t skip;
+	bool stop;
+	struct kvec parts[IWARP_GATHER_MAX];
+	size_t n;
+};
+
+static bool gather_add(struct iwarp_read_state *st, const void *p, size_t len)
+{
+	if (!len)
+		return true;
+	if (st->n == IWARP_GATHER_MAX)
+		return false;
+	st->parts[st->n].iov_base = (void *)p;
+	st->parts[st->n].iov_len = len;
+	st->n++;
+	return true;
+}
+
+/* Adds skb's bytes from @off on; false when the gather array is full. */
+static bool gather_skb(struct iwarp_read_state *st, const struct sk_buff *skb, u32 off)
+{
+	const struct sk_buff *frag_skb;
+	u32 head = skb_headlen(skb);
+	int i;
+
+	if (off < head) {
+		if (!gather_add(st, skb->data + off, head - off))
+			return false;
+		off = 0;
+	} else {
+		off -= head;
+	}
+	if (!skb_frags_readable(skb))
+		return false;
+	for (i = 0; i < skb_shinfo(skb)->nr_frags; i++) {
+		const skb_frag_t *f = &skb_shinfo(skb)->frags[i];
+		u32 size = skb_frag_size(f);
+
+		if (off < size) {
+			if (!gather_add(st, skb_frag_address(f) + off, size - off))
+				return false;
+			off = 0;
+		} else {
+			off -= size;
+		}
+	}
+	skb_walk_frags(skb, frag_skb) {
+		if (off < frag_skb->len) {
+			if (!gather_skb(st, frag_skb, off))
+				return false;
+			off = 0;
+		} else {
+			off -= frag_skb->len;
+		}
+	}
+	return true;
+}
+
+static int iwarp_read_actor(read_descriptor_t *desc, struct sk_buff *skb, unsigned int offset, size_t len)
+{
+	struct iwarp_read_state *st = desc->arg.data;
+	bool capped = false;
+	size_t used;
+	long rc;
+
+	if (!st->skip) {
+		struct sk_buff *next = skb;
+		u32 off = offset;
+
+		if (st->stop)
+			return 0;
+		st->n = 0;
+		for (;;) {
+			if (!gather_skb(st, next, off)) {
+				capped = true;
+				break;
+			}
+			if (skb_queue_is_last(&st->sk->sk_receive_queue, next))
+				break;
+			next = skb_queue_next(&st->sk->sk_receive_queue, next);
+			off = 0;
+		}
+		rc = st->fn(st->ctx, st->parts, st->n, capped);
+		if (rc <= 0) {
+			st->stop = true;
+			return 0;
+		}
+		st->skip = rc;
+		/* Everything queued was offered: once it is consumed, wait for more. */
+		st->stop = !capped;
+	}
+	used = min(st->skip, len);
+	st->skip -= used;
+	return used;
+}
+
+/*
+ * Offers the queued stream to @fn as described above, under the socket lock (process context).
+ * Returns the octets consumed or a negative errno.
+ */
+int iwarp_shim_sock_read(struct socket *sock, void *ctx, iwarp_rx_fn fn)
+{
+	struct iwarp_read_state *st = kmalloc(sizeof(*st), GFP_KERNEL);
+	read_descriptor_t desc = { .count = 1 };
+	int rc;
+
+	if (!st)
+		return -ENOMEM;
+	st->sk = sock->sk;
+	st->ctx = ctx;
+	st->fn = fn;
+	st->skip = 0;
+	st->stop = false;
+	desc.arg.data = st;
+	lock_sock(sock->sk);
+	rc = tcp_read_sock(sock->sk, &desc, iwarp_read_actor);
+	release_sock(sock->sk);
+	kfree(st);
+	return rc;
 }

@@ -1,22 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! `/dev/iwarp`: one [`Context`] per open file; every ioctl argument is copied in, validated,
-//! and answered here. Closing the file tears down everything the context holds.
+//! and answered here. Completion rings are mapped with `mmap` at the offset CREATE_CQ returned.
+//! Closing the file tears down everything the context holds.
 
-use crate::abi::{self, conn, opcode, send_flags, CreateQp, DeregMr, DestroyQp, PostSend, QueryStats, RegMr, MAX_MESSAGE, MAX_PRIVATE_DATA, MAX_QP};
+use crate::abi::{
+    self, conn, AdoptQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, PostRecv, PostSend, QueryQp, QueryStats, RegMr, MAX_CQ, MAX_PRIVATE_DATA, MAX_QP,
+    MAX_QP_WR,
+};
+use crate::cq::Cq;
 use crate::handles::Handles;
 use crate::mpa::frame::{RtrTypes, MAX_IRD_ORD};
 use crate::mpa::negotiate::Local;
 use crate::mr::MrTable;
-use crate::qp::{self, QueuePair};
-use crate::socket::TcpSocket;
-use crate::tx::Message;
+use crate::qp::{self, Limits, QueuePair};
+use crate::ring;
+use crate::socket::{Hook, TcpSocket};
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::ioctl::_IOC_SIZE;
 use kernel::miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration};
+use kernel::mm::virt::VmaNew;
 use kernel::new_mutex;
+use kernel::page::PAGE_SHIFT;
 use kernel::prelude::*;
-use kernel::sync::Mutex;
+use kernel::sync::{Arc, Mutex};
 use kernel::uaccess::{UserPtr, UserSlice};
 
 /// Open contexts.
@@ -27,13 +34,28 @@ pub(crate) fn register() -> impl PinInit<MiscDeviceRegistration<Context>, Error>
     MiscDeviceRegistration::register(MiscDeviceOptions { name: c"iwarp" })
 }
 
+/// A QP of a context; once connected, its socket hook runs the receive side. Dropping it
+/// ends the QP (flushing its work requests), then unhooks the socket.
+struct Entry {
+    hook: Option<Hook<QueuePair>>,
+    qp: Arc<QueuePair>,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.qp.close();
+    }
+}
+
 /// The state of one open file of `/dev/iwarp` (a device context).
 #[pin_data(PinnedDrop)]
 pub(crate) struct Context {
+    /// Shared with the QPs, whose receive work places into these regions.
+    mrs: Arc<Mutex<MrTable>>,
     #[pin]
-    mrs: Mutex<MrTable>,
+    cqs: Mutex<Handles<Arc<Cq>>>,
     #[pin]
-    qps: Mutex<Handles<QueuePair>>,
+    qps: Mutex<Handles<Entry>>,
 }
 
 #[vtable]
@@ -41,9 +63,16 @@ impl MiscDevice for Context {
     type Ptr = Pin<KBox<Self>>;
 
     fn open(_file: &kernel::fs::File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
-        let ctx = KBox::try_pin_init(try_pin_init!(Context { mrs <- new_mutex!(MrTable::new()), qps <- new_mutex!(Handles::new(MAX_QP)) }), GFP_KERNEL)?;
+        let mrs = Arc::pin_init(new_mutex!(MrTable::new()), GFP_KERNEL)?;
+        let ctx =
+            KBox::try_pin_init(try_pin_init!(Context { mrs, cqs <- new_mutex!(Handles::new(MAX_CQ)), qps <- new_mutex!(Handles::new(MAX_QP)) }), GFP_KERNEL)?;
         CONTEXTS.fetch_add(1, Ordering::Relaxed);
         Ok(ctx)
+    }
+
+    fn mmap(me: Pin<&Context>, _file: &kernel::fs::File, vma: &VmaNew) -> Result {
+        let cq = me.cqs.lock().get(ring::mmap_pgoff(vma) as u32)?.clone();
+        cq.mmap(vma)
     }
 
     fn ioctl(me: Pin<&Context>, _file: &kernel::fs::File, cmd: u32, arg: usize) -> Result<isize> {
@@ -79,25 +108,79 @@ impl MiscDevice for Context {
                 }
                 me.mrs.lock().deregister(req.stag)?;
             }
+            abi::IOCTL_CREATE_CQ => {
+                let (mut r, mut w) = user.reader_writer();
+                let mut req: CreateCq = r.read()?;
+                if req.cq != 0 || req.reserved != 0 || req.mmap_offset != 0 || req.mmap_len != 0 {
+                    return Err(EINVAL);
+                }
+                let cq = Cq::new(req.depth, req.eventfd)?;
+                req.depth = cq.depth();
+                req.mmap_len = cq.ring_len() as u64;
+                req.cq = me.cqs.lock().insert(cq)?;
+                req.mmap_offset = (req.cq as u64) << PAGE_SHIFT;
+                if let Err(e) = w.write(&req) {
+                    let _ = me.cqs.lock().remove(req.cq);
+                    return Err(e);
+                }
+            }
+            abi::IOCTL_DESTROY_CQ => {
+                let req: CqOp = user.reader().read()?;
+                if req.solicited_only != 0 {
+                    return Err(EINVAL);
+                }
+                let mut cqs = me.cqs.lock();
+                if cqs.get(req.cq)?.in_use() {
+                    return Err(EBUSY);
+                }
+                drop(cqs.remove(req.cq)?);
+            }
+            abi::IOCTL_ARM_CQ => {
+                let req: CqOp = user.reader().read()?;
+                if req.solicited_only > 1 {
+                    return Err(EINVAL);
+                }
+                me.cqs.lock().get(req.cq)?.arm(req.solicited_only == 1)?;
+            }
             abi::IOCTL_CREATE_QP => {
                 let (mut r, mut w) = user.reader_writer();
                 let req: CreateQp = r.read()?;
                 let out = me.create_qp(req)?;
                 if let Err(e) = w.write(&out) {
-                    let _ = me.qps.lock().remove(out.qp);
+                    let gone = me.qps.lock().remove(out.qp);
+                    drop(gone);
                     return Err(e);
                 }
+            }
+            abi::IOCTL_ADOPT_QP => {
+                let (mut r, mut w) = user.reader_writer();
+                let req: AdoptQp = r.read()?;
+                w.write(&me.adopt_qp(req)?)?;
             }
             abi::IOCTL_DESTROY_QP => {
                 let req: DestroyQp = user.reader().read()?;
                 if req.reserved != 0 {
                     return Err(EINVAL);
                 }
-                drop(me.qps.lock().remove(req.qp)?);
+                let gone = me.qps.lock().remove(req.qp)?;
+                drop(gone);
+            }
+            abi::IOCTL_QUERY_QP => {
+                let (mut r, mut w) = user.reader_writer();
+                let mut req: QueryQp = r.read()?;
+                let (state, terminate, sent) = me.qp(req.qp)?.query();
+                req.state = state;
+                req.terminate = terminate;
+                req.terminate_sent = sent as u32;
+                w.write(&req)?;
             }
             abi::IOCTL_POST_SEND => {
                 let req: PostSend = user.reader().read()?;
-                me.post_send(&req)?;
+                me.qp(req.qp)?.post_send(&req)?;
+            }
+            abi::IOCTL_POST_RECV => {
+                let req: PostRecv = user.reader().read()?;
+                me.qp(req.qp)?.post_recv(&req)?;
             }
             _ => return Err(ENOTTY),
         }
@@ -106,29 +189,32 @@ impl MiscDevice for Context {
 }
 
 impl Context {
-    /// Copies the payload out of the local region (one consistent snapshot), then frames and
-    /// sends it. The QP table stays locked while TCP takes the data: sends on one context are
-    /// serialized for now.
-    fn post_send(&self, req: &PostSend) -> Result {
-        let msg = match req.opcode {
-            opcode::SEND => Message::Send { solicited: req.flags & send_flags::SOLICITED != 0, invalidate: None },
-            opcode::WRITE => Message::Write { stag: req.remote_stag, to: req.remote_to },
-            _ => return Err(EINVAL),
-        };
-        if req.flags & !send_flags::SOLICITED != 0 || req.reserved != 0 || req.length > MAX_MESSAGE {
-            return Err(EINVAL);
-        }
-        if req.opcode == opcode::WRITE && req.flags != 0 {
-            return Err(EINVAL);
-        }
-        let mut payload = KVVec::from_elem(0u8, req.length as usize, GFP_KERNEL)?;
-        self.mrs.lock().copy_out(req.lkey, req.offset, &mut payload)?;
-        self.qps.lock().get_mut(req.qp)?.send(msg, &payload)
+    /// The QP `handle` names (the table is not held while the caller uses it).
+    fn qp(&self, handle: u32) -> Result<Arc<QueuePair>> {
+        Ok(self.qps.lock().get(handle)?.qp.clone())
     }
 
-    /// Validates a CREATE_QP request, adopts the socket, runs the MPA exchange (without holding
-    /// any lock: it blocks on the network) and stores the QP.
+    /// A QP not connected yet, reporting to two of this context's CQs.
     fn create_qp(&self, mut req: CreateQp) -> Result<CreateQp> {
+        let valid = (1..=MAX_QP_WR).contains(&req.max_recv_wr) && (1..=MAX_QP_WR).contains(&req.max_send_wr) && req.qp == 0 && req.reserved == 0;
+        if !valid {
+            return Err(EINVAL);
+        }
+        let (send_cq, recv_cq) = {
+            let cqs = self.cqs.lock();
+            (cqs.get(req.send_cq)?.clone(), cqs.get(req.recv_cq)?.clone())
+        };
+        let limits = Limits { max_recv_wr: req.max_recv_wr, max_send_wr: req.max_send_wr };
+        let mut qps = self.qps.lock();
+        let handle = qps.next_handle()?;
+        let qp = QueuePair::new(handle, self.mrs.clone(), &send_cq, &recv_cq, limits)?;
+        req.qp = qps.insert(Entry { hook: None, qp })?;
+        Ok(req)
+    }
+
+    /// Validates an ADOPT_QP request, adopts the socket, runs the MPA exchange (without holding
+    /// any lock: it blocks on the network), then hooks the socket so data is received.
+    fn adopt_qp(&self, mut req: AdoptQp) -> Result<AdoptQp> {
         let valid = req.role <= abi::role::RESPONDER
             && req.flags & !conn::ASKABLE == 0
             && (1..=2).contains(&req.mpa_rev)
@@ -140,6 +226,32 @@ impl Context {
         if !valid {
             return Err(EINVAL);
         }
+        let qp = self.qp(req.qp)?;
+        qp.claim()?;
+        let est = match self.exchange(&mut req) {
+            Ok(est) => est,
+            Err(e) => {
+                qp.abandon();
+                return Err(e);
+            }
+        };
+        let c = est.conn;
+        req.peer_private_len = est.peer_private.len() as u32;
+        req.negotiated =
+            (if c.rx_markers { conn::RX_MARKERS } else { 0 }) | (if c.tx_markers { conn::TX_MARKERS } else { 0 }) | (if c.crc { conn::CRC } else { 0 });
+        req.rev = c.rev as u32;
+        req.neg_ird = c.ird as u32;
+        req.neg_ord = c.ord as u32;
+        qp.connect(est)?;
+        let mut qps = self.qps.lock();
+        // If the QP was destroyed meanwhile, dropping the last reference closes the connection.
+        let entry = qps.get_mut(req.qp)?;
+        entry.hook = Some(Hook::install(qp.socket()?, qp.clone())?);
+        Ok(req)
+    }
+
+    /// Adopts the caller's socket and runs the MPA exchange.
+    fn exchange(&self, req: &mut AdoptQp) -> Result<qp::Established> {
         let mut private = KVec::from_elem(0u8, req.private_len as usize, GFP_KERNEL)?;
         UserSlice::new(UserPtr::from_addr(req.private_data as usize), private.len()).reader().read_slice(&mut private)?;
         let local = Local {
@@ -155,15 +267,7 @@ impl Context {
         let est = qp::establish(sock, req.role == abi::role::INITIATOR, &local, &private, req.timeout_ms)?;
         let n = est.peer_private.len().min(req.peer_private_cap as usize);
         UserSlice::new(UserPtr::from_addr(req.peer_private as usize), n).writer().write_slice(&est.peer_private[..n])?;
-        let c = est.conn;
-        req.qp = self.qps.lock().insert(est.qp)?;
-        req.peer_private_len = est.peer_private.len() as u32;
-        req.negotiated =
-            (if c.rx_markers { conn::RX_MARKERS } else { 0 }) | (if c.tx_markers { conn::TX_MARKERS } else { 0 }) | (if c.crc { conn::CRC } else { 0 });
-        req.rev = c.rev as u32;
-        req.neg_ird = c.ird as u32;
-        req.neg_ord = c.ord as u32;
-        Ok(req)
+        Ok(est)
     }
 }
 

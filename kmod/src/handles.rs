@@ -25,6 +25,16 @@ impl<T> Handles<T> {
 
     /// Stores `obj`; returns its handle (never 0). ENOSPC when `max` objects live.
     pub(crate) fn insert(&mut self, obj: T) -> Result<u32> {
+        let handle = self.next_handle()?;
+        let slot = &mut self.slots[(handle >> 8) as usize];
+        slot.key = handle as u8;
+        slot.obj = Some(obj);
+        self.live += 1;
+        Ok(handle)
+    }
+
+    /// The handle the next [`Handles::insert`] will return (making room for it).
+    pub(crate) fn next_handle(&mut self) -> Result<u32> {
         if self.live >= self.max {
             return Err(ENOSPC);
         }
@@ -35,15 +45,12 @@ impl<T> Handles<T> {
                 self.slots.len() - 1
             }
         };
-        let slot = &mut self.slots[index];
         // Key 0 is skipped so no handle is ever 0.
-        slot.key = match slot.key.wrapping_add(1) {
+        let key = match self.slots[index].key.wrapping_add(1) {
             0 => 1,
             k => k,
         };
-        slot.obj = Some(obj);
-        self.live += 1;
-        Ok((index as u32) << 8 | slot.key as u32)
+        Ok((index as u32) << 8 | key as u32)
     }
 
     /// The object `handle` names; EINVAL if none does.

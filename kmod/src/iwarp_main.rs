@@ -2,9 +2,10 @@
 
 //! iwarp.ko: a software iWARP RNIC over the kernel's own TCP.
 //!
-//! Today: registers `/dev/iwarp` (QUERY_DEVICE answered from the shared ABI, memory regions
-//! pinned and registered, module counters), compiles in the protocol core and proves it at load with the kernel's crc32c, and can prove the C shim's
-//! reach into kernel TCP at load (`tcp_probe=1`). Queue pairs come with the data path.
+//! Registers `/dev/iwarp`: memory regions (pinned user buffers), completion queues (rings the
+//! application maps) and queue pairs over adopted TCP connections, which frame, place and
+//! complete with the protocol core compiled in from `../proto` (proven at load with the
+//! kernel's crc32c). `tcp_probe=1` proves the C shim's reach into kernel TCP at load.
 
 use kernel::prelude::*;
 
@@ -33,11 +34,14 @@ pub mod tx;
 #[path = "../../libiwarp/src/abi.rs"]
 pub mod abi;
 
+mod cq;
 mod device;
+mod eventfd;
 mod handles;
 mod mr;
 mod pinned;
 mod qp;
+mod ring;
 mod selftest;
 mod shim;
 mod socket;

@@ -18,6 +18,7 @@ mod ffi {
         pub(super) fn iwarp_shim_unpin_user(p: *mut IwarpPinned);
         pub(super) fn iwarp_shim_pinned_npages(p: *const IwarpPinned) -> usize;
         pub(super) fn iwarp_shim_pinned_copy_from(p: *const IwarpPinned, offset: u64, dst: *mut u8, len: usize);
+        pub(super) fn iwarp_shim_pinned_copy_to(p: *const IwarpPinned, offset: u64, src: *const u8, len: usize);
     }
 }
 
@@ -36,12 +37,15 @@ pub(crate) struct PinnedPages {
     /// Offset of the buffer's first byte in the first page.
     first: usize,
     len: u64,
+    writable: bool,
 }
 
 // SAFETY: the pinned set is owned exclusively by this value; the C object is only read for its
 // page count and freed once, in `drop`, which may run on any thread.
 unsafe impl Send for PinnedPages {}
-// SAFETY: shared references only read the immutable page count.
+// SAFETY: shared references read the immutable fields, and copy into and out of the pages, which
+// are not Rust memory: concurrent copies race only as DMA into user memory would, which is
+// exactly what an RNIC does (the application owns that synchronization).
 unsafe impl Sync for PinnedPages {}
 
 impl PinnedPages {
@@ -55,21 +59,38 @@ impl PinnedPages {
         // SAFETY: `ptr` is the valid set the shim just returned.
         let npages = unsafe { ffi::iwarp_shim_pinned_npages(ptr.as_ptr()) };
         PINNED_PAGES.fetch_add(npages as u64, Ordering::Relaxed);
-        Ok(PinnedPages { ptr, npages, first: (addr % kernel::page::PAGE_SIZE as u64) as usize, len })
+        Ok(PinnedPages { ptr, npages, first: (addr % kernel::page::PAGE_SIZE as u64) as usize, len, writable })
     }
 
     /// Copies buffer bytes `[offset, offset + dst.len())` into `dst`; EINVAL if out of range.
     /// A copy, not a view: user space may change its buffer at any time, and what is framed and
     /// checksummed must be one consistent snapshot.
     pub(crate) fn copy_to(&self, offset: u64, dst: &mut [u8]) -> Result {
-        let end = offset.checked_add(dst.len() as u64).ok_or(EINVAL)?;
-        if end > self.len {
-            return Err(EINVAL);
-        }
+        self.check_range(offset, dst.len())?;
         // SAFETY: the set is live and the range lies inside the buffer, hence inside the pinned
         // pages; `dst` is valid for writes of its length.
         unsafe { ffi::iwarp_shim_pinned_copy_from(self.ptr.as_ptr(), self.first as u64 + offset, dst.as_mut_ptr(), dst.len()) };
         Ok(())
+    }
+
+    /// Places `src` at buffer offset `offset`; EINVAL if out of range, EPERM if the pages were
+    /// pinned read-only.
+    pub(crate) fn copy_from(&self, offset: u64, src: &[u8]) -> Result {
+        self.check_range(offset, src.len())?;
+        if !self.writable {
+            return Err(EPERM);
+        }
+        // SAFETY: the set is live and writable and the range lies inside the buffer, hence
+        // inside the pinned pages; `src` is valid for reads of its length.
+        unsafe { ffi::iwarp_shim_pinned_copy_to(self.ptr.as_ptr(), self.first as u64 + offset, src.as_ptr(), src.len()) };
+        Ok(())
+    }
+
+    fn check_range(&self, offset: u64, len: usize) -> Result {
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(EINVAL),
+        }
     }
 }
 

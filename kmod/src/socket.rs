@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A connected kernel TCP socket adopted from a user descriptor (`shim/net_shim.c`), behind a
-//! safe owner that shuts the connection down and drops its reference when it goes.
+//! safe owner that shuts the connection down and drops its reference when it goes; and the
+//! [`Hook`] that runs a QP's receive work when data arrives.
 
+use core::ffi::c_void;
 use core::ptr::NonNull;
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 mod ffi {
+    use core::ffi::c_void;
     #[repr(C)]
     pub(super) struct Socket {
         _opaque: [u8; 0],
@@ -18,6 +22,19 @@ mod ffi {
         pub(super) fn iwarp_shim_sock_sendv(sock: *mut Socket, iov: *mut super::Kvec, n: usize, len: usize) -> i32;
         pub(super) fn iwarp_shim_sock_mss(sock: *mut Socket) -> u32;
         pub(super) fn iwarp_shim_sock_recv_exact(sock: *mut Socket, buf: *mut u8, len: usize, timeout_ms: u32) -> i32;
+        pub(super) fn iwarp_shim_sock_established(sock: *mut Socket) -> bool;
+        pub(super) fn iwarp_shim_sock_shutdown(sock: *mut Socket);
+        pub(super) fn iwarp_shim_sock_read(
+            sock: *mut Socket,
+            ctx: *mut c_void,
+            f: unsafe extern "C" fn(*mut c_void, *const super::Kvec, usize, bool) -> isize,
+        ) -> i32;
+        pub(super) fn iwarp_shim_hook_install(sock: *mut Socket, owner: *mut c_void, run: unsafe extern "C" fn(*mut c_void), err: *mut i32) -> *mut HookRaw;
+        pub(super) fn iwarp_shim_hook_remove(h: *mut HookRaw);
+    }
+    #[repr(C)]
+    pub(super) struct HookRaw {
+        _opaque: [u8; 0],
     }
 }
 
@@ -41,9 +58,9 @@ pub(crate) struct TcpSocket {
 }
 
 // SAFETY: the reference is owned by this value and dropped once; the socket layer serializes
-// concurrent senders and receivers itself, and callers use `&mut self` for I/O anyway.
+// concurrent senders and receivers itself (the socket lock).
 unsafe impl Send for TcpSocket {}
-// SAFETY: no method takes `&self` to do I/O.
+// SAFETY: see above: every operation is safe to call from several threads at once.
 unsafe impl Sync for TcpSocket {}
 
 fn check(rc: i32) -> Result {
@@ -64,14 +81,14 @@ impl TcpSocket {
     }
 
     /// Sends all of `buf`, blocking.
-    pub(crate) fn send_all(&mut self, buf: &[u8]) -> Result {
+    pub(crate) fn send_all(&self, buf: &[u8]) -> Result {
         // SAFETY: the socket reference is live; `buf` is valid for reads of its length.
         check(unsafe { ffi::iwarp_shim_sock_send_all(self.sock.as_ptr(), buf.as_ptr(), buf.len()) })
     }
 
     /// Sends the pieces `iov`, in order, blocking until all are queued. Every piece must cover
     /// memory that stays valid during the call (the `Kvec`s were made from live slices).
-    pub(crate) fn send_pieces(&mut self, iov: &mut [Kvec]) -> Result {
+    pub(crate) fn send_pieces(&self, iov: &mut [Kvec]) -> Result {
         let len = iov.iter().map(|k| k.len).sum();
         // SAFETY: the socket reference is live; each kvec covers a live slice (see above) the
         // socket layer only reads.
@@ -85,9 +102,103 @@ impl TcpSocket {
     }
 
     /// Fills all of `buf`, waiting at most `timeout_ms` for each piece.
-    pub(crate) fn recv_exact(&mut self, buf: &mut [u8], timeout_ms: u32) -> Result {
+    pub(crate) fn recv_exact(&self, buf: &mut [u8], timeout_ms: u32) -> Result {
         // SAFETY: the socket reference is live; `buf` is valid for writes of its length.
         check(unsafe { ffi::iwarp_shim_sock_recv_exact(self.sock.as_ptr(), buf.as_mut_ptr(), buf.len(), timeout_ms) })
+    }
+
+    /// Whether the connection is still established (no FIN, reset or close seen).
+    pub(crate) fn established(&self) -> bool {
+        // SAFETY: the socket reference is live; the shim reads one field.
+        unsafe { ffi::iwarp_shim_sock_established(self.sock.as_ptr()) }
+    }
+
+    /// Shuts the connection down both ways (the peer sees a FIN).
+    pub(crate) fn shutdown(&self) {
+        // SAFETY: the socket reference is live.
+        unsafe { ffi::iwarp_shim_sock_shutdown(self.sock.as_ptr()) }
+    }
+
+    /// Offers the queued stream to `f` (under the socket lock) as the pieces of the stream from
+    /// the first unread octet on, without copying, and whether more is queued than fits in one
+    /// offer. `f` returns how many octets it consumed (0 or less: stop). Returns the total
+    /// consumed.
+    pub(crate) fn read<F: FnMut(&[&[u8]], bool) -> isize>(&self, mut f: F) -> Result<usize> {
+        unsafe extern "C" fn trampoline<F: FnMut(&[&[u8]], bool) -> isize>(ctx: *mut c_void, parts: *const Kvec, n: usize, capped: bool) -> isize {
+            const NONE: &[u8] = &[];
+            let mut slices = [NONE; GATHER_MAX];
+            let n = n.min(GATHER_MAX);
+            for (i, s) in slices.iter_mut().enumerate().take(n) {
+                // SAFETY: the shim passes `n` kvecs that point at skb data it holds under the
+                // socket lock for the duration of this call.
+                let k = unsafe { &*parts.add(i) };
+                // SAFETY: as above: `base` is valid for reads of `len` bytes during the call.
+                *s = unsafe { core::slice::from_raw_parts(k.base, k.len) };
+            }
+            // SAFETY: `ctx` is the `&mut F` passed to iwarp_shim_sock_read() below, alive for
+            // the whole read and used by nobody else meanwhile.
+            let f = unsafe { &mut *ctx.cast::<F>() };
+            f(&slices[..n], capped)
+        }
+        // SAFETY: the socket reference is live; `f` outlives the call and the shim calls the
+        // trampoline only during it, with valid kvecs.
+        let rc = unsafe { ffi::iwarp_shim_sock_read(self.sock.as_ptr(), (&raw mut f).cast(), trampoline::<F>) };
+        if rc < 0 {
+            return Err(Error::from_errno(rc));
+        }
+        Ok(rc as usize)
+    }
+}
+
+/// Most pieces one offer of [`TcpSocket::read`] holds (`IWARP_GATHER_MAX` in the shim).
+const GATHER_MAX: usize = 64;
+
+/// Work a hook runs.
+pub(crate) trait OnReceive: Send + Sync {
+    /// Called in process context (a workqueue) after data arrived or the connection changed
+    /// state; never twice at once.
+    fn on_receive(&self);
+}
+
+/// While this lives, data arriving on the socket (or a state change) runs `T::on_receive` on
+/// a workqueue. Dropping it restores the socket's callbacks and waits for a running call.
+pub(crate) struct Hook<T: OnReceive> {
+    raw: NonNull<ffi::HookRaw>,
+    /// Kept alive for the hook's runs.
+    _owner: Arc<T>,
+}
+
+// SAFETY: the hook is owned by this value and removed once; the shim's functions may be called
+// from any thread.
+unsafe impl<T: OnReceive> Send for Hook<T> {}
+// SAFETY: `kick` is safe to call concurrently (queue_work).
+unsafe impl<T: OnReceive> Sync for Hook<T> {}
+
+impl<T: OnReceive> Hook<T> {
+    /// Hooks `sock` for `owner` (EBUSY if the socket has a user already). `owner` must keep
+    /// `sock` alive, which it does by owning it; the hook keeps `owner` alive.
+    pub(crate) fn install(sock: &TcpSocket, owner: Arc<T>) -> Result<Hook<T>> {
+        unsafe extern "C" fn run<T: OnReceive>(owner: *mut c_void) {
+            // SAFETY: `owner` is the `Arc<T>` data pointer stored below; the `Hook` holds that
+            // Arc until iwarp_shim_hook_remove() has waited out every run.
+            let owner = unsafe { &*owner.cast::<T>() };
+            owner.on_receive();
+        }
+        let mut err = 0;
+        let ptr = Arc::as_ptr(&owner).cast_mut().cast();
+        // SAFETY: the socket is live (and outlives the hook, see above); `ptr` stays valid
+        // while the hook is installed; `err` is a live local.
+        let raw = unsafe { ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, run::<T>, &mut err) };
+        let raw = NonNull::new(raw).ok_or_else(|| Error::from_errno(err))?;
+        Ok(Hook { raw, _owner: owner })
+    }
+}
+
+impl<T: OnReceive> Drop for Hook<T> {
+    fn drop(&mut self) {
+        // SAFETY: installed by iwarp_shim_hook_install() and removed once; after this returns
+        // no run is in progress or queued, so `owner` may go.
+        unsafe { ffi::iwarp_shim_hook_remove(self.raw.as_ptr()) };
     }
 }
 

@@ -3,7 +3,7 @@
 //! The ABI structs as the kernel crate's byte-copy traits, so `UserSliceReader::read` and
 //! `UserSliceWriter::write` can move them across the user boundary.
 
-use crate::abi::{self, CreateQp, DeregMr, DestroyQp, PostSend, QueryDevice, QueryStats, RegMr};
+use crate::abi::{self, AdoptQp, CqOp, Cqe, CreateCq, CreateQp, DeregMr, DestroyQp, PostRecv, PostSend, QueryDevice, QueryQp, QueryStats, RegMr};
 use kernel::transmute::{AsBytes, FromBytes};
 
 const _: () = assert!(core::mem::size_of::<QueryDevice>() == abi::QUERY_DEVICE_SIZE);
@@ -11,13 +11,19 @@ const _: () = assert!(core::mem::size_of::<RegMr>() == abi::REG_MR_SIZE);
 const _: () = assert!(core::mem::size_of::<DeregMr>() == abi::DEREG_MR_SIZE);
 const _: () = assert!(core::mem::size_of::<QueryStats>() == abi::QUERY_STATS_SIZE);
 const _: () = assert!(core::mem::size_of::<CreateQp>() == abi::CREATE_QP_SIZE);
+const _: () = assert!(core::mem::size_of::<AdoptQp>() == abi::ADOPT_QP_SIZE);
 const _: () = assert!(core::mem::size_of::<DestroyQp>() == abi::DESTROY_QP_SIZE);
 const _: () = assert!(core::mem::size_of::<PostSend>() == abi::POST_SEND_SIZE);
+const _: () = assert!(core::mem::size_of::<PostRecv>() == abi::POST_RECV_SIZE);
+const _: () = assert!(core::mem::size_of::<CreateCq>() == abi::CREATE_CQ_SIZE);
+const _: () = assert!(core::mem::size_of::<CqOp>() == abi::CQ_OP_SIZE);
+const _: () = assert!(core::mem::size_of::<Cqe>() == abi::CQE_SIZE);
+const _: () = assert!(core::mem::size_of::<QueryQp>() == abi::QUERY_QP_SIZE);
 
-// SAFETY (all impls below): each struct is `repr(C)`, made only of unsigned integers (and
-// arrays of them), without padding (sizes pinned above and by libiwarp's layout test to the sum
-// of the fields; CreateQp's one i32 is an integer too), so every byte is initialized (AsBytes)
-// and every bit pattern is a valid value (FromBytes).
+// SAFETY (all impls below): each struct is `repr(C)`, made only of integers (and arrays of
+// them or of such structs), without padding (sizes pinned above and by libiwarp's layout test to
+// the sum of the fields), so every byte is initialized (AsBytes) and every bit pattern is a
+// valid value (FromBytes).
 unsafe impl AsBytes for QueryDevice {}
 // SAFETY: see above.
 unsafe impl AsBytes for RegMr {}
@@ -32,6 +38,24 @@ unsafe impl AsBytes for CreateQp {}
 // SAFETY: see above.
 unsafe impl FromBytes for CreateQp {}
 // SAFETY: see above.
+unsafe impl AsBytes for AdoptQp {}
+// SAFETY: see above.
+unsafe impl FromBytes for AdoptQp {}
+// SAFETY: see above.
 unsafe impl FromBytes for DestroyQp {}
 // SAFETY: see above.
 unsafe impl FromBytes for PostSend {}
+// SAFETY: see above.
+unsafe impl FromBytes for PostRecv {}
+// SAFETY: see above.
+unsafe impl AsBytes for CreateCq {}
+// SAFETY: see above.
+unsafe impl FromBytes for CreateCq {}
+// SAFETY: see above.
+unsafe impl FromBytes for CqOp {}
+// SAFETY: see above.
+unsafe impl AsBytes for Cqe {}
+// SAFETY: see above.
+unsafe impl AsBytes for QueryQp {}
+// SAFETY: see above.
+unsafe impl FromBytes for QueryQp {}

@@ -6,7 +6,7 @@
 //! Bump [`ABI_VERSION`] on every incompatible change.
 
 /// Version of this ABI; QUERY_DEVICE reports the module's.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 /// The ioctl type byte of `/dev/iwarp`.
 pub const IOCTL_TYPE: u32 = 0xa7;
@@ -29,7 +29,7 @@ pub mod caps {
     pub const MPA_V2: u64 = 1 << 2;
     /// Direct placement of out-of-order segments found through markers.
     pub const OOO_PLACEMENT: u64 = 1 << 3;
-    /// Queue pairs (the data path). Not yet built: the module does not set it.
+    /// Queue pairs with work requests and completion queues (the data path).
     pub const QUEUE_PAIRS: u64 = 1 << 4;
 }
 
@@ -147,7 +147,7 @@ pub const QUERY_STATS_SIZE: usize = 64;
 /// `_IOR(0xa7, 0x03, struct QueryStats)`.
 pub const IOCTL_QUERY_STATS: u32 = ioc(IOC_READ, 0x03, QUERY_STATS_SIZE);
 
-/// Which side of the MPA exchange a QP takes ([`CreateQp::role`]).
+/// Which side of the MPA exchange a QP takes ([`AdoptQp::role`]).
 pub mod role {
     /// Sends the MPA request (the side that connected).
     pub const INITIATOR: u32 = 0;
@@ -155,8 +155,8 @@ pub mod role {
     pub const RESPONDER: u32 = 1;
 }
 
-/// Connection option bits: what is asked in [`CreateQp::flags`], what was negotiated in
-/// [`CreateQp::negotiated`].
+/// Connection option bits: what is asked in [`AdoptQp::flags`], what was negotiated in
+/// [`AdoptQp::negotiated`].
 pub mod conn {
     /// Ask the peer to put markers in what it sends us (our M flag) / markers in what we receive.
     pub const RX_MARKERS: u32 = 1 << 0;
@@ -168,12 +168,37 @@ pub mod conn {
     pub const ASKABLE: u32 = RX_MARKERS | CRC;
 }
 
-/// Argument of [`IOCTL_CREATE_QP`]: adopt an already connected TCP socket into a queue pair and
-/// run the MPA exchange on it (in the caller's context, up to `timeout_ms`). From then on the
-/// socket belongs to the QP; the caller must not read or write its own descriptor any more.
+/// Argument of [`IOCTL_CREATE_QP`]: a queue pair not connected yet. Receives may be posted to it
+/// at once (so they are there before the peer's first Send); [`IOCTL_ADOPT_QP`] connects it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CreateQp {
+    /// Completion queue of send work requests.
+    pub send_cq: u32,
+    /// Completion queue of receive work requests (may be `send_cq`).
+    pub recv_cq: u32,
+    /// Most receive work requests posted at once (1..=[`MAX_QP_WR`]).
+    pub max_recv_wr: u32,
+    /// Most RDMA Reads this side has outstanding (1..=[`MAX_QP_WR`]; also capped by the ORD).
+    pub max_send_wr: u32,
+    /// Out: the QP handle.
+    pub qp: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Size of [`CreateQp`].
+pub const CREATE_QP_SIZE: usize = 24;
+
+/// `_IOWR(0xa7, 0x04, struct CreateQp)`.
+pub const IOCTL_CREATE_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x04, CREATE_QP_SIZE);
+
+/// Argument of [`IOCTL_ADOPT_QP`]: adopt an already connected TCP socket into QP `qp` and run
+/// the MPA exchange on it (in the caller's context, up to `timeout_ms`). From then on the
+/// socket belongs to the QP; the caller must not read or write its own descriptor any more.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AdoptQp {
     /// The connected TCP socket.
     pub fd: i32,
     /// [`role`].
@@ -196,7 +221,7 @@ pub struct CreateQp {
     pub peer_private: u64,
     /// How long to wait for the peer's frame (1..=60000 ms).
     pub timeout_ms: u32,
-    /// Out: the QP handle.
+    /// The QP (from [`IOCTL_CREATE_QP`], not connected yet).
     pub qp: u32,
     /// Out: length of the peer's private data (copied up to `peer_private_cap`).
     pub peer_private_len: u32,
@@ -212,13 +237,13 @@ pub struct CreateQp {
     pub reserved: u32,
 }
 
-/// Size of [`CreateQp`].
-pub const CREATE_QP_SIZE: usize = 80;
+/// Size of [`AdoptQp`].
+pub const ADOPT_QP_SIZE: usize = 80;
 /// Most private data a caller may send (MPA allows 512, of which revision 2 uses 4).
 pub const MAX_PRIVATE_DATA: u32 = 508;
 
-/// `_IOWR(0xa7, 0x04, struct CreateQp)`.
-pub const IOCTL_CREATE_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x04, CREATE_QP_SIZE);
+/// `_IOWR(0xa7, 0x0c, struct AdoptQp)`.
+pub const IOCTL_ADOPT_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0c, ADOPT_QP_SIZE);
 
 /// Argument of [`IOCTL_DESTROY_QP`].
 #[repr(C)]
@@ -240,18 +265,44 @@ pub const IOCTL_DESTROY_QP: u32 = ioc(IOC_WRITE, 0x05, DESTROY_QP_SIZE);
 pub mod opcode {
     /// Send into the peer's next receive buffer.
     pub const SEND: u32 = 0;
-    /// RDMA Write to the peer's `remote_stag` at `remote_to`.
+    /// RDMA Write to the peer's region `rkey` at `remote_addr`.
     pub const WRITE: u32 = 1;
+    /// RDMA Read of the peer's region `rkey` at `remote_addr` into the local SGEs.
+    pub const READ: u32 = 2;
+    /// Send, and have the peer invalidate its STag `invalidate` on arrival.
+    pub const SEND_WITH_INVALIDATE: u32 = 3;
 }
 
 /// Flags of [`PostSend::flags`].
 pub mod send_flags {
     /// Send with Solicited Event.
     pub const SOLICITED: u32 = 1 << 0;
+    /// Report a completion when done (unsignaled work requests complete silently).
+    pub const SIGNALED: u32 = 1 << 1;
+    /// Every defined bit.
+    pub const ALL: u32 = SOLICITED | SIGNALED;
 }
 
-/// Argument of [`IOCTL_POST_SEND`]: send `length` bytes at `offset` of the local region `lkey`
-/// over QP `qp`. Synchronous for now: returns once every FPDU is queued to TCP.
+/// Most scatter/gather entries per work request.
+pub const MAX_SGE: usize = 4;
+
+/// One piece of a work request's local buffer: `length` octets at virtual address `addr`,
+/// inside the region `lkey`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sge {
+    /// Virtual address in the region.
+    pub addr: u64,
+    /// Octets.
+    pub length: u32,
+    /// The region's local key.
+    pub lkey: u32,
+}
+
+/// Argument of [`IOCTL_POST_SEND`]: one send work request. The module copies it, checks it and
+/// frames the message before it returns (markers, CRC), from a snapshot of the local buffers, so
+/// they may be reused at once. Sends and Writes complete when queued to TCP, Reads when the
+/// response has been placed.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PostSend {
@@ -259,55 +310,234 @@ pub struct PostSend {
     pub qp: u32,
     /// [`opcode`].
     pub opcode: u32,
-    /// Local region (its lkey).
-    pub lkey: u32,
     /// [`send_flags`].
     pub flags: u32,
-    /// Offset in the local region.
-    pub offset: u64,
-    /// Bytes to send (at most [`MAX_MESSAGE`]).
-    pub length: u64,
-    /// RDMA Write: tagged offset at the peer.
-    pub remote_to: u64,
-    /// RDMA Write: the peer's STag.
-    pub remote_stag: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// Entries used in `sge` (0..=[`MAX_SGE`]; a Read takes exactly 1).
+    pub num_sge: u32,
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Write/Read: tagged offset (the peer's virtual address).
+    pub remote_addr: u64,
+    /// Write/Read: the peer's STag.
+    pub rkey: u32,
+    /// Send with Invalidate: the peer STag to invalidate.
+    pub invalidate: u32,
+    /// The local buffer (Read: where the data goes; needs LOCAL_WRITE).
+    pub sge: [Sge; MAX_SGE],
 }
 
 /// Size of [`PostSend`].
-pub const POST_SEND_SIZE: usize = 48;
-/// Largest message [`IOCTL_POST_SEND`] takes.
+pub const POST_SEND_SIZE: usize = 104;
+/// Largest message (total of a work request's SGEs).
 pub const MAX_MESSAGE: u64 = 16 << 20;
 
 /// `_IOW(0xa7, 0x06, struct PostSend)`.
 pub const IOCTL_POST_SEND: u32 = ioc(IOC_WRITE, 0x06, POST_SEND_SIZE);
 
+/// Argument of [`IOCTL_POST_RECV`]: one receive buffer for the next Send the peer makes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PostRecv {
+    /// The QP handle.
+    pub qp: u32,
+    /// Entries used in `sge` (0..=[`MAX_SGE`]).
+    pub num_sge: u32,
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Where the message goes (regions need LOCAL_WRITE).
+    pub sge: [Sge; MAX_SGE],
+}
+
+/// Size of [`PostRecv`].
+pub const POST_RECV_SIZE: usize = 80;
+
+/// `_IOW(0xa7, 0x07, struct PostRecv)`.
+pub const IOCTL_POST_RECV: u32 = ioc(IOC_WRITE, 0x07, POST_RECV_SIZE);
+
+/// Argument of [`IOCTL_CREATE_CQ`]. The ring is mapped with
+/// `mmap(NULL, mmap_len, PROT_READ | PROT_WRITE, MAP_SHARED, device_fd, mmap_offset)`; its layout
+/// is [`cq_ring`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateCq {
+    /// In: entries wanted (1..=[`MAX_CQE`]); out: entries made (the next power of two).
+    pub depth: u32,
+    /// In: an eventfd the module signals when an armed CQ gets an entry, or -1.
+    pub eventfd: i32,
+    /// Out: the CQ handle.
+    pub cq: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Out: the `mmap` offset of the ring.
+    pub mmap_offset: u64,
+    /// Out: the ring's length in octets.
+    pub mmap_len: u64,
+}
+
+/// Size of [`CreateCq`].
+pub const CREATE_CQ_SIZE: usize = 32;
+
+/// `_IOWR(0xa7, 0x08, struct CreateCq)`.
+pub const IOCTL_CREATE_CQ: u32 = ioc(IOC_READ | IOC_WRITE, 0x08, CREATE_CQ_SIZE);
+
+/// Argument of [`IOCTL_DESTROY_CQ`] and [`IOCTL_ARM_CQ`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CqOp {
+    /// The CQ handle.
+    pub cq: u32,
+    /// ARM_CQ: 1 = wake only for solicited receives (and errors), 0 = for any entry. Else zero.
+    pub solicited_only: u32,
+}
+
+/// Size of [`CqOp`].
+pub const CQ_OP_SIZE: usize = 8;
+
+/// `_IOW(0xa7, 0x09, struct CqOp)`: destroy a CQ no QP uses any more (EBUSY otherwise).
+pub const IOCTL_DESTROY_CQ: u32 = ioc(IOC_WRITE, 0x09, CQ_OP_SIZE);
+/// `_IOW(0xa7, 0x0a, struct CqOp)`: signal the CQ's eventfd once, for the next entry.
+pub const IOCTL_ARM_CQ: u32 = ioc(IOC_WRITE, 0x0a, CQ_OP_SIZE);
+
+/// The completion ring shared by module and application: a header, then `depth` [`Cqe`]s.
+/// The module writes entry `producer % depth`, then publishes `producer + 1` (release); the
+/// application reads entries below `producer` (acquire) and publishes its `consumer`. The module
+/// reads `consumer` only to detect overrun: a full ring is a CQ overrun error on the QP, never
+/// an overwritten entry.
+pub mod cq_ring {
+    /// Offset of the module's `producer` (u32).
+    pub const PRODUCER: usize = 0;
+    /// Offset of the ring's depth (u32, written once by the module).
+    pub const DEPTH: usize = 4;
+    /// Offset of the application's `consumer` (u32), on its own cache line.
+    pub const CONSUMER: usize = 64;
+    /// Offset of entry 0.
+    pub const ENTRIES: usize = 128;
+}
+
+/// Completion status ([`Cqe::status`]), as verbs names them.
+pub mod wc_status {
+    /// Done.
+    pub const SUCCESS: u32 = 0;
+    /// Local length error (message larger than the receive buffer).
+    pub const LOC_LEN_ERR: u32 = 1;
+    /// Local protection error (an SGE outside its region or without the right).
+    pub const LOC_PROT_ERR: u32 = 2;
+    /// Flushed: the QP left the connected state before this request completed.
+    pub const WR_FLUSH_ERR: u32 = 3;
+    /// The peer refused access (its STag, bounds or rights).
+    pub const REM_ACCESS_ERR: u32 = 4;
+    /// The peer reported an operation error (Terminate).
+    pub const REM_OP_ERR: u32 = 5;
+    /// A protocol error on the stream ended the connection (we sent a Terminate).
+    pub const FATAL_ERR: u32 = 6;
+}
+
+/// What completed ([`Cqe::opcode`]).
+pub mod wc_opcode {
+    /// A Send (with or without Invalidate).
+    pub const SEND: u32 = 0;
+    /// An RDMA Write.
+    pub const RDMA_WRITE: u32 = 1;
+    /// An RDMA Read.
+    pub const RDMA_READ: u32 = 2;
+    /// A receive.
+    pub const RECV: u32 = 3;
+}
+
+/// Flags of [`Cqe::flags`].
+pub mod wc_flags {
+    /// The received Send carried Solicited Event.
+    pub const SOLICITED: u32 = 1 << 0;
+    /// The received Send invalidated the local STag [`super::Cqe::invalidated`].
+    pub const WITH_INVALIDATE: u32 = 1 << 1;
+}
+
+/// One completion.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cqe {
+    /// The work request's `wr_id`.
+    pub wr_id: u64,
+    /// [`wc_status`].
+    pub status: u32,
+    /// [`wc_opcode`].
+    pub opcode: u32,
+    /// Receives and Reads: octets placed.
+    pub byte_len: u32,
+    /// The QP handle.
+    pub qp: u32,
+    /// [`wc_flags`].
+    pub flags: u32,
+    /// With [`wc_flags::WITH_INVALIDATE`]: the STag invalidated.
+    pub invalidated: u32,
+}
+
+/// Size of [`Cqe`].
+pub const CQE_SIZE: usize = 32;
+
+/// Argument of [`IOCTL_QUERY_QP`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryQp {
+    /// The QP handle.
+    pub qp: u32,
+    /// Out: [`qp_state`].
+    pub state: u32,
+    /// Out: the Terminate that ended the stream (sent or received): layer << 16 | type << 8 |
+    /// code as in RFC 5040 section 4.8, or 0.
+    pub terminate: u32,
+    /// Out: whether we sent it (1) or the peer did (0).
+    pub terminate_sent: u32,
+}
+
+/// Size of [`QueryQp`].
+pub const QUERY_QP_SIZE: usize = 16;
+
+/// `_IOWR(0xa7, 0x0b, struct QueryQp)`: a QP's state and why it ended (the async event).
+pub const IOCTL_QUERY_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0b, QUERY_QP_SIZE);
+
+/// QP states ([`QueryQp::state`]).
+pub mod qp_state {
+    /// Connected: work requests flow.
+    pub const RTS: u32 = 0;
+    /// Ended (Terminate, peer close, CQ overrun): posted work was flushed.
+    pub const ERROR: u32 = 1;
+    /// Made, not connected yet: receives may be posted.
+    pub const INIT: u32 = 2;
+}
+
 /// Most queue pairs one context may hold.
 pub const MAX_QP: u32 = 1024;
+/// Most completion queues one context may hold.
+pub const MAX_CQ: u32 = 1024;
+/// Most entries per completion queue.
+pub const MAX_CQE: u32 = 1 << 16;
+/// Most receive work requests (and outstanding Reads) per QP.
+pub const MAX_QP_WR: u32 = 1 << 14;
+/// Most inbound/outbound RDMA Reads (MPA v2's 14-bit IRD/ORD).
+pub const MAX_IRD_ORD: u32 = 0x3fff;
 
 /// Most memory regions one context may hold.
 pub const MAX_MR: u32 = 4096;
 /// Largest memory region (4 GiB).
 pub const MAX_MR_SIZE: u64 = 1 << 32;
 
-/// What the module answers today: the protocol core compiled into it handles markers, CRC,
-/// MPA v2 and early placement; memory can be registered and connected sockets adopted into queue
-/// pairs (MPA exchange only: work requests and completion queues come with the rest of the data
-/// path, so those limits are zero and the QUEUE_PAIRS capability is not set).
+/// What the module answers: markers, CRC and MPA v2;
+/// memory regions, completion queues and queue pairs over adopted TCP connections. Not yet
+/// OOO_PLACEMENT: the core can place early, but the module does not feed it out-of-order segments.
 pub const fn device_attributes() -> QueryDevice {
     QueryDevice {
         abi_version: ABI_VERSION,
         marker_interval: 512,
-        caps: caps::MARKERS | caps::CRC | caps::MPA_V2 | caps::OOO_PLACEMENT,
+        caps: caps::MARKERS | caps::CRC | caps::MPA_V2 | caps::QUEUE_PAIRS,
         max_qp: MAX_QP,
-        max_qp_wr: 0,
-        max_cq: 0,
-        max_cqe: 0,
+        max_qp_wr: MAX_QP_WR,
+        max_cq: MAX_CQ,
+        max_cqe: MAX_CQE,
         max_mr: MAX_MR,
-        max_sge: 0,
-        max_ird: 0,
-        max_ord: 0,
+        max_sge: MAX_SGE as u32,
+        max_ird: MAX_IRD_ORD,
+        max_ord: MAX_IRD_ORD,
         max_mr_size: MAX_MR_SIZE,
         reserved: [0; 4],
     }

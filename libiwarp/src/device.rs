@@ -1,8 +1,9 @@
 //! An open `/dev/iwarp`: the device context of the verbs.
 
 use crate::abi::{DeregMr, QueryDevice, QueryStats, RegMr, IOCTL_DEREG_MR, IOCTL_QUERY_DEVICE, IOCTL_QUERY_STATS, IOCTL_REG_MR};
+use crate::cq::CompletionQueue;
 use crate::mr::{Access, MemoryRegion};
-use crate::qp::{ConnectOptions, QueuePair};
+use crate::qp::{ConnectOptions, QpInit, QueuePair};
 use crate::sys;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -29,11 +30,22 @@ impl Device {
         &self.file
     }
 
-    /// Turns a connected TCP stream into a queue pair: the module adopts the socket and runs
-    /// the MPA exchange on it (blocking, up to `opts.timeout`). ECONNREFUSED if the responder
-    /// rejected us, EPROTO if the peer broke the protocol, ETIMEDOUT if it said nothing.
-    pub fn adopt(&self, stream: TcpStream, opts: &ConnectOptions) -> io::Result<QueuePair<'_>> {
-        QueuePair::adopt(self, stream, opts)
+    /// A queue pair, not connected yet: post receives, then [`QueuePair::adopt`] a stream.
+    pub fn create_qp<'a>(&'a self, init: &QpInit<'a>) -> io::Result<QueuePair<'a>> {
+        QueuePair::create(self, init)
+    }
+
+    /// A queue pair connected over `stream` at once ([`Device::create_qp`], then
+    /// [`QueuePair::adopt`]), for QPs that need no receive posted before the peer may send.
+    pub fn adopt<'a>(&'a self, stream: TcpStream, opts: &ConnectOptions, init: &QpInit<'a>) -> io::Result<QueuePair<'a>> {
+        let mut qp = QueuePair::create(self, init)?;
+        qp.adopt(stream, opts)?;
+        Ok(qp)
+    }
+
+    /// A completion queue of at least `depth` entries, mapped into this process.
+    pub fn create_cq(&self, depth: u32) -> io::Result<CompletionQueue<'_>> {
+        CompletionQueue::new(self, depth)
     }
 
     /// The device's ABI version, capabilities and limits.
@@ -78,10 +90,49 @@ impl Device {
         self.deregister(stag)
     }
 
-    /// Issues CREATE_QP with a raw argument (tests of the module's argument checking, with
-    /// descriptors that are not TCP streams).
+    /// Issues CREATE_QP with a raw argument (tests of the module's argument checking).
     pub fn create_qp_raw(&self, req: &mut crate::abi::CreateQp) -> io::Result<()> {
         sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_CREATE_QP, req)
+    }
+
+    /// Issues DESTROY_QP on a raw handle (tests).
+    pub fn destroy_qp_raw(&self, qp: u32) -> io::Result<()> {
+        sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_DESTROY_QP, &mut crate::abi::DestroyQp { qp, reserved: 0 })
+    }
+
+    /// Issues ADOPT_QP with a raw argument (tests of the module's argument checking, with
+    /// descriptors that are not TCP streams).
+    pub fn adopt_qp_raw(&self, req: &mut crate::abi::AdoptQp) -> io::Result<()> {
+        sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_ADOPT_QP, req)
+    }
+
+    /// Issues POST_SEND with a raw argument (tests of the module's argument checking).
+    pub fn post_send_raw(&self, req: &mut crate::abi::PostSend) -> io::Result<()> {
+        sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_POST_SEND, req)
+    }
+
+    /// Issues DESTROY_CQ on a raw handle (tests).
+    pub fn destroy_cq_raw(&self, cq: u32) -> io::Result<()> {
+        sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_DESTROY_CQ, &mut crate::abi::CqOp { cq, solicited_only: 0 })
+    }
+
+    /// Issues ARM_CQ with raw arguments (tests).
+    pub fn arm_cq_raw(&self, cq: u32, solicited_only: u32) -> io::Result<()> {
+        sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_ARM_CQ, &mut crate::abi::CqOp { cq, solicited_only })
+    }
+
+    /// Maps `len` bytes at the ring offset of CQ handle `cq` and unmaps them again (tests of
+    /// the module's mmap checks).
+    pub fn map_raw(&self, cq: u32, len: usize) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh shared mapping of the device, checked and unmapped below.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, self.file.as_raw_fd(), (cq as libc::off_t) << 12) };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `p` is the mapping just made, `len` long.
+        unsafe { libc::munmap(p, len) };
+        Ok(())
     }
 
     /// Issues an ioctl with an arbitrary command on a QueryDevice-sized buffer (tests of the

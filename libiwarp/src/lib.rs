@@ -1,16 +1,19 @@
 //! libiwarp: RDMA verbs over `iwarp.ko`.
 //!
-//! Today: open the device ([`Device`]), query it, register memory ([`MemoryRegion`]) and turn a
-//! connected TCP stream into a [`QueuePair`] (MPA exchange in the kernel); work requests and
-//! completion queues arrive with the rest of the data path. The ABI it shares with
-//! the module is [`abi`].
+//! Open the device ([`Device`]), register memory ([`MemoryRegion`]), make completion queues
+//! ([`CompletionQueue`], polled from shared memory without system calls) and turn a connected
+//! TCP stream into a [`QueuePair`] (MPA exchange in the kernel), then post receives and
+//! Sends, RDMA Writes and RDMA Reads. The ABI it shares with the module is [`abi`].
 
 pub mod abi;
+mod cq;
 mod device;
 mod mr;
 mod qp;
 mod sys;
 
+pub use abi::Sge;
+pub use cq::{CompletionQueue, WaitMode, WcOpcode, WcStatus, WorkCompletion};
 pub use device::{Device, DEVICE_PATH};
 pub use mr::{Access, MemoryRegion};
-pub use qp::{ConnectOptions, Negotiated, QueuePair, Role, SendOp};
+pub use qp::{ConnectOptions, Negotiated, QpInit, QpState, QueuePair, Remote, Role, SendOp, SendWr};

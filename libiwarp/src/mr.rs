@@ -1,7 +1,9 @@
 //! Memory regions: user buffers pinned and registered with the device.
 
-use crate::abi::access;
+use crate::abi::{access, Sge};
 use crate::device::Device;
+use crate::qp::Remote;
+use std::ops::Range;
 
 /// Access rights of a region; combine with `|`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -53,6 +55,24 @@ impl<'a> MemoryRegion<'a> {
     /// The local key.
     pub fn lkey(&self) -> u32 {
         self.lkey
+    }
+
+    /// The virtual address of the buffer's first byte (what the peer uses as tagged offset).
+    pub fn addr(&self) -> u64 {
+        self.buf.as_ptr() as u64
+    }
+
+    /// A work request entry for bytes `range` of the buffer. Panics if out of range.
+    pub fn sge(&self, range: Range<usize>) -> Sge {
+        assert!(range.start <= range.end && range.end <= self.buf.len() && range.len() <= u32::MAX as usize, "SGE range out of the region");
+        Sge { addr: self.addr() + range.start as u64, length: range.len() as u32, lkey: self.lkey }
+    }
+
+    /// What a peer needs to reach byte `offset` of this region (tell it over a Send or private
+    /// data).
+    pub fn remote(&self, offset: usize) -> Remote {
+        assert!(offset <= self.buf.len(), "offset out of the region");
+        Remote { addr: self.addr() + offset as u64, rkey: self.stag }
     }
 
     /// The buffer.

@@ -1,8 +1,13 @@
-//! Queue pairs over adopted TCP connections.
+//! Queue pairs over adopted TCP connections: work requests in, completions out through the
+//! CQs. Posting is safe: the module copies what a work request names, checks every entry
+//! against the registered regions, and only ever places into registered memory.
 
-use crate::abi::{conn, opcode, role, send_flags, CreateQp, DestroyQp, PostSend, IOCTL_CREATE_QP, IOCTL_DESTROY_QP, IOCTL_POST_SEND};
+use crate::abi::{
+    conn, opcode, qp_state, role, send_flags, AdoptQp, CreateQp, DestroyQp, PostRecv, PostSend, QueryQp, Sge, IOCTL_ADOPT_QP, IOCTL_CREATE_QP,
+    IOCTL_DESTROY_QP, IOCTL_POST_RECV, IOCTL_POST_SEND, IOCTL_QUERY_QP, MAX_SGE,
+};
+use crate::cq::CompletionQueue;
 use crate::device::Device;
-use crate::mr::MemoryRegion;
 use crate::sys;
 use std::io;
 use std::net::TcpStream;
@@ -65,36 +70,119 @@ pub struct Negotiated {
     pub peer_private: Vec<u8>,
 }
 
-/// What to send.
+/// Queue sizes and completion queues of a new QP.
+pub struct QpInit<'a> {
+    /// Where send work requests complete.
+    pub send_cq: &'a CompletionQueue<'a>,
+    /// Where receives complete (may be `send_cq`).
+    pub recv_cq: &'a CompletionQueue<'a>,
+    /// Receives posted at once.
+    pub max_recv_wr: u32,
+    /// RDMA Reads outstanding at once (also capped by the negotiated ORD).
+    pub max_send_wr: u32,
+}
+
+/// A region of the peer: its STag and an address in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Remote {
+    /// Virtual address at the peer (the tagged offset).
+    pub addr: u64,
+    /// The peer region's STag.
+    pub rkey: u32,
+}
+
+/// What a send work request does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendOp {
-    /// A Send into the peer's next receive buffer, optionally with Solicited Event.
+    /// A Send into the peer's next posted receive.
     Send {
         /// With Solicited Event.
         solicited: bool,
     },
-    /// An RDMA Write to the peer's region `stag` at tagged offset `to`.
-    Write {
-        /// The peer's STag.
+    /// A Send that also invalidates the peer's STag `stag`.
+    SendInvalidate {
+        /// With Solicited Event.
+        solicited: bool,
+        /// The peer's STag to invalidate.
         stag: u32,
-        /// Tagged offset at the peer.
-        to: u64,
+    },
+    /// An RDMA Write of the local entries to `Remote`.
+    Write(Remote),
+    /// An RDMA Read from `Remote` into the single local entry.
+    Read(Remote),
+}
+
+/// A send work request.
+#[derive(Clone, Copy, Debug)]
+pub struct SendWr<'s> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// What to do.
+    pub op: SendOp,
+    /// The local buffer (from [`crate::MemoryRegion::sge`]); Reads take exactly one entry.
+    pub sge: &'s [Sge],
+    /// Report a completion (errors are always reported).
+    pub signaled: bool,
+}
+
+/// Where a QP is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QpState {
+    /// Made, not connected yet: receives may be posted.
+    Init,
+    /// Connected: work requests flow.
+    Connected,
+    /// Ended; posted work was flushed. `terminate` is the RDMAP Terminate's (layer, type,
+    /// code), if one was exchanged, and `sent` says whether we sent it.
+    Error {
+        /// (layer, error type, error code).
+        terminate: Option<(u8, u8, u8)>,
+        /// We sent the Terminate (else the peer did).
+        sent: bool,
     },
 }
 
-/// A queue pair. It owns the connection it was made from: the stream can no longer be read or
-/// written directly. Dropping it closes the connection.
+fn entries(sge: &[Sge]) -> io::Result<([Sge; MAX_SGE], u32)> {
+    if sge.len() > MAX_SGE {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut a = [Sge::default(); MAX_SGE];
+    a[..sge.len()].copy_from_slice(sge);
+    Ok((a, sge.len() as u32))
+}
+
+/// A queue pair. Made unconnected ([`crate::Device::create_qp`]) so receives can be posted
+/// before the peer can send; [`QueuePair::adopt`] then connects it over a TCP stream, which it
+/// owns from then on (the stream can no longer be read or written directly). Dropping it closes
+/// the connection (posted work is flushed).
 pub struct QueuePair<'a> {
     dev: &'a Device,
     handle: u32,
-    negotiated: Negotiated,
-    _stream: TcpStream,
+    negotiated: Option<Negotiated>,
+    stream: Option<TcpStream>,
+    _cqs: std::marker::PhantomData<&'a CompletionQueue<'a>>,
 }
 
 impl<'a> QueuePair<'a> {
-    pub(crate) fn adopt(dev: &'a Device, stream: TcpStream, opts: &ConnectOptions) -> io::Result<QueuePair<'a>> {
-        let mut peer = vec![0u8; 512];
+    pub(crate) fn create(dev: &'a Device, init: &QpInit<'a>) -> io::Result<QueuePair<'a>> {
         let mut req = CreateQp {
+            send_cq: init.send_cq.handle(),
+            recv_cq: init.recv_cq.handle(),
+            max_recv_wr: init.max_recv_wr,
+            max_send_wr: init.max_send_wr,
+            ..CreateQp::default()
+        };
+        sys::ioctl(dev.file().as_fd(), IOCTL_CREATE_QP, &mut req)?;
+        Ok(QueuePair { dev, handle: req.qp, negotiated: None, stream: None, _cqs: std::marker::PhantomData })
+    }
+
+    /// Connects the QP over `stream`: the module adopts the socket and runs the MPA exchange on
+    /// it (blocking, up to `opts.timeout`). ECONNREFUSED if the responder rejected us, EPROTO
+    /// if the peer broke the protocol, ETIMEDOUT if it said nothing; EINVAL if already
+    /// connected. On failure the QP may be adopted again with another stream.
+    pub fn adopt(&mut self, stream: TcpStream, opts: &ConnectOptions) -> io::Result<&Negotiated> {
+        let mut peer = vec![0u8; 512];
+        let mut req = AdoptQp {
             fd: stream.as_raw_fd(),
             role: if opts.role == Role::Initiator { role::INITIATOR } else { role::RESPONDER },
             flags: (if opts.markers { conn::RX_MARKERS } else { 0 }) | (if opts.crc { conn::CRC } else { 0 }),
@@ -106,11 +194,13 @@ impl<'a> QueuePair<'a> {
             private_data: opts.private_data.as_ptr() as u64,
             peer_private: peer.as_mut_ptr() as u64,
             timeout_ms: opts.timeout.as_millis().clamp(1, 60_000) as u32,
-            ..CreateQp::default()
+            qp: self.handle,
+            ..AdoptQp::default()
         };
-        sys::ioctl(dev.file().as_fd(), IOCTL_CREATE_QP, &mut req)?;
+        sys::ioctl(self.dev.file().as_fd(), IOCTL_ADOPT_QP, &mut req)?;
         peer.truncate(req.peer_private_len as usize);
-        let negotiated = Negotiated {
+        self.stream = Some(stream);
+        Ok(self.negotiated.insert(Negotiated {
             mpa_rev: req.rev as u8,
             crc: req.negotiated & conn::CRC != 0,
             rx_markers: req.negotiated & conn::RX_MARKERS != 0,
@@ -118,37 +208,64 @@ impl<'a> QueuePair<'a> {
             ird: req.neg_ird as u16,
             ord: req.neg_ord as u16,
             peer_private: peer,
-        };
-        Ok(QueuePair { dev, handle: req.qp, negotiated, _stream: stream })
+        }))
     }
 
-    /// What the MPA exchange settled.
-    pub fn negotiated(&self) -> &Negotiated {
-        &self.negotiated
+    /// What the MPA exchange settled (None before [`QueuePair::adopt`]).
+    pub fn negotiated(&self) -> Option<&Negotiated> {
+        self.negotiated.as_ref()
     }
 
-    /// Sends `len` bytes at `offset` of `mr`. Synchronous for now: when it returns, the module has
-    /// framed the message (markers and CRC as negotiated) from a snapshot of the buffer and
-    /// queued it to TCP, so the buffer may be reused at once.
-    pub fn post_send(&self, mr: &MemoryRegion<'_>, offset: u64, len: u64, op: SendOp) -> io::Result<()> {
-        let mut req = PostSend { qp: self.handle, lkey: mr.lkey(), offset, length: len, ..PostSend::default() };
-        match op {
+    /// The module's handle for this QP (as in completions).
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// Posts a receive buffer for the peer's next Send (also before the QP is connected).
+    /// ENOMEM when the receive queue is full, ENOTCONN once the QP ended.
+    pub fn post_recv(&self, wr_id: u64, sge: &[Sge]) -> io::Result<()> {
+        let (sge, num_sge) = entries(sge)?;
+        sys::ioctl(self.dev.file().as_fd(), IOCTL_POST_RECV, &mut PostRecv { qp: self.handle, num_sge, wr_id, sge })
+    }
+
+    /// Posts a send work request. When this returns, the module has taken a snapshot of the
+    /// local buffer (Sends, Writes) and queued the message to TCP, so the buffer may be reused
+    /// at once; a Read completes later, when its data is in place.
+    pub fn post_send(&self, wr: &SendWr<'_>) -> io::Result<()> {
+        let (sge, num_sge) = entries(wr.sge)?;
+        let mut req =
+            PostSend { qp: self.handle, wr_id: wr.wr_id, num_sge, sge, flags: if wr.signaled { send_flags::SIGNALED } else { 0 }, ..PostSend::default() };
+        match wr.op {
             SendOp::Send { solicited } => {
                 req.opcode = opcode::SEND;
-                req.flags = if solicited { send_flags::SOLICITED } else { 0 };
+                req.flags |= if solicited { send_flags::SOLICITED } else { 0 };
             }
-            SendOp::Write { stag, to } => {
-                req.opcode = opcode::WRITE;
-                req.remote_stag = stag;
-                req.remote_to = to;
+            SendOp::SendInvalidate { solicited, stag } => {
+                req.opcode = opcode::SEND_WITH_INVALIDATE;
+                req.flags |= if solicited { send_flags::SOLICITED } else { 0 };
+                req.invalidate = stag;
+            }
+            SendOp::Write(r) | SendOp::Read(r) => {
+                req.opcode = if matches!(wr.op, SendOp::Write(_)) { opcode::WRITE } else { opcode::READ };
+                req.remote_addr = r.addr;
+                req.rkey = r.rkey;
             }
         }
         sys::ioctl(self.dev.file().as_fd(), IOCTL_POST_SEND, &mut req)
     }
 
-    /// The module's handle for this QP.
-    pub fn handle(&self) -> u32 {
-        self.handle
+    /// Whether the QP is still connected, and if not, why.
+    pub fn state(&self) -> io::Result<QpState> {
+        let mut q = QueryQp { qp: self.handle, ..QueryQp::default() };
+        sys::ioctl(self.dev.file().as_fd(), IOCTL_QUERY_QP, &mut q)?;
+        match q.state {
+            qp_state::RTS => return Ok(QpState::Connected),
+            qp_state::INIT => return Ok(QpState::Init),
+            _ => {}
+        }
+        let t = q.terminate;
+        let terminate = (t != 0).then_some(((t >> 16) as u8, (t >> 8) as u8, t as u8));
+        Ok(QpState::Error { terminate, sent: q.terminate_sent != 0 })
     }
 }
 

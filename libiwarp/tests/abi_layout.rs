@@ -31,17 +31,49 @@ fn memory_region_layouts() {
 #[test]
 fn queue_pair_layouts() {
     assert_eq!(size_of::<CreateQp>(), CREATE_QP_SIZE);
-    assert_eq!(offset_of!(CreateQp, private_data), 32);
-    assert_eq!(offset_of!(CreateQp, peer_private), 40);
-    assert_eq!(offset_of!(CreateQp, timeout_ms), 48);
-    assert_eq!(offset_of!(CreateQp, qp), 52);
-    assert_eq!(offset_of!(CreateQp, neg_ord), 72);
+    assert_eq!(offset_of!(CreateQp, max_send_wr), 12);
+    assert_eq!(offset_of!(CreateQp, qp), 16);
+    assert_eq!(size_of::<AdoptQp>(), ADOPT_QP_SIZE);
+    assert_eq!(offset_of!(AdoptQp, private_data), 32);
+    assert_eq!(offset_of!(AdoptQp, peer_private), 40);
+    assert_eq!(offset_of!(AdoptQp, timeout_ms), 48);
+    assert_eq!(offset_of!(AdoptQp, qp), 52);
+    assert_eq!(offset_of!(AdoptQp, neg_ord), 72);
     assert_eq!(size_of::<DestroyQp>(), DESTROY_QP_SIZE);
     assert_eq!(offset_of!(QueryStats, queue_pairs), 24);
+    assert_eq!(size_of::<QueryQp>(), QUERY_QP_SIZE);
+    assert_eq!(offset_of!(QueryQp, terminate_sent), 12);
+}
+
+#[test]
+fn work_request_layouts() {
+    assert_eq!(size_of::<Sge>(), 16);
+    assert_eq!(offset_of!(Sge, lkey), 12);
     assert_eq!(size_of::<PostSend>(), POST_SEND_SIZE);
-    assert_eq!(offset_of!(PostSend, offset), 16);
-    assert_eq!(offset_of!(PostSend, remote_to), 32);
-    assert_eq!(offset_of!(PostSend, remote_stag), 40);
+    assert_eq!(offset_of!(PostSend, wr_id), 16);
+    assert_eq!(offset_of!(PostSend, remote_addr), 24);
+    assert_eq!(offset_of!(PostSend, rkey), 32);
+    assert_eq!(offset_of!(PostSend, invalidate), 36);
+    assert_eq!(offset_of!(PostSend, sge), 40);
+    assert_eq!(size_of::<PostRecv>(), POST_RECV_SIZE);
+    assert_eq!(offset_of!(PostRecv, wr_id), 8);
+    assert_eq!(offset_of!(PostRecv, sge), 16);
+}
+
+#[test]
+fn completion_queue_layouts() {
+    assert_eq!(size_of::<CreateCq>(), CREATE_CQ_SIZE);
+    assert_eq!(offset_of!(CreateCq, mmap_offset), 16);
+    assert_eq!(offset_of!(CreateCq, mmap_len), 24);
+    assert_eq!(size_of::<CqOp>(), CQ_OP_SIZE);
+    assert_eq!(size_of::<Cqe>(), CQE_SIZE);
+    assert_eq!(offset_of!(Cqe, status), 8);
+    assert_eq!(offset_of!(Cqe, qp), 20);
+    assert_eq!(offset_of!(Cqe, invalidated), 28);
+    // Entries start on their own cache lines, after the producer's and the consumer's.
+    assert_eq!(cq_ring::CONSUMER % 64, 0);
+    assert_eq!(cq_ring::ENTRIES, 128);
+    assert_eq!(cq_ring::ENTRIES % CQE_SIZE, 0);
 }
 
 #[test]
@@ -51,7 +83,13 @@ fn ioctl_numbers_use_linux_encoding() {
     assert_eq!(IOCTL_REG_MR, 0xc020_a701);
     assert_eq!(IOCTL_DEREG_MR, 0x4008_a702);
     assert_eq!(IOCTL_QUERY_STATS, 0x8040_a703);
-    assert_eq!(IOCTL_CREATE_QP, 0xc050_a704);
+    assert_eq!(IOCTL_CREATE_QP, 0xc018_a704);
+    assert_eq!(IOCTL_ADOPT_QP, 0xc050_a70c);
     assert_eq!(IOCTL_DESTROY_QP, 0x4008_a705);
-    assert_eq!(IOCTL_POST_SEND, 0x4030_a706);
+    assert_eq!(IOCTL_POST_SEND, 0x4068_a706);
+    assert_eq!(IOCTL_POST_RECV, 0x4050_a707);
+    assert_eq!(IOCTL_CREATE_CQ, 0xc020_a708);
+    assert_eq!(IOCTL_DESTROY_CQ, 0x4008_a709);
+    assert_eq!(IOCTL_ARM_CQ, 0x4008_a70a);
+    assert_eq!(IOCTL_QUERY_QP, 0xc010_a70b);
 }

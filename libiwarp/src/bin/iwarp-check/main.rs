@@ -17,12 +17,23 @@
 //!                                   the protocol core (markers and CRC asked for), and verify
 //!   adopt-errors     descriptors that are not connected TCP streams, and bad arguments
 //!   stats-zero       nothing pinned, no regions, no QPs, no contexts but this one
+//!   verbs-serve PORT MAX OPTS                 (B) answer rounds with buffers of MAX bytes
+//!   verbs-drive HOST PORT SIZES DEEP OPTS     (A) per size: Write + Send to B, B Reads it back
+//!                                             and Sends its own, A Reads that back; then DEEP
+//!                                             Sends into as many receives posted at once
+//!   many-serve PORT N / many-drive HOST PORT N   N QPs at once, each running rounds
+//!   fault-serve PORT CASE / fault-drive HOST PORT CASE
+//!                    CASE: bad-stag, write-bounds, read-rights, no-recv: B must end the QP with
+//!                    the right Terminate, A must learn it, both flush what was posted
+//!   verbs-errors     (loopback) errnos of the data-path ioctls, and a CQ overrun
 //!
 //! OPTS: markers=0|1,crc=0|1,rev=1|2,pd=TEXT,timeout=MS. EXPECT: rev=N,crc=0|1,rx_markers=0|1,
 //! tx_markers=0|1,peer=TEXT (what the exchange must settle).
 
-use libiwarp::abi::{self, access, conn, role, CreateQp};
-use libiwarp::{Access, ConnectOptions, Device, Role};
+mod verbs;
+
+use libiwarp::abi::{self, access, conn, role, AdoptQp, CreateQp};
+use libiwarp::{Access, CompletionQueue, ConnectOptions, Device, QpInit, Role, SendOp, SendWr};
 use std::io::{self, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -48,6 +59,13 @@ fn main() -> ExitCode {
         Some("adopt-errors") => adopt_errors(),
         Some("send-kernel") if args.len() == 4 => num(3).ok_or("SIZE".to_string()).and_then(|n| send_kernel(&args[1], &args[2], n)),
         Some("recv-user") if args.len() == 3 => num(2).ok_or("SIZE".to_string()).and_then(|n| recv_user(&args[1], n)),
+        Some("verbs-serve") if args.len() == 4 => num(2).ok_or("MAX".to_string()).and_then(|n| verbs::serve(&args[1], n, &args[3])),
+        Some("verbs-drive") if args.len() == 6 => num(4).ok_or("DEEP".to_string()).and_then(|d| verbs::drive(&args[1], &args[2], &args[3], d, &args[5])),
+        Some("many-serve") if args.len() == 3 => num(2).ok_or("N".to_string()).and_then(|n| verbs::many_serve(&args[1], n)),
+        Some("many-drive") if args.len() == 4 => num(3).ok_or("N".to_string()).and_then(|n| verbs::many_drive(&args[1], &args[2], n)),
+        Some("fault-serve") if args.len() == 3 => verbs::fault_serve(&args[1], &args[2]),
+        Some("fault-drive") if args.len() == 4 => verbs::fault_drive(&args[1], &args[2], &args[3]),
+        Some("verbs-errors") => verbs::local_errors(),
         _ => Err("usage: see the top of libiwarp/src/bin/iwarp-check.rs".into()),
     };
     match result {
@@ -233,25 +251,33 @@ fn dial(host: &str, port: &str) -> Result<TcpStream, String> {
     }
 }
 
+/// Queue sizes for QPs that only run the MPA exchange or send.
+fn small<'a>(cq: &'a CompletionQueue<'a>) -> QpInit<'a> {
+    QpInit { send_cq: cq, recv_cq: cq, max_recv_wr: 4, max_send_wr: 4 }
+}
+
 fn accept(port: &str, opts: &str) -> Result<String, String> {
     let o = options(Role::Responder, opts)?;
     let dev = open()?;
-    let qp = dev.adopt(listen(port)?, &o).map_err(|e| format!("adopt as responder: {e}"))?;
-    Ok(settled(qp.negotiated()))
+    let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
+    let qp = dev.adopt(listen(port)?, &o, &small(&cq)).map_err(|e| format!("adopt as responder: {e}"))?;
+    Ok(settled(qp.negotiated().ok_or("no negotiation")?))
 }
 
 fn connect(host: &str, port: &str, opts: &str) -> Result<String, String> {
     let o = options(Role::Initiator, opts)?;
     let dev = open()?;
-    let qp = dev.adopt(dial(host, port)?, &o).map_err(|e| format!("adopt as initiator: {e}"))?;
-    Ok(settled(qp.negotiated()))
+    let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
+    let qp = dev.adopt(dial(host, port)?, &o, &small(&cq)).map_err(|e| format!("adopt as initiator: {e}"))?;
+    Ok(settled(qp.negotiated().ok_or("no negotiation")?))
 }
 
 fn accept_fail(port: &str, opts: &str, errno: &str) -> Check {
     let o = options(Role::Responder, opts)?;
     let errno: i32 = errno.parse().map_err(|_| format!("bad errno {errno}"))?;
     let dev = open()?;
-    expect_errno("adopting a connection whose peer breaks MPA", dev.adopt(listen(port)?, &o).map(|q| q.handle()), errno)?;
+    let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
+    expect_errno("adopting a connection whose peer breaks MPA", dev.adopt(listen(port)?, &o, &small(&cq)).map(|q| q.handle()), errno)?;
     ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 0, "no QP left behind")
 }
 
@@ -275,26 +301,43 @@ fn silent(host: &str, port: &str) -> Check {
 
 fn adopt_errors() -> Check {
     let dev = open()?;
-    let base = CreateQp { role: role::RESPONDER, flags: conn::CRC, mpa_rev: 2, timeout_ms: 100, ..CreateQp::default() };
-    let file = std::fs::File::open("/proc/self/status").map_err(|e| e.to_string())?;
-    expect_errno("a regular file", dev.create_qp_raw(&mut CreateQp { fd: file.as_raw_fd(), ..base }), libc::ENOTSOCK)?;
-    expect_errno("a closed descriptor", dev.create_qp_raw(&mut CreateQp { fd: 9999, ..base }), libc::EBADF)?;
-    let udp = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    expect_errno("a UDP socket", dev.create_qp_raw(&mut CreateQp { fd: udp.as_raw_fd(), ..base }), libc::EPROTONOSUPPORT)?;
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    expect_errno("a listening TCP socket", dev.create_qp_raw(&mut CreateQp { fd: listener.as_raw_fd(), ..base }), libc::ENOTCONN)?;
-    let fd = listener.as_raw_fd();
+    let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
+    let h = cq.handle();
+    let good = CreateQp { send_cq: h, recv_cq: h, max_recv_wr: 1, max_send_wr: 1, ..CreateQp::default() };
     for (what, req) in [
-        ("role 2", CreateQp { fd, role: 2, ..base }),
-        ("unknown flag", CreateQp { fd, flags: 1 << 7, ..base }),
-        ("MPA revision 3", CreateQp { fd, mpa_rev: 3, ..base }),
-        ("private data over 508", CreateQp { fd, private_len: 509, ..base }),
-        ("timeout 0", CreateQp { fd, timeout_ms: 0, ..base }),
-        ("IRD over 14 bits", CreateQp { fd, ird: 0x4000, ..base }),
+        ("unknown send CQ", CreateQp { send_cq: h ^ 0x80, ..good }),
+        ("unknown receive CQ", CreateQp { recv_cq: 0, ..good }),
+        ("receive queue of 0", CreateQp { max_recv_wr: 0, ..good }),
+        ("send queue over max_qp_wr", CreateQp { max_send_wr: abi::MAX_QP_WR + 1, ..good }),
+        ("handle not zero", CreateQp { qp: 1, ..good }),
     ] {
         expect_errno(what, dev.create_qp_raw(&mut req.clone()), libc::EINVAL)?;
     }
-    ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 0, "no QP made")
+    let mut made = good;
+    dev.create_qp_raw(&mut made).map_err(|e| format!("CREATE_QP: {e}"))?;
+    let base = AdoptQp { qp: made.qp, role: role::RESPONDER, flags: conn::CRC, mpa_rev: 2, timeout_ms: 100, ..AdoptQp::default() };
+    let file = std::fs::File::open("/proc/self/status").map_err(|e| e.to_string())?;
+    expect_errno("a regular file", dev.adopt_qp_raw(&mut AdoptQp { fd: file.as_raw_fd(), ..base }), libc::ENOTSOCK)?;
+    expect_errno("a closed descriptor", dev.adopt_qp_raw(&mut AdoptQp { fd: 9999, ..base }), libc::EBADF)?;
+    let udp = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    expect_errno("a UDP socket", dev.adopt_qp_raw(&mut AdoptQp { fd: udp.as_raw_fd(), ..base }), libc::EPROTONOSUPPORT)?;
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    expect_errno("a listening TCP socket", dev.adopt_qp_raw(&mut AdoptQp { fd: listener.as_raw_fd(), ..base }), libc::ENOTCONN)?;
+    let fd = listener.as_raw_fd();
+    for (what, req) in [
+        ("role 2", AdoptQp { fd, role: 2, ..base }),
+        ("unknown flag", AdoptQp { fd, flags: 1 << 7, ..base }),
+        ("MPA revision 3", AdoptQp { fd, mpa_rev: 3, ..base }),
+        ("private data over 508", AdoptQp { fd, private_len: 509, ..base }),
+        ("timeout 0", AdoptQp { fd, timeout_ms: 0, ..base }),
+        ("IRD over 14 bits", AdoptQp { fd, ird: 0x4000, ..base }),
+        ("unknown QP", AdoptQp { fd, qp: made.qp ^ 0x80, ..base }),
+    ] {
+        expect_errno(what, dev.adopt_qp_raw(&mut req.clone()), libc::EINVAL)?;
+    }
+    ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 1, "failed adoptions leave the QP as it was")?;
+    dev.destroy_qp_raw(made.qp).map_err(|e| format!("DESTROY_QP: {e}"))?;
+    ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 0, "no QP left")
 }
 
 /// The data both sides agree on: a pattern that differs at every offset.
@@ -307,13 +350,18 @@ const WRITE_TO: u64 = 0x10000;
 
 fn send_kernel(host: &str, port: &str, size: usize) -> Check {
     let dev = open()?;
-    let qp = dev.adopt(dial(host, port)?, &options(Role::Initiator, "markers=0,crc=1,rev=2")?).map_err(|e| format!("adopt: {e}"))?;
+    let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
+    let qp = dev.adopt(dial(host, port)?, &options(Role::Initiator, "markers=0,crc=1,rev=2")?, &small(&cq)).map_err(|e| format!("adopt: {e}"))?;
     let mut buf = pattern(size);
     let mr = dev.register(&mut buf, Access::NONE).map_err(|e| format!("register: {e}"))?;
-    qp.post_send(&mr, 0, size as u64, libiwarp::SendOp::Write { stag: WRITE_STAG, to: WRITE_TO }).map_err(|e| format!("post RDMA Write: {e}"))?;
-    let third = (size / 3 + 1).min(size) as u64;
-    qp.post_send(&mr, 0, third, libiwarp::SendOp::Send { solicited: true }).map_err(|e| format!("post Send: {e}"))?;
-    println!("ok: posted an RDMA Write of {size} bytes and a Send of {third} (peer markers {}, crc {})", qp.negotiated().tx_markers, qp.negotiated().crc);
+    let write = SendOp::Write(libiwarp::Remote { addr: WRITE_TO, rkey: WRITE_STAG });
+    qp.post_send(&SendWr { wr_id: 1, op: write, sge: &[mr.sge(0..size)], signaled: false }).map_err(|e| format!("post RDMA Write: {e}"))?;
+    let third = (size / 3 + 1).min(size);
+    // In two entries, so the module gathers them into one message.
+    let sge = [mr.sge(0..third / 2), mr.sge(third / 2..third)];
+    qp.post_send(&SendWr { wr_id: 2, op: SendOp::Send { solicited: true }, sge: &sge, signaled: false }).map_err(|e| format!("post Send: {e}"))?;
+    let n = qp.negotiated().ok_or("no negotiation")?;
+    println!("ok: posted an RDMA Write of {size} bytes and a Send of {third} (peer markers {}, crc {})", n.tx_markers, n.crc);
     Ok(())
 }
 

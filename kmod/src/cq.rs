@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues: a ring the application maps and polls without system calls (layout in
+//! the ABI's `cq_ring`), written only by the module. Blocking waits go through an eventfd the
+//! application passed in and armed (ARM_CQ).
+
+use crate::abi::{cq_ring, wc_flags, wc_status, Cqe, CQE_SIZE, MAX_CQE};
+use crate::eventfd::EventFd;
+use crate::ring::SharedRing;
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::mm::virt::VmaNew;
+use kernel::new_mutex;
+use kernel::prelude::*;
+use kernel::sync::{Arc, Mutex};
+use kernel::transmute::AsBytes;
+
+/// The ring is full: the entry was not written (a CQ overrun, fatal to the QP that hit it).
+#[derive(Debug)]
+pub(crate) struct Overrun;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Armed {
+    No,
+    Any,
+    Solicited,
+}
+
+struct State {
+    /// The module's own producer index; the ring's copy is only published from it.
+    producer: u32,
+    armed: Armed,
+}
+
+/// A completion queue.
+#[pin_data]
+pub(crate) struct Cq {
+    ring: SharedRing,
+    depth: u32,
+    notify: Option<EventFd>,
+    /// QPs reporting here (a CQ in use cannot be destroyed).
+    users: AtomicU32,
+    #[pin]
+    state: Mutex<State>,
+}
+
+impl Cq {
+    /// A CQ of at least `depth` entries (rounded up to a power of two), signalling `eventfd`
+    /// (if not negative) when armed.
+    pub(crate) fn new(depth: u32, eventfd: i32) -> Result<Arc<Cq>> {
+        if depth == 0 || depth > MAX_CQE {
+            return Err(EINVAL);
+        }
+        let depth = depth.next_power_of_two();
+        let ring = SharedRing::new(cq_ring::ENTRIES + depth as usize * CQE_SIZE)?;
+        ring.store(cq_ring::DEPTH, depth);
+        let notify = if eventfd < 0 { None } else { Some(EventFd::get(eventfd)?) };
+        Arc::pin_init(pin_init!(Cq { ring, depth, notify, users: AtomicU32::new(0), state <- new_mutex!(State { producer: 0, armed: Armed::No }) }), GFP_KERNEL)
+    }
+
+    pub(crate) fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// Length of the mapping.
+    pub(crate) fn ring_len(&self) -> usize {
+        self.ring.len()
+    }
+
+    pub(crate) fn mmap(&self, vma: &VmaNew) -> Result {
+        self.ring.mmap(vma)
+    }
+
+    /// Counts a QP that reports here; the returned guard uncounts it.
+    pub(crate) fn attach(self: &Arc<Cq>) -> Attached {
+        self.users.fetch_add(1, Ordering::Relaxed);
+        Attached(self.clone())
+    }
+
+    pub(crate) fn in_use(&self) -> bool {
+        self.users.load(Ordering::Relaxed) != 0
+    }
+
+    /// Signal the eventfd once, for the next entry (only solicited ones and errors if
+    /// `solicited_only`). EINVAL without an eventfd.
+    pub(crate) fn arm(&self, solicited_only: bool) -> Result {
+        if self.notify.is_none() {
+            return Err(EINVAL);
+        }
+        self.state.lock().armed = if solicited_only { Armed::Solicited } else { Armed::Any };
+        Ok(())
+    }
+
+    /// Writes `cqe` and publishes it; wakes an armed waiter.
+    pub(crate) fn push(&self, cqe: &Cqe) -> Result<(), Overrun> {
+        let mut st = self.state.lock();
+        // The application's consumer index is a hint: whatever it says, only the slot at our
+        // own producer index is written, and a ring that looks full is reported, not overwritten.
+        let consumer = self.ring.load(cq_ring::CONSUMER);
+        if st.producer.wrapping_sub(consumer) >= self.depth {
+            return Err(Overrun);
+        }
+        let slot = (st.producer & (self.depth - 1)) as usize;
+        self.ring.write(cq_ring::ENTRIES + slot * CQE_SIZE, cqe.as_bytes());
+        st.producer = st.producer.wrapping_add(1);
+        self.ring.store(cq_ring::PRODUCER, st.producer);
+        let wake = match st.armed {
+            Armed::No => false,
+            Armed::Any => true,
+            Armed::Solicited => cqe.status != wc_status::SUCCESS || cqe.flags & wc_flags::SOLICITED != 0,
+        };
+        if wake {
+            st.armed = Armed::No;
+            if let Some(n) = &self.notify {
+                n.signal();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A QP's reference to its CQ.
+pub(crate) struct Attached(Arc<Cq>);
+
+impl core::ops::Deref for Attached {
+    type Target = Cq;
+    fn deref(&self) -> &Cq {
+        &self.0
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.0.users.fetch_sub(1, Ordering::Relaxed);
+    }
+}

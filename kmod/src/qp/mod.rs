@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs: an adopted TCP connection after the MPA exchange (`establish`), with a send side
+//! that frames work requests in the caller's context (`send`) and a receive side that a
+//! workqueue runs when data arrives, placing straight from the socket's buffers into registered
+//! memory and completing into the CQs (`receive`). Lock order: tx, rx, socket, regions, CQ.
+
+mod establish;
+mod receive;
+mod send;
+mod wr;
+
+pub(crate) use establish::{establish, Established};
+
+use crate::abi::{qp_state, wc_opcode, wc_status, Cqe};
+use crate::cq::{Attached, Cq};
+use crate::markers::{self, Markers};
+use crate::mpa::negotiate::Connection;
+use crate::mr::MrTable;
+use crate::socket::TcpSocket;
+use crate::terminate::Terminate;
+use crate::tx::{self, Fpdu, Transmitter};
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::new_mutex;
+use kernel::prelude::*;
+use kernel::sync::{Arc, Mutex, SetOnce};
+use receive::RxSide;
+use send::TxSide;
+use wr::{Fifo, PendingRead, RecvWr};
+
+fn enotconn() -> Error {
+    Error::from_errno(-(kernel::bindings::ENOTCONN as i32))
+}
+
+/// Queue pairs of all contexts.
+static QUEUE_PAIRS: AtomicU64 = AtomicU64::new(0);
+
+/// The module-wide QP count.
+pub(crate) fn queue_pairs() -> u64 {
+    QUEUE_PAIRS.load(Ordering::Relaxed)
+}
+
+/// Counts a live QP.
+struct Counted;
+
+impl Counted {
+    fn new() -> Counted {
+        QUEUE_PAIRS.fetch_add(1, Ordering::Relaxed);
+        Counted
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        QUEUE_PAIRS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Sizes of a QP's queues, fixed at creation.
+pub(crate) struct Limits {
+    /// Receive work requests posted at once.
+    pub(crate) max_recv_wr: u32,
+    /// Our RDMA Reads outstanding (further capped by the ORD the connection settles).
+    pub(crate) max_send_wr: u32,
+}
+
+/// Why a QP left the connected state (what QUERY_QP reports).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ended {
+    /// The Terminate's layer/type/code, 0 if none (peer closed, destroyed).
+    pub(crate) terminate: u32,
+    /// We sent it.
+    pub(crate) sent: bool,
+}
+
+impl Ended {
+    fn of(t: &Terminate, sent: bool) -> Ended {
+        let (layer, etype, code) = t.code;
+        Ended { terminate: (layer as u32) << 16 | (etype as u32) << 8 | code as u32, sent }
+    }
+}
+
+/// Where a QP is in its life.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Made; receives may be posted.
+    Init,
+    /// ADOPT_QP is running the MPA exchange.
+    Connecting,
+    /// Work requests flow.
+    Connected,
+    /// Over; everything posted was flushed.
+    Ended(Ended),
+}
+
+/// A queue pair.
+#[pin_data]
+pub(crate) struct QueuePair {
+    /// The context's handle, stamped into completions.
+    handle: u32,
+    /// Set once, when connected.
+    sock: SetOnce<TcpSocket>,
+    mrs: Arc<Mutex<MrTable>>,
+    send_cq: Attached,
+    recv_cq: Attached,
+    _counted: Counted,
+    /// Set when connected.
+    #[pin]
+    tx: Mutex<Option<TxSide>>,
+    #[pin]
+    rx: Mutex<RxSide>,
+}
+
+impl QueuePair {
+    /// A QP not connected yet, known to its context as `handle`.
+    pub(crate) fn new(handle: u32, mrs: Arc<Mutex<MrTable>>, send_cq: &Arc<Cq>, recv_cq: &Arc<Cq>, limits: Limits) -> Result<Arc<QueuePair>> {
+        let rq = Fifo::<RecvWr>::new(limits.max_recv_wr as usize)?;
+        let reads = Fifo::<PendingRead>::new(limits.max_send_wr as usize)?;
+        Arc::pin_init(
+            try_pin_init!(QueuePair {
+                handle,
+                sock: SetOnce::new(),
+                mrs,
+                send_cq: send_cq.attach(),
+                recv_cq: recv_cq.attach(),
+                _counted: Counted::new(),
+                tx <- new_mutex!(None),
+                rx <- new_mutex!(RxSide::new(rq, reads)),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Claims the QP for an ADOPT_QP (EINVAL unless it is new). [`QueuePair::connect`] or
+    /// [`QueuePair::abandon`] must follow.
+    pub(crate) fn claim(&self) -> Result {
+        let mut rx = self.rx.lock();
+        if rx.phase != Phase::Init {
+            return Err(EINVAL);
+        }
+        rx.phase = Phase::Connecting;
+        Ok(())
+    }
+
+    /// The exchange failed: the QP may be adopted again.
+    pub(crate) fn abandon(&self) {
+        let mut rx = self.rx.lock();
+        if rx.phase == Phase::Connecting {
+            rx.phase = Phase::Init;
+        }
+    }
+
+    /// Takes the established stream: framing for what we send, the receive engine for what
+    /// arrives. The caller then hooks the socket.
+    pub(crate) fn connect(&self, est: Established) -> Result {
+        let c: Connection = est.conn;
+        // FPDUs sized to the connection's MSS, with room for the markers the peer asked for.
+        let tx_marks = if c.tx_markers { Markers::RFC } else { Markers::NONE };
+        let mulpdu = markers::mulpdu(est.sock.mss(), tx_marks).min(u16::MAX as u32);
+        let tx = Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu });
+        let fpdu = KBox::new(Fpdu::default(), GFP_KERNEL)?;
+        let rx_cfg = crate::rx::Config {
+            markers: if c.rx_markers { Markers::RFC } else { Markers::NONE },
+            crc: c.crc,
+            expect_rtr: None,
+            expect_rtr_read_response: false,
+        };
+        let mut rx = self.rx.lock();
+        rx.connect(rx_cfg, c.ird as usize, c.ord as usize)?;
+        if !self.sock.populate(est.sock) {
+            return Err(EINVAL);
+        }
+        *self.tx.lock() = Some(TxSide { tx, fpdu });
+        rx.phase = Phase::Connected;
+        Ok(())
+    }
+
+    /// The connected socket.
+    pub(crate) fn socket(&self) -> Result<&TcpSocket> {
+        self.sock.as_ref().ok_or_else(enotconn)
+    }
+
+    /// QUERY_QP: (state, terminate code, whether we sent it).
+    pub(crate) fn query(&self) -> (u32, u32, bool) {
+        match self.rx.lock().phase {
+            Phase::Init | Phase::Connecting => (qp_state::INIT, 0, false),
+            Phase::Connected => (qp_state::RTS, 0, false),
+            Phase::Ended(e) => (qp_state::ERROR, e.terminate, e.sent),
+        }
+    }
+
+    /// A completion of this QP.
+    fn cqe(&self, wr_id: u64, status: u32, opcode: u32, byte_len: u32) -> Cqe {
+        Cqe { wr_id, status, opcode, byte_len, qp: self.handle, flags: 0, invalidated: 0 }
+    }
+
+    /// Leaves the connected state for good: flushes every posted receive and outstanding Read
+    /// with error completions and shuts the connection down.
+    fn end(&self, rx: &mut RxSide, why: Ended) {
+        if matches!(rx.phase, Phase::Ended(_)) {
+            return;
+        }
+        rx.phase = Phase::Ended(why);
+        // A full CQ loses these flush entries; the QP is in error either way.
+        while let Some(wr) = rx.queues.rq.pop() {
+            let _ = self.recv_cq.push(&self.cqe(wr.wr_id, wc_status::WR_FLUSH_ERR, wc_opcode::RECV, 0));
+        }
+        while let Some(r) = rx.queues.reads.pop() {
+            let _ = self.send_cq.push(&self.cqe(r.wr_id, wc_status::WR_FLUSH_ERR, wc_opcode::RDMA_READ, 0));
+        }
+        if let Some(s) = self.sock.as_ref() {
+            s.shutdown();
+        }
+    }
+
+    /// Ends the QP because its owner destroys it.
+    pub(crate) fn close(&self) {
+        self.end(&mut self.rx.lock(), Ended { terminate: 0, sent: false });
+    }
+}

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receive side of a QP, run by the socket hook's work when data arrives: the queued TCP
+//! stream goes through the protocol core straight from the socket buffers (no intermediate
+//! copy), payload lands in registered memory as each FPDU is checked, and completions go to the
+//! CQ rings in stream order. Peer Read Requests are answered in the same work, after the socket
+//! is released.
+
+use super::wr::{Fifo, PendingRead, RecvWr, Sgl};
+use super::{enotconn, Ended, Phase, QueuePair};
+use crate::abi::{access, wc_flags, wc_opcode, wc_status, Cqe, PostRecv};
+use crate::mr::{Fault, MrTable};
+use crate::rdmap::{Opcode, ReadRequest};
+use crate::rx::{self, Event, Receiver, RxError, Sink, Target};
+use crate::shim::KernelCrc;
+use crate::socket::OnReceive;
+use crate::stream::Pieces;
+use crate::terminate::{Cause, Terminate};
+use crate::tx::Message;
+use kernel::prelude::*;
+
+/// What the receive side keeps.
+pub(crate) struct RxSide {
+    pub(super) phase: Phase,
+    /// Set when connected.
+    engine: Option<Receiver>,
+    /// Stream octets consumed since the first FPDU (the engine's in-order point).
+    consumed: u64,
+    pub(super) queues: Queues,
+}
+
+/// The state placement and delivery work on.
+pub(crate) struct Queues {
+    /// MSN of the Send that fills the oldest posted receive.
+    next_recv_msn: u32,
+    pub(super) rq: Fifo<RecvWr>,
+    pub(super) reads: Fifo<PendingRead>,
+    /// Peer Read Requests to answer after this pass.
+    requests: KVec<ReadRequest>,
+    /// The peer's Reads we answer at once (the IRD settled by MPA).
+    ird: usize,
+    /// Our Reads outstanding at once: the Read queue, capped by the settled ORD.
+    pub(super) max_reads: usize,
+    /// A local failure that ends the stream (sent as a Terminate).
+    fatal: Option<Terminate>,
+    /// The peer's Terminate.
+    peer_terminate: Option<Terminate>,
+}
+
+impl RxSide {
+    pub(super) fn new(rq: Fifo<RecvWr>, reads: Fifo<PendingRead>) -> RxSide {
+        let max_reads = reads.capacity();
+        let queues = Queues { next_recv_msn: 1, rq, reads, requests: KVec::new(), ird: 0, max_reads, fatal: None, peer_terminate: None };
+        RxSide { phase: Phase::Init, engine: None, consumed: 0, queues }
+    }
+
+    /// Starts receiving: the first FPDU is the next stream octet.
+    pub(super) fn connect(&mut self, cfg: rx::Config, ird: usize, ord: usize) -> Result {
+        self.queues.requests = KVec::with_capacity(ird, GFP_KERNEL)?;
+        self.queues.ird = ird;
+        self.queues.max_reads = self.queues.max_reads.min(ord);
+        self.engine = Some(Receiver::new(cfg));
+        Ok(())
+    }
+
+    /// Whether work requests may be posted for sending.
+    pub(super) fn connected(&self) -> Result {
+        match self.phase {
+            Phase::Connected => Ok(()),
+            _ => Err(enotconn()),
+        }
+    }
+}
+
+fn tagged_cause(f: Fault) -> Cause {
+    match f {
+        Fault::InvalidStag => Cause::DdpInvalidStag,
+        Fault::Bounds => Cause::DdpBaseBounds,
+        Fault::Access => Cause::RdmapAccessRights,
+    }
+}
+
+/// The protocol core's view of this QP while a pass holds its locks.
+struct Placer<'a> {
+    qp: &'a QueuePair,
+    q: &'a mut Queues,
+    mrs: &'a mut MrTable,
+}
+
+impl Placer<'_> {
+    fn recv(&self, msn: u32) -> Option<&RecvWr> {
+        self.q.rq.get(msn.wrapping_sub(self.q.next_recv_msn) as usize)
+    }
+
+    fn complete(&mut self, send_side: bool, cqe: Cqe) {
+        let cq = if send_side { &self.qp.send_cq } else { &self.qp.recv_cq };
+        if cq.push(&cqe).is_err() && self.q.fatal.is_none() {
+            self.q.fatal = Some(Terminate::new(Cause::RdmapCatastrophic));
+        }
+    }
+}
+
+impl Sink for Placer<'_> {
+    fn check(&mut self, op: Opcode, target: Target, len: u32) -> Result<(), Cause> {
+        match target {
+            Target::Tagged { stag, to } if op == Opcode::Write => self.mrs.check(stag, to, len as u64, access::REMOTE_WRITE).map_err(tagged_cause),
+            Target::Tagged { stag, to } => {
+                // A Read Response goes only where our oldest outstanding Read asked for it.
+                let read = self.q.reads.get(0).ok_or(Cause::RdmapOpcode)?;
+                let s = read.sink;
+                if stag != s.lkey {
+                    return Err(Cause::DdpInvalidStag);
+                }
+                let inside = to >= s.addr && to - s.addr + len as u64 <= s.length as u64;
+                if !inside {
+                    return Err(Cause::DdpBaseBounds);
+                }
+                self.mrs.check(stag, to, len as u64, access::LOCAL_WRITE).map_err(|_| Cause::RdmapCatastrophic)
+            }
+            Target::Untagged { msn, mo } => {
+                let wr = self.recv(msn).ok_or(Cause::DdpNoBuffer)?;
+                wr.sgl.check_place(self.mrs, mo, len).map_err(|f| match f {
+                    Fault::Bounds => Cause::DdpTooLong,
+                    _ => Cause::RdmapCatastrophic,
+                })
+            }
+        }
+    }
+
+    fn place(&mut self, target: Target, bytes: &[u8]) {
+        // check() allowed this range; regions cannot change while the pass holds the table.
+        let _ = match target {
+            Target::Tagged { stag, to } => self.mrs.write(stag, to, bytes, access::LOCAL_WRITE),
+            Target::Untagged { msn, mo } => match self.recv(msn) {
+                Some(wr) => wr.sgl.scatter(self.mrs, mo, bytes),
+                None => Ok(()),
+            },
+        };
+    }
+
+    fn deliver(&mut self, event: Event) {
+        match event {
+            Event::Send { len, solicited, invalidate, .. } => {
+                let Some(wr) = self.q.rq.pop() else { return };
+                self.q.next_recv_msn = self.q.next_recv_msn.wrapping_add(1);
+                let mut cqe = self.qp.cqe(wr.wr_id, wc_status::SUCCESS, wc_opcode::RECV, len);
+                if solicited {
+                    cqe.flags |= wc_flags::SOLICITED;
+                }
+                if let Some(stag) = invalidate {
+                    if self.mrs.invalidate(stag).is_ok() {
+                        cqe.flags |= wc_flags::WITH_INVALIDATE;
+                        cqe.invalidated = stag;
+                    } else if self.q.fatal.is_none() {
+                        self.q.fatal = Some(Terminate::new(Cause::RdmapCannotInvalidate));
+                    }
+                }
+                self.complete(false, cqe);
+            }
+            Event::ReadResponse { .. } => {
+                if let Some(r) = self.q.reads.pop() {
+                    if r.signaled {
+                        self.complete(true, self.qp.cqe(r.wr_id, wc_status::SUCCESS, wc_opcode::RDMA_READ, r.sink.length));
+                    }
+                }
+            }
+            Event::ReadRequest(rr) => {
+                if self.q.requests.len() >= self.q.ird {
+                    if self.q.fatal.is_none() {
+                        self.q.fatal = Some(Terminate::new(Cause::RdmapStreamCatastrophic).with_read_request(rr.emit()));
+                    }
+                } else {
+                    // Capacity for `ird` requests was reserved at creation.
+                    let _ = self.q.requests.push(rr, GFP_ATOMIC);
+                }
+            }
+            Event::Terminate(t) => self.q.peer_terminate = Some(t),
+            // No RTR is asked for (peer-to-peer mode is not offered), and Writes complete
+            // nothing at the data sink.
+            Event::Write { .. } | Event::ReadyToReceive(_) => {}
+        }
+    }
+}
+
+impl OnReceive for QueuePair {
+    fn on_receive(&self) {
+        let Some(sock) = self.sock.as_ref() else { return };
+        let mut guard = self.rx.lock();
+        let rx = &mut *guard;
+        if rx.phase != Phase::Connected {
+            return;
+        }
+        let RxSide { engine: Some(engine), consumed, queues, .. } = rx else { return };
+        let mut error = None;
+        // An error here (the socket closed under us) shows as !established() below.
+        let _ = sock.read(|parts, capped| {
+            let data = Pieces::new(*consumed, parts);
+            let mut mrs = self.mrs.lock();
+            let mut sink = Placer { qp: self, q: queues, mrs: &mut mrs };
+            match engine.receive::<KernelCrc, _>(&data, &mut sink) {
+                Ok(0) if capped => {
+                    // An FPDU spread over more socket buffers than one offer holds.
+                    error = Some(Terminate::new(Cause::RdmapCatastrophic));
+                    -1
+                }
+                Ok(n) => {
+                    *consumed += n;
+                    n as isize
+                }
+                Err(RxError::Terminate(t)) => {
+                    error = Some(t);
+                    -1
+                }
+                Err(RxError::Closed) => -1,
+            }
+        });
+        let fatal = error.or(queues.fatal.take());
+        let peer = queues.peer_terminate.take();
+        let mut requests = core::mem::take(&mut queues.requests);
+        drop(guard);
+
+        let fatal = fatal.or_else(|| self.serve_reads(&requests));
+        requests.clear();
+        let mut guard = self.rx.lock();
+        // Keep the reserved capacity for the next pass.
+        guard.queues.requests = requests;
+        if let Some(t) = fatal {
+            // The peer learns why; sending may fail if it is gone already.
+            let _ = self.send_message(Message::Terminate(t), &[]);
+            self.end(&mut guard, Ended::of(&t, true));
+        } else if let Some(t) = peer {
+            self.end(&mut guard, Ended::of(&t, false));
+        } else if !sock.established() {
+            self.end(&mut guard, Ended { terminate: 0, sent: false });
+        }
+    }
+}
+
+impl QueuePair {
+    /// POST_RECV: a buffer for the peer's next Send, also before the QP is connected (ENOMEM
+    /// when the receive queue is full).
+    pub(crate) fn post_recv(&self, req: &PostRecv) -> Result {
+        let sgl = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock(), access::LOCAL_WRITE)?;
+        let mut rx = self.rx.lock();
+        if matches!(rx.phase, Phase::Ended(_)) {
+            return Err(enotconn());
+        }
+        rx.queues.rq.push(RecvWr { wr_id: req.wr_id, sgl })
+    }
+
+    /// Answers the peer's Read Requests in order, from our registered memory, without waking
+    /// anyone. Returns the Terminate for the first one that may not be served.
+    fn serve_reads(&self, requests: &[ReadRequest]) -> Option<Terminate> {
+        for rr in requests {
+            let refuse = |c: Cause| Some(Terminate::new(c).with_read_request(rr.emit()));
+            if rr.size as u64 > crate::abi::MAX_MESSAGE {
+                return refuse(Cause::RdmapCatastrophic);
+            }
+            let Ok(mut payload) = KVVec::from_elem(0u8, rr.size as usize, GFP_KERNEL) else {
+                return refuse(Cause::RdmapCatastrophic);
+            };
+            let read = self.mrs.lock().read(rr.src_stag, rr.src_to, &mut payload, access::REMOTE_READ);
+            if let Err(f) = read {
+                return refuse(match f {
+                    Fault::InvalidStag => Cause::RdmapInvalidStag,
+                    Fault::Bounds => Cause::RdmapBaseBounds,
+                    Fault::Access => Cause::RdmapAccessRights,
+                });
+            }
+            if self.send_message(Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to }, &payload).is_err() {
+                return None;
+            }
+        }
+        None
+    }
+}

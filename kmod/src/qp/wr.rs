@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Work requests as the module keeps them: copied in from the caller, checked against the
+//! context's regions, then held in kernel-private queues (the caller's copy is never read
+//! again).
+
+use crate::abi::{access, Sge, MAX_MESSAGE, MAX_SGE};
+use crate::mr::{Fault, MrTable};
+use kernel::prelude::*;
+
+/// A validated scatter/gather list.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Sgl {
+    sge: [Sge; MAX_SGE],
+    n: usize,
+    total: u32,
+}
+
+impl Sgl {
+    /// Checks the first `n` of `sge` against `mrs` with `need` rights: EINVAL for a bad count,
+    /// an unknown lkey or a range outside its region, EACCES for a missing right.
+    pub(crate) fn new(sge: &[Sge; MAX_SGE], n: u32, mrs: &MrTable, need: u32) -> Result<Sgl> {
+        let n = n as usize;
+        if n > MAX_SGE {
+            return Err(EINVAL);
+        }
+        let mut total = 0u64;
+        for s in &sge[..n] {
+            mrs.check(s.lkey, s.addr, s.length as u64, need).map_err(|f| match f {
+                Fault::Access => EACCES,
+                _ => EINVAL,
+            })?;
+            total += s.length as u64;
+        }
+        if total > MAX_MESSAGE {
+            return Err(EMSGSIZE);
+        }
+        Ok(Sgl { sge: *sge, n, total: total as u32 })
+    }
+
+    /// Total octets.
+    pub(crate) fn len(&self) -> u32 {
+        self.total
+    }
+
+    /// The single entry (RDMA Read sinks have exactly one).
+    pub(crate) fn single(&self) -> Option<Sge> {
+        (self.n == 1).then_some(self.sge[0])
+    }
+
+    /// Copies the whole list into `dst` (`len()` octets): the snapshot a Send or Write frames.
+    pub(crate) fn gather(&self, mrs: &MrTable, dst: &mut [u8]) -> Result<(), Fault> {
+        let mut at = 0;
+        for s in &self.sge[..self.n] {
+            let len = s.length as usize;
+            mrs.read(s.lkey, s.addr, &mut dst[at..at + len], 0)?;
+            at += len;
+        }
+        Ok(())
+    }
+
+    /// Calls `f(entry, offset in entry, octets)` for the pieces covering message range
+    /// `[mo, mo + len)`; `Fault::Bounds` if the list is shorter.
+    fn walk(&self, mo: u32, len: u32, mut f: impl FnMut(&Sge, u64, usize) -> Result<(), Fault>) -> Result<(), Fault> {
+        if mo.checked_add(len).is_none_or(|end| end > self.total) {
+            return Err(Fault::Bounds);
+        }
+        let (mut skip, mut left) = (mo as u64, len as u64);
+        for s in &self.sge[..self.n] {
+            if left == 0 {
+                break;
+            }
+            let slen = s.length as u64;
+            if skip >= slen {
+                skip -= slen;
+                continue;
+            }
+            let take = (slen - skip).min(left);
+            f(s, skip, take as usize)?;
+            skip = 0;
+            left -= take;
+        }
+        Ok(())
+    }
+
+    /// Whether message range `[mo, mo + len)` can be placed (regions still there and writable).
+    pub(crate) fn check_place(&self, mrs: &MrTable, mo: u32, len: u32) -> Result<(), Fault> {
+        self.walk(mo, len, |s, off, n| mrs.check(s.lkey, s.addr + off, n as u64, access::LOCAL_WRITE))
+    }
+
+    /// Places `src` at message offset `mo`.
+    pub(crate) fn scatter(&self, mrs: &MrTable, mo: u32, src: &[u8]) -> Result<(), Fault> {
+        let mut at = 0;
+        self.walk(mo, src.len() as u32, |s, off, n| {
+            let r = mrs.write(s.lkey, s.addr + off, &src[at..at + n], access::LOCAL_WRITE);
+            at += n;
+            r
+        })
+    }
+}
+
+/// A posted receive.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct RecvWr {
+    pub(crate) wr_id: u64,
+    pub(crate) sgl: Sgl,
+}
+
+/// An RDMA Read of ours the peer has not answered yet.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct PendingRead {
+    pub(crate) wr_id: u64,
+    pub(crate) signaled: bool,
+    /// Where the response goes.
+    pub(crate) sink: Sge,
+}
+
+/// A bounded first-in first-out queue in kernel memory, allocated once.
+pub(crate) struct Fifo<T: Copy + Default> {
+    slots: KVVec<T>,
+    head: usize,
+    len: usize,
+}
+
+impl<T: Copy + Default> Fifo<T> {
+    pub(crate) fn new(cap: usize) -> Result<Fifo<T>> {
+        Ok(Fifo { slots: KVVec::from_elem(T::default(), cap, GFP_KERNEL)?, head: 0, len: 0 })
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Appends; ENOMEM when full (as verbs reports a full work queue).
+    pub(crate) fn push(&mut self, v: T) -> Result {
+        if self.len == self.slots.len() {
+            return Err(ENOMEM);
+        }
+        let i = (self.head + self.len) % self.slots.len();
+        self.slots[i] = v;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// The `i`-th oldest entry.
+    pub(crate) fn get(&self, i: usize) -> Option<&T> {
+        (i < self.len).then(|| &self.slots[(self.head + i) % self.slots.len()])
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<T> {
+        let v = *self.get(0)?;
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        Some(v)
+    }
+}

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Kernel memory the application maps (`shim/mem_shim.c`: vmalloc_user, remap_vmalloc_range):
+//! the completion rings. The application may write any byte at any time, so the module reads
+//! only the words it must (with atomics) and treats them as untrusted hints (seed 001).
+
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::mm::virt::VmaNew;
+use kernel::page::PAGE_SIZE;
+use kernel::prelude::*;
+
+mod ffi {
+    use core::ffi::c_void;
+    extern "C" {
+        pub(super) fn iwarp_shim_ring_alloc(bytes: usize) -> *mut u8;
+        pub(super) fn iwarp_shim_ring_free(ring: *mut u8);
+        pub(super) fn iwarp_shim_ring_mmap(vma: *mut c_void, ring: *mut u8, bytes: usize) -> i32;
+        pub(super) fn iwarp_shim_vma_pgoff(vma: *const c_void) -> usize;
+    }
+}
+
+/// Zeroed, page-aligned memory shared with user space through `mmap`.
+pub(crate) struct SharedRing {
+    ptr: NonNull<u8>,
+    bytes: usize,
+}
+
+// SAFETY: the allocation is owned by this value and freed once; all access goes through raw
+// pointers with atomic or volatile operations, valid from any thread.
+unsafe impl Send for SharedRing {}
+// SAFETY: see above; `&self` methods never form Rust references into the shared memory.
+unsafe impl Sync for SharedRing {}
+
+impl SharedRing {
+    /// `bytes` rounded up to whole pages.
+    pub(crate) fn new(bytes: usize) -> Result<SharedRing> {
+        let bytes = bytes.checked_next_multiple_of(PAGE_SIZE).ok_or(EINVAL)?;
+        // SAFETY: a plain allocation call.
+        let raw = unsafe { ffi::iwarp_shim_ring_alloc(bytes) };
+        Ok(SharedRing { ptr: NonNull::new(raw).ok_or(ENOMEM)?, bytes })
+    }
+
+    /// Length in octets (what `mmap` must ask for).
+    pub(crate) fn len(&self) -> usize {
+        self.bytes
+    }
+
+    fn word(&self, off: usize) -> &AtomicU32 {
+        assert!(off % 4 == 0 && off + 4 <= self.bytes);
+        // SAFETY: in bounds and aligned (checked above; the allocation is page aligned), and the
+        // memory lives as long as `self`. Other writers (user space) only ever use atomic-sized
+        // stores on these words, and any value is a valid u32.
+        unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(off).cast()) }
+    }
+
+    /// Reads the u32 at `off` (acquire): a value user space may have written.
+    pub(crate) fn load(&self, off: usize) -> u32 {
+        self.word(off).load(Ordering::Acquire)
+    }
+
+    /// Publishes `v` at `off` (release: what was written before is visible first).
+    pub(crate) fn store(&self, off: usize, v: u32) {
+        self.word(off).store(v, Ordering::Release)
+    }
+
+    /// Copies `src` to `off` (volatile: user space may be reading it).
+    pub(crate) fn write(&self, off: usize, src: &[u8]) {
+        assert!(off.checked_add(src.len()).is_some_and(|end| end <= self.bytes));
+        for (i, b) in src.iter().enumerate() {
+            // SAFETY: in bounds (checked above) of memory owned by `self`.
+            unsafe { self.ptr.as_ptr().add(off + i).write_volatile(*b) };
+        }
+    }
+
+    /// Maps the ring into `vma`, which must span exactly [`SharedRing::len`] octets.
+    pub(crate) fn mmap(&self, vma: &VmaNew) -> Result {
+        // SAFETY: `vma` is a live vma being set up by mmap; the ring is live and `bytes` long.
+        let rc = unsafe { ffi::iwarp_shim_ring_mmap(vma.as_ptr().cast(), self.ptr.as_ptr(), self.bytes) };
+        if rc < 0 {
+            return Err(Error::from_errno(rc));
+        }
+        Ok(())
+    }
+}
+
+/// The page offset `mmap` was called with.
+pub(crate) fn mmap_pgoff(vma: &VmaNew) -> usize {
+    // SAFETY: `vma` is live; the shim reads one field.
+    unsafe { ffi::iwarp_shim_vma_pgoff(vma.as_ptr().cast()) }
+}
+
+impl Drop for SharedRing {
+    fn drop(&mut self) {
+        // SAFETY: allocated by iwarp_shim_ring_alloc() and freed once; pages still mapped by a
+        // process keep their own references.
+        unsafe { ffi::iwarp_shim_ring_free(self.ptr.as_ptr()) };
+    }
+}

@@ -1,0 +1,491 @@
+//! Data-path checks between two module instances: every verb with random data, checksums and
+//! byte-for-byte comparison in both directions, deep queues, many QPs at once, and the faults
+//! that must end a connection with a Terminate and flushed work requests.
+
+use super::{dial, ensure, expect_errno, listen, open, options, Check};
+use iwarp_proto::terminate::Cause;
+use libiwarp::{
+    Access, CompletionQueue, Device, MemoryRegion, QpInit, QpState, QueuePair, Remote, Role, SendOp, SendWr, Sge, WaitMode, WcOpcode, WcStatus, WorkCompletion,
+};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// Deterministic random bytes for (size, side): both peers can regenerate what the other sent.
+fn random(n: usize, side: u8) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (n as u64) << 8 ^ side as u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// FNV-1a, the checksum sent along with each transfer.
+fn checksum(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+const WAIT: Duration = Duration::from_secs(120);
+const SPIN: WaitMode = WaitMode::SpinThenBlock(Duration::from_micros(15));
+
+/// Waits for the next completion on `cq`, which must be a successful `op`.
+fn done(cq: &CompletionQueue<'_>, op: WcOpcode) -> Result<WorkCompletion, String> {
+    let mut wc = [WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Send, byte_len: 0, qp: 0, solicited: false, invalidated: None }];
+    let n = cq.wait(&mut wc, SPIN, WAIT).map_err(|e| format!("wait for {op:?}: {e}"))?;
+    if n == 0 {
+        return Err(format!("no {op:?} completion within {WAIT:?}"));
+    }
+    if wc[0].status != WcStatus::Success || wc[0].opcode != op {
+        return Err(format!("expected a successful {op:?}, got {:?}", wc[0]));
+    }
+    Ok(wc[0])
+}
+
+/// One side's registered buffers.
+struct Buffers<'d> {
+    /// Source of Writes, Sends and the peer's Reads.
+    src: MemoryRegion<'d>,
+    /// Target of the peer's Writes.
+    dst: MemoryRegion<'d>,
+    /// Receive buffers.
+    rcv: MemoryRegion<'d>,
+    /// RDMA Read sink.
+    sink: MemoryRegion<'d>,
+}
+
+/// Registers four buffers of `max` bytes (leaked: they live as long as the process).
+fn buffers(dev: &Device, max: usize) -> Result<Buffers<'_>, String> {
+    let reg = |access: Access| {
+        let buf: &'static mut [u8] = Vec::leak(vec![0u8; max.max(64)]);
+        dev.register(buf, access).map_err(|e| format!("register {max} bytes: {e}"))
+    };
+    Ok(Buffers {
+        src: reg(Access::REMOTE_READ)?,
+        dst: reg(Access::LOCAL_WRITE | Access::REMOTE_WRITE)?,
+        rcv: reg(Access::LOCAL_WRITE)?,
+        sink: reg(Access::LOCAL_WRITE)?,
+    })
+}
+
+/// The private data each side sends: where the peer may write and read.
+fn advertise(b: &Buffers<'_>) -> Vec<u8> {
+    let (d, s) = (b.dst.remote(0), b.src.remote(0));
+    [d.addr.to_le_bytes().as_slice(), &d.rkey.to_le_bytes(), &s.addr.to_le_bytes(), &s.rkey.to_le_bytes()].concat()
+}
+
+/// The peer's (dst, src) from its private data.
+fn peer_regions(pd: &[u8]) -> Result<(Remote, Remote), String> {
+    if pd.len() != 24 {
+        return Err(format!("peer private data of {} bytes, expected 24", pd.len()));
+    }
+    let u64_at = |i: usize| u64::from_le_bytes(pd[i..i + 8].try_into().unwrap());
+    let u32_at = |i: usize| u32::from_le_bytes(pd[i..i + 4].try_into().unwrap());
+    Ok((Remote { addr: u64_at(0), rkey: u32_at(8) }, Remote { addr: u64_at(12), rkey: u32_at(20) }))
+}
+
+/// A connected QP with its CQs and both sides' buffers.
+struct Session<'d> {
+    qp: QueuePair<'d>,
+    scq: &'d CompletionQueue<'d>,
+    rcq: &'d CompletionQueue<'d>,
+    b: Buffers<'d>,
+    peer_dst: Remote,
+    peer_src: Remote,
+}
+
+impl Session<'_> {
+    /// Posts a receive covering the whole receive buffer in three entries (multi-SGE).
+    fn post_recv(&self) -> Check {
+        let n = self.b.rcv.as_slice().len();
+        let (a, c) = (n / 3, 2 * n / 3);
+        let sge = [self.b.rcv.sge(0..a), self.b.rcv.sge(a..c), self.b.rcv.sge(c..n)];
+        self.qp.post_recv(7, &sge).map_err(|e| format!("post_recv: {e}"))
+    }
+
+    fn send(&self, sge: &[Sge], signaled: bool) -> Check {
+        self.qp.post_send(&SendWr { wr_id: 1, op: SendOp::Send { solicited: false }, sge, signaled }).map_err(|e| format!("post Send: {e}"))?;
+        if signaled {
+            done(self.scq, WcOpcode::Send)?;
+        }
+        Ok(())
+    }
+
+    /// Sends a control message (two numbers) from the start of `src`.
+    fn tell(&mut self, a: u64, b: u64) -> Check {
+        self.b.src.as_mut_slice()[..16].copy_from_slice(&[a.to_le_bytes(), b.to_le_bytes()].concat());
+        let sge = [self.b.src.sge(0..16)];
+        self.send(&sge, true)
+    }
+
+    /// Waits for the next receive and reposts a buffer (before anything is sent back, so the
+    /// peer's answer finds it).
+    fn hear(&self) -> Result<(WorkCompletion, u64, u64), String> {
+        let wc = done(self.rcq, WcOpcode::Recv)?;
+        let r = self.b.rcv.as_slice();
+        let (a, b) = (u64::from_le_bytes(r[..8].try_into().unwrap()), u64::from_le_bytes(r[8..16].try_into().unwrap()));
+        if a != DONE {
+            self.post_recv()?;
+        }
+        Ok((wc, a, b))
+    }
+
+    /// RDMA Reads `n` bytes of the peer's source into the sink and compares with `want`.
+    fn read_and_check(&self, n: usize, want: &[u8], what: &str) -> Check {
+        let sge = [self.b.sink.sge(0..n)];
+        self.qp.post_send(&SendWr { wr_id: 3, op: SendOp::Read(self.peer_src), sge: &sge, signaled: true }).map_err(|e| format!("post Read: {e}"))?;
+        let wc = done(self.scq, WcOpcode::RdmaRead)?;
+        ensure(wc.byte_len as usize == n && &self.b.sink.as_slice()[..n] == want, format!("{what}: RDMA Read of {n} bytes intact"))
+    }
+}
+
+/// Makes a QP on `cqs` with buffers of `max` bytes, posts `posted` receives, then connects it
+/// over `stream` (each side tells the other its regions in the MPA private data).
+#[allow(clippy::too_many_arguments)]
+fn connect<'d>(
+    dev: &'d Device,
+    cqs: (&'d CompletionQueue<'d>, &'d CompletionQueue<'d>),
+    stream: TcpStream,
+    role: Role,
+    opts: &str,
+    max: usize,
+    max_recv_wr: u32,
+    posted: usize,
+) -> Result<Session<'d>, String> {
+    let b = buffers(dev, max)?;
+    let mut o = options(role, opts)?;
+    o.private_data = advertise(&b);
+    let init = QpInit { send_cq: cqs.0, recv_cq: cqs.1, max_recv_wr, max_send_wr: 16 };
+    let qp = dev.create_qp(&init).map_err(|e| format!("create QP: {e}"))?;
+    let mut s = Session { qp, scq: cqs.0, rcq: cqs.1, b, peer_dst: Remote::default(), peer_src: Remote::default() };
+    for _ in 0..posted {
+        s.post_recv()?;
+    }
+    let n = s.qp.adopt(stream, &o).map_err(|e| format!("adopt: {e}"))?;
+    println!("ok: connected (MPA rev {}, CRC {}, markers in {} out {})", n.mpa_rev, n.crc, n.rx_markers, n.tx_markers);
+    (s.peer_dst, s.peer_src) = peer_regions(&n.peer_private)?;
+    Ok(s)
+}
+
+const DONE: u64 = u64::MAX;
+const DEEP: u64 = u64::MAX - 1;
+
+/// Guest B: accept, then answer rounds until the initiator says it is done.
+pub(crate) fn serve(port: &str, max: usize, opts: &str) -> Check {
+    let dev = open()?;
+    serve_on(&dev, listen(port)?, max, opts)
+}
+
+/// Guest B: `many` connections at once, one thread and QP each.
+pub(crate) fn many_serve(port: &str, many: usize) -> Check {
+    let dev = open()?;
+    let l = std::net::TcpListener::bind(format!("0.0.0.0:{port}")).map_err(|e| format!("listen {port}: {e}"))?;
+    println!("listening on {port}");
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    std::thread::scope(|sc| {
+        let runs: Vec<_> = (0..many).map(|_| sc.spawn(|| serve_on(&dev, l.accept().map_err(|e| e.to_string())?.0, 1 << 16, ""))).collect();
+        runs.into_iter().try_for_each(|r| r.join().map_err(|_| "thread panicked".to_string())?)
+    })?;
+    ensure(true, format!("B: {many} QPs served at once"))
+}
+
+/// Guest A: `many` connections at once, each running the rounds.
+pub(crate) fn many_drive(host: &str, port: &str, many: usize) -> Check {
+    let dev = open()?;
+    std::thread::scope(|sc| {
+        let runs: Vec<_> = (0..many).map(|_| sc.spawn(|| drive_on(&dev, dial(host, port)?, &[4096, 1 << 16], 0, ""))).collect();
+        runs.into_iter().try_for_each(|r| r.join().map_err(|_| "thread panicked".to_string())?)
+    })?;
+    let qps = dev.stats().map_err(|e| e.to_string())?.queue_pairs;
+    ensure(qps == 0, format!("A: {many} QPs ran at once, all gone after"))
+}
+
+fn serve_on(dev: &Device, stream: TcpStream, max: usize, opts: &str) -> Check {
+    let (scq, rcq) = (dev.create_cq(64).map_err(|e| e.to_string())?, dev.create_cq(4096).map_err(|e| e.to_string())?);
+    let mut s = connect(dev, (&scq, &rcq), stream, Role::Responder, opts, max, 2048, POSTED)?;
+    s.tell(0, 0)?;
+    loop {
+        let (_, size, sum) = s.hear()?;
+        if size == DONE {
+            ensure(s.qp.state().map_err(|e| e.to_string())? == QpState::Connected, "B: QP still connected at the end")?;
+            s.tell(DONE, 0)?;
+            // The initiator closes once it has the answer.
+            return wait_ended(&s.qp).map(drop);
+        }
+        if size == DEEP {
+            deep_receive(&mut s, sum as usize)?;
+            continue;
+        }
+        let n = size as usize;
+        let want = random(n, b'A');
+        ensure(
+            checksum(&s.b.dst.as_slice()[..n]) == sum && s.b.dst.as_slice()[..n] == want[..],
+            format!("B: RDMA Write of {n} bytes from A placed intact (checksum {sum:#x})"),
+        )?;
+        s.read_and_check(n, &want, "B")?;
+        let mine = random(n, b'B');
+        s.b.src.as_mut_slice()[..n].copy_from_slice(&mine);
+        let (x, y) = (n / 2, 3 * n / 4);
+        let sge = [s.b.src.sge(0..x), s.b.src.sge(x..y), s.b.src.sge(y..n)];
+        s.send(&sge, true)?;
+    }
+}
+
+/// Guest A: connect, then a round per size: Write + Send to B, B Reads it back and Sends its
+/// own data, A Reads that back.
+pub(crate) fn drive(host: &str, port: &str, sizes: &str, deep: usize, opts: &str) -> Check {
+    let sizes: Vec<usize> = sizes.split(',').map(|s| s.parse().map_err(|_| format!("bad size {s}"))).collect::<Result<_, _>>()?;
+    let dev = open()?;
+    drive_on(&dev, dial(host, port)?, &sizes, deep, opts)
+}
+
+fn drive_on(dev: &Device, stream: TcpStream, sizes: &[usize], deep: usize, opts: &str) -> Check {
+    let max = sizes.iter().copied().max().unwrap_or(16).max(16 * (deep + 4)).max(16);
+    let (scq, rcq) = (dev.create_cq(64).map_err(|e| e.to_string())?, dev.create_cq(64).map_err(|e| e.to_string())?);
+    let mut s = connect(dev, (&scq, &rcq), stream, Role::Initiator, opts, max, 16, POSTED)?;
+    s.hear()?; // B is ready
+    for &n in sizes {
+        let mine = random(n, b'A');
+        s.b.src.as_mut_slice()[..n].copy_from_slice(&mine);
+        let sge = [s.b.src.sge(0..n)];
+        s.qp.post_send(&SendWr { wr_id: 2, op: SendOp::Write(s.peer_dst), sge: &sge, signaled: false }).map_err(|e| format!("post Write: {e}"))?;
+        // The control message goes after the Write on the same stream, so it is placed after it.
+        let mut ctl = [0u8; 16];
+        ctl[..8].copy_from_slice(&(n as u64).to_le_bytes());
+        ctl[8..].copy_from_slice(&checksum(&mine).to_le_bytes());
+        // Keep `mine` intact in src: the control message goes from the sink's tail instead.
+        let tail = s.b.sink.as_slice().len() - 16;
+        s.b.sink.as_mut_slice()[tail..].copy_from_slice(&ctl);
+        let sge = [s.b.sink.sge(tail..tail + 16)];
+        s.send(&sge, true)?;
+        let (wc, _, _) = s.hear()?;
+        let want = random(n, b'B');
+        // hear() reposted over the buffer, but nothing can arrive before we answer.
+        ensure(wc.byte_len as usize == n && s.b.rcv.as_slice()[..n] == want[..], format!("A: Send of {n} bytes from B in three SGEs placed intact"))?;
+        s.read_and_check(n, &want, "A")?;
+    }
+    if deep > 0 {
+        deep_send(&mut s, deep)?;
+    }
+    ensure(s.qp.state().map_err(|e| e.to_string())? == QpState::Connected, "A: QP still connected at the end")?;
+    s.tell(DONE, 0)?;
+    s.hear().map(drop)
+}
+
+/// Receives every session keeps posted (over the whole receive buffer).
+const POSTED: usize = 4;
+
+/// Deep queue, receiving side: `n` receives posted at once at distinct offsets; the sender
+/// first uses up the session's standing receives with fillers, then sends `n` messages.
+fn deep_receive(s: &mut Session<'_>, n: usize) -> Check {
+    for i in 0..n {
+        let sge = [s.b.dst.sge(i * 16..i * 16 + 16)];
+        s.qp.post_recv(i as u64, &sge).map_err(|e| format!("post_recv {i}: {e}"))?;
+    }
+    s.tell(0, 0)?;
+    let none = WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Recv, byte_len: 0, qp: 0, solicited: false, invalidated: None };
+    let mut wc = vec![none; 256];
+    let mut got = 0;
+    while got < POSTED + n {
+        let k = s.rcq.wait(&mut wc, SPIN, WAIT).map_err(|e| e.to_string())?;
+        if k == 0 {
+            return Err(format!("deep: only {got} of {} completions within {WAIT:?}", POSTED + n));
+        }
+        for c in &wc[..k] {
+            if c.status != WcStatus::Success || c.byte_len != 16 {
+                return Err(format!("deep: bad completion {c:?}"));
+            }
+            if got >= POSTED {
+                let i = got - POSTED;
+                let m = &s.b.dst.as_slice()[i * 16..i * 16 + 16];
+                let seq = u64::from_le_bytes(m[..8].try_into().unwrap());
+                if c.wr_id != i as u64 || seq != i as u64 || u64::from_le_bytes(m[8..].try_into().unwrap()) != checksum(&seq.to_le_bytes()) {
+                    return Err(format!("deep: message {i} wrong (wr_id {}, seq {seq})", c.wr_id));
+                }
+            }
+            got += 1;
+        }
+    }
+    for _ in 0..POSTED {
+        s.post_recv()?;
+    }
+    s.tell(0, 0)?;
+    println!("ok: deep queue: {n} receives posted at once, {n} messages completed in order and intact");
+    Ok(())
+}
+
+/// Deep queue, sending side: fillers for the standing receives, then `n` Sends back to back,
+/// one signaled in 32.
+fn deep_send(s: &mut Session<'_>, n: usize) -> Check {
+    s.tell(DEEP, n as u64)?;
+    s.hear()?; // the receives are posted
+    for i in 0..POSTED + n {
+        let at = i * 16;
+        let seq = i.saturating_sub(POSTED) as u64;
+        s.b.src.as_mut_slice()[at..at + 16].copy_from_slice(&[seq.to_le_bytes(), checksum(&seq.to_le_bytes()).to_le_bytes()].concat());
+        let sge = [s.b.src.sge(at..at + 16)];
+        s.send(&sge, i % 32 == 31)?;
+    }
+    s.hear()?; // all arrived and the standing receives are back
+    Ok(())
+}
+
+/// Guest B side of the fault cases: a QP with two receives posted, then wait for the end.
+/// Reports the state and checks the flushed receives.
+pub(crate) fn fault_serve(port: &str, case: &str) -> Check {
+    let dev = open()?;
+    let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
+    let posted = if case == "no-recv" { 0 } else { 2 };
+    let s = connect(&dev, (&scq, &rcq), listen(port)?, Role::Responder, "", 4096, 16, posted)?;
+    // The initiator starts after our go-ahead (it posted a receive for it).
+    s.send(&[s.b.src.sge(0..16)], true)?;
+    let (expect, _) = fault_cause(case)?;
+    let state = wait_ended(&s.qp)?;
+    ensure(state == QpState::Error { terminate: Some(expect.code()), sent: true }, format!("B: QP ended with our Terminate {:?} ({state:?})", expect))?;
+    flushed(&rcq, posted, "B")
+}
+
+/// The cause B must report, and the operation A performs to provoke it.
+fn fault_cause(case: &str) -> Result<(Cause, &'static str), String> {
+    Ok(match case {
+        "bad-stag" => (Cause::DdpInvalidStag, "RDMA Write to an STag B never made"),
+        "write-bounds" => (Cause::DdpBaseBounds, "RDMA Write past the end of B's region"),
+        "read-rights" => (Cause::RdmapAccessRights, "RDMA Read of B's region that lacks REMOTE_READ"),
+        "no-recv" => (Cause::DdpNoBuffer, "Send while B has no receive posted"),
+        _ => return Err(format!("unknown fault case {case}")),
+    })
+}
+
+/// Guest A side: provoke the fault; our QP must end by the peer's Terminate, with our posted
+/// receive flushed.
+pub(crate) fn fault_drive(host: &str, port: &str, case: &str) -> Check {
+    let (cause, what) = fault_cause(case)?;
+    let dev = open()?;
+    let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
+    let s = connect(&dev, (&scq, &rcq), dial(host, port)?, Role::Initiator, "", 4096, 16, 2)?;
+    s.hear()?; // B's go-ahead (reposts one: two posted again)
+    let sge = [s.b.src.sge(0..64)];
+    let op = match case {
+        "bad-stag" => SendOp::Write(Remote { addr: s.peer_dst.addr, rkey: s.peer_dst.rkey ^ 0x5a00 }),
+        "write-bounds" => SendOp::Write(Remote { addr: s.peer_dst.addr + 4096 - 32, rkey: s.peer_dst.rkey }),
+        "read-rights" => SendOp::Read(s.peer_dst),
+        _ => SendOp::Send { solicited: false },
+    };
+    let sink = [s.b.sink.sge(0..64)];
+    let wr = SendWr { wr_id: 9, op, sge: if matches!(op, SendOp::Read(_)) { &sink } else { &sge }, signaled: true };
+    s.qp.post_send(&wr).map_err(|e| format!("post ({what}): {e}"))?;
+    println!("ok: posted: {what}");
+    let state = wait_ended(&s.qp)?;
+    ensure(state == QpState::Error { terminate: Some(cause.code()), sent: false }, format!("A: QP ended by the peer's Terminate {cause:?} ({state:?})"))?;
+    // A Read never answered is flushed on the send CQ; a Send or Write completed when queued.
+    let mut wc = [WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Send, byte_len: 0, qp: 0, solicited: false, invalidated: None }; 4];
+    let n = s.scq.poll(&mut wc);
+    if matches!(op, SendOp::Read(_)) {
+        ensure(n == 1 && wc[0].status == WcStatus::Flushed && wc[0].wr_id == 9, format!("A: the unanswered Read was flushed ({:?})", &wc[..n]))?;
+    }
+    flushed(&rcq, 2, "A")?;
+    expect_errno("A: posting on the ended QP", s.qp.post_send(&wr), libc::ENOTCONN)
+}
+
+fn wait_ended(qp: &QueuePair<'_>) -> Result<QpState, String> {
+    for _ in 0..600 {
+        let st = qp.state().map_err(|e| e.to_string())?;
+        if st != QpState::Connected {
+            return Ok(st);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err("QP still connected after 60 s".into())
+}
+
+/// `n` receives came back flushed.
+fn flushed(cq: &CompletionQueue<'_>, n: usize, who: &str) -> Check {
+    let mut wc = [WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Send, byte_len: 0, qp: 0, solicited: false, invalidated: None }; 8];
+    let k = cq.poll(&mut wc);
+    ensure(
+        k == n && wc[..k].iter().all(|c| c.status == WcStatus::Flushed && c.opcode == WcOpcode::Recv),
+        format!("{who}: {n} posted receives flushed with errors ({:?})", &wc[..k]),
+    )
+}
+
+/// Both ends in this guest (loopback): the argument checks of the data-path ioctls and a CQ
+/// overrun.
+pub(crate) fn local_errors() -> Check {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let peer = std::thread::spawn(move || -> Check {
+        let dev = open()?;
+        let cq = dev.create_cq(64).map_err(|e| e.to_string())?;
+        let init = QpInit { send_cq: &cq, recv_cq: &cq, max_recv_wr: 64, max_send_wr: 4 };
+        let stream = listener.accept().map_err(|e| e.to_string())?.0;
+        let qp = dev.adopt(stream, &options(Role::Responder, "")?, &init).map_err(|e| format!("peer adopt: {e}"))?;
+        let mut buf = vec![0u8; 4096];
+        let mr = dev.register(&mut buf, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
+        for i in 0..64 {
+            qp.post_recv(i, &[mr.sge(0..4096)]).map_err(|e| e.to_string())?;
+        }
+        // Stay until the other side closes.
+        let _ = wait_ended(&qp);
+        Ok(())
+    });
+    let dev = open()?;
+    expect_errno("CQ of depth 0", dev.create_cq(0).map(|c| c.depth()), libc::EINVAL)?;
+    expect_errno("CQ deeper than max_cqe", dev.create_cq(libiwarp::abi::MAX_CQE + 1).map(|c| c.depth()), libc::EINVAL)?;
+    let tiny = dev.create_cq(1).map_err(|e| e.to_string())?;
+    let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
+    let stream = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    let init = QpInit { send_cq: &tiny, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 };
+    let qp = dev.adopt(stream, &options(Role::Initiator, "")?, &init).map_err(|e| format!("adopt: {e}"))?;
+    let mut ro = vec![1u8; 4096];
+    let mut rw = vec![0u8; 4096];
+    let ro = dev.register(&mut ro, Access::NONE).map_err(|e| e.to_string())?;
+    let rw = dev.register(&mut rw, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
+    let send = |sge: &[Sge], op: SendOp| qp.post_send(&SendWr { wr_id: 1, op, sge, signaled: false });
+    let plain = SendOp::Send { solicited: false };
+    let bad_lkey = Sge { lkey: ro.lkey() ^ 0x40, ..ro.sge(0..16) };
+    expect_errno("Send from an unknown lkey", send(&[bad_lkey], plain), libc::EINVAL)?;
+    expect_errno("Send past the end of the region", send(&[Sge { length: 4097, ..ro.sge(0..0) }], plain), libc::EINVAL)?;
+    expect_errno("Send from before the region", send(&[Sge { addr: ro.addr() - 1, ..ro.sge(0..16) }], plain), libc::EINVAL)?;
+    expect_errno("Read into a region without LOCAL_WRITE", send(&[ro.sge(0..16)], SendOp::Read(Remote { addr: 0, rkey: 1 })), libc::EACCES)?;
+    expect_errno("Read into two SGEs", send(&[rw.sge(0..8), rw.sge(8..16)], SendOp::Read(Remote { addr: 0, rkey: 1 })), libc::EINVAL)?;
+    expect_errno("receive into a region without LOCAL_WRITE", qp.post_recv(1, &[ro.sge(0..16)]), libc::EACCES)?;
+    let raw = |f: &dyn Fn(&mut libiwarp::abi::PostSend)| {
+        let mut req = libiwarp::abi::PostSend { qp: qp.handle(), num_sge: 1, sge: [ro.sge(0..16); 4], ..Default::default() };
+        f(&mut req);
+        dev.post_send_raw(&mut req)
+    };
+    expect_errno("unknown opcode", raw(&|r| r.opcode = 9), libc::EINVAL)?;
+    expect_errno("five SGEs", raw(&|r| r.num_sge = 5), libc::EINVAL)?;
+    expect_errno("unknown flag", raw(&|r| r.flags = 1 << 7), libc::EINVAL)?;
+    expect_errno(
+        "solicited RDMA Write",
+        raw(&|r| {
+            r.opcode = libiwarp::abi::opcode::WRITE;
+            r.flags = libiwarp::abi::send_flags::SOLICITED;
+        }),
+        libc::EINVAL,
+    )?;
+    expect_errno("unknown QP", raw(&|r| r.qp ^= 0x80), libc::EINVAL)?;
+    for i in 0..4 {
+        qp.post_recv(i, &[rw.sge(0..4096)]).map_err(|e| e.to_string())?;
+    }
+    expect_errno("a fifth receive on a queue of four", qp.post_recv(5, &[rw.sge(0..16)]), libc::ENOMEM)?;
+    expect_errno("destroying a CQ in use", dev.destroy_cq_raw(cq.handle()), libc::EBUSY)?;
+    expect_errno("arming an unknown CQ", dev.arm_cq_raw(0xdead_0001, 0), libc::EINVAL)?;
+    expect_errno("arming with a bad flag", dev.arm_cq_raw(cq.handle(), 7), libc::EINVAL)?;
+    expect_errno("mapping an unknown CQ", dev.map_raw(0x7fff_0001, 4096), libc::EINVAL)?;
+    expect_errno("mapping a CQ with the wrong length", dev.map_raw(cq.handle(), 3 * 4096 * 4096), libc::EINVAL)?;
+    // The send CQ holds one entry: the second signaled Send overruns it, which ends the QP.
+    let signaled = |i| qp.post_send(&SendWr { wr_id: i, op: plain, sge: &[ro.sge(0..16)], signaled: true });
+    signaled(1).map_err(|e| format!("first signaled Send: {e}"))?;
+    signaled(2).map_err(|e| format!("second signaled Send: {e}"))?;
+    let st = qp.state().map_err(|e| e.to_string())?;
+    ensure(matches!(st, QpState::Error { sent: true, .. }), format!("CQ overrun ends the QP ({st:?})"))?;
+    let mut wc = [WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Send, byte_len: 0, qp: 0, solicited: false, invalidated: None }; 8];
+    ensure(tiny.poll(&mut wc) == 1 && wc[0].wr_id == 1 && wc[0].status == WcStatus::Success, "the entry before the overrun is intact")?;
+    ensure(cq.poll(&mut wc) == 4 && wc[..4].iter().all(|c| c.status == WcStatus::Flushed), "the posted receives were flushed")?;
+    drop(qp);
+    peer.join().map_err(|_| "peer thread panicked".to_string())?
+}

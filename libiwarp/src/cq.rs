@@ -1,0 +1,262 @@
+//! Completion queues: the module writes completions into a ring this process maps; polling it
+//! is a few loads, no system call. Blocking waits arm the CQ and sleep in poll(2) on an eventfd
+//! the module signals (the same descriptor works with epoll).
+
+use crate::abi::{cq_ring, wc_flags, wc_opcode, wc_status, CqOp, Cqe, CreateCq, CQE_SIZE, IOCTL_ARM_CQ, IOCTL_CREATE_CQ, IOCTL_DESTROY_CQ};
+use crate::device::Device;
+use crate::sys;
+use std::cell::Cell;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// What finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WcOpcode {
+    /// A Send of ours.
+    Send,
+    /// An RDMA Write of ours.
+    RdmaWrite,
+    /// An RDMA Read of ours (the data is in place).
+    RdmaRead,
+    /// A receive: the peer's Send is in the buffer.
+    Recv,
+}
+
+/// How it finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WcStatus {
+    /// Done.
+    Success,
+    /// The message was larger than the receive buffer.
+    LocalLength,
+    /// A local buffer was outside its region or lacked a right.
+    LocalProtection,
+    /// The QP left the connected state first (the request was flushed).
+    Flushed,
+    /// The peer refused access to its region.
+    RemoteAccess,
+    /// The peer reported an operation error.
+    RemoteOperation,
+    /// A protocol error ended the connection.
+    Fatal,
+    /// A status this library does not know (a newer module).
+    Unknown(u32),
+}
+
+/// One completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkCompletion {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// How it finished.
+    pub status: WcStatus,
+    /// What it was.
+    pub opcode: WcOpcode,
+    /// Receives and Reads: octets placed.
+    pub byte_len: u32,
+    /// The QP's handle.
+    pub qp: u32,
+    /// A receive of a Send with Solicited Event.
+    pub solicited: bool,
+    /// A receive of a Send with Invalidate: the local STag it invalidated.
+    pub invalidated: Option<u32>,
+}
+
+impl WorkCompletion {
+    fn from_raw(c: &Cqe) -> WorkCompletion {
+        let status = match c.status {
+            wc_status::SUCCESS => WcStatus::Success,
+            wc_status::LOC_LEN_ERR => WcStatus::LocalLength,
+            wc_status::LOC_PROT_ERR => WcStatus::LocalProtection,
+            wc_status::WR_FLUSH_ERR => WcStatus::Flushed,
+            wc_status::REM_ACCESS_ERR => WcStatus::RemoteAccess,
+            wc_status::REM_OP_ERR => WcStatus::RemoteOperation,
+            wc_status::FATAL_ERR => WcStatus::Fatal,
+            s => WcStatus::Unknown(s),
+        };
+        let opcode = match c.opcode {
+            wc_opcode::SEND => WcOpcode::Send,
+            wc_opcode::RDMA_WRITE => WcOpcode::RdmaWrite,
+            wc_opcode::RDMA_READ => WcOpcode::RdmaRead,
+            _ => WcOpcode::Recv,
+        };
+        WorkCompletion {
+            wr_id: c.wr_id,
+            status,
+            opcode,
+            byte_len: c.byte_len,
+            qp: c.qp,
+            solicited: c.flags & wc_flags::SOLICITED != 0,
+            invalidated: (c.flags & wc_flags::WITH_INVALIDATE != 0).then_some(c.invalidated),
+        }
+    }
+}
+
+/// The mapped ring.
+struct Ring {
+    base: *mut u8,
+    len: usize,
+}
+
+impl Ring {
+    fn word(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: `off` is one of the ring's aligned header words, inside the mapping, which
+        // lives as long as `self`; the module accesses these words atomically too.
+        unsafe { AtomicU32::from_ptr(self.base.add(off).cast()) }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made by mmap() with this base and length and is unmapped once.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// How [`CompletionQueue::wait`] waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitMode {
+    /// Arm and sleep in poll(2) at once.
+    Block,
+    /// Poll the ring this long first (seed 001 spins about 15 µs), then block.
+    SpinThenBlock(Duration),
+}
+
+/// A completion queue. Not `Sync`: one thread polls it (its consumer index is local).
+pub struct CompletionQueue<'d> {
+    dev: &'d Device,
+    handle: u32,
+    ring: Ring,
+    depth: u32,
+    consumer: Cell<u32>,
+    event: OwnedFd,
+}
+
+impl<'d> CompletionQueue<'d> {
+    pub(crate) fn new(dev: &'d Device, depth: u32) -> io::Result<CompletionQueue<'d>> {
+        // SAFETY: plain system call; the descriptor it returns is owned below.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if efd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `efd` is a fresh descriptor nobody else owns.
+        let event = unsafe { OwnedFd::from_raw_fd(efd) };
+        let mut req = CreateCq { depth, eventfd: efd, ..CreateCq::default() };
+        sys::ioctl(dev.file().as_fd(), IOCTL_CREATE_CQ, &mut req)?;
+        let handle = req.cq;
+        // SAFETY: maps the ring the module just made, at the offset and length it returned;
+        // the result is checked before use.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                req.mmap_len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                dev.file().as_raw_fd(),
+                req.mmap_offset as libc::off_t,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            let _ = sys::ioctl(dev.file().as_fd(), IOCTL_DESTROY_CQ, &mut CqOp { cq: handle, solicited_only: 0 });
+            return Err(e);
+        }
+        let ring = Ring { base: base.cast(), len: req.mmap_len as usize };
+        Ok(CompletionQueue { dev, handle, ring, depth: req.depth, consumer: Cell::new(0), event })
+    }
+
+    /// The module's handle.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// Entries the ring holds.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// Takes up to `out.len()` completions; returns how many. No system call.
+    pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
+        let producer = self.ring.word(cq_ring::PRODUCER).load(Ordering::Acquire);
+        let mut consumer = self.consumer.get();
+        let mut n = 0;
+        while n < out.len() && consumer != producer {
+            let slot = (consumer & (self.depth - 1)) as usize;
+            // SAFETY: the slot lies inside the mapping (depth entries after the header); the
+            // module wrote it before publishing `producer` (acquire above) and will not touch it
+            // again until we publish a consumer index past it.
+            let raw = unsafe { self.ring.base.add(cq_ring::ENTRIES + slot * CQE_SIZE).cast::<Cqe>().read_volatile() };
+            out[n] = WorkCompletion::from_raw(&raw);
+            n += 1;
+            consumer = consumer.wrapping_add(1);
+        }
+        if n > 0 {
+            self.consumer.set(consumer);
+            self.ring.word(cq_ring::CONSUMER).store(consumer, Ordering::Release);
+        }
+        n
+    }
+
+    /// Asks for one wake-up through [`CompletionQueue::event_fd`] at the next completion (only
+    /// solicited receives and errors if `solicited_only`).
+    pub fn arm(&self, solicited_only: bool) -> io::Result<()> {
+        sys::ioctl(self.dev.file().as_fd(), IOCTL_ARM_CQ, &mut CqOp { cq: self.handle, solicited_only: solicited_only as u32 })
+    }
+
+    /// The eventfd the module signals after [`CompletionQueue::arm`]; readable when woken.
+    pub fn event_fd(&self) -> BorrowedFd<'_> {
+        self.event.as_fd()
+    }
+
+    /// Waits until at least one completion is there (or `timeout` passes: returns 0) and takes
+    /// up to `out.len()`.
+    pub fn wait(&self, out: &mut [WorkCompletion], mode: WaitMode, timeout: Duration) -> io::Result<usize> {
+        let start = Instant::now();
+        if let WaitMode::SpinThenBlock(spin) = mode {
+            while start.elapsed() < spin {
+                let n = self.poll(out);
+                if n > 0 {
+                    return Ok(n);
+                }
+                std::hint::spin_loop();
+            }
+        }
+        loop {
+            let n = self.poll(out);
+            if n > 0 {
+                return Ok(n);
+            }
+            self.arm(false)?;
+            // A completion may have landed between the poll and the arm.
+            let n = self.poll(out);
+            if n > 0 {
+                return Ok(n);
+            }
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Ok(0);
+            }
+            let mut pfd = libc::pollfd { fd: self.event.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd for the duration of the call.
+            let rc = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            let mut count = 0u64;
+            // SAFETY: reads 8 bytes into a live u64 (the eventfd counter; EAGAIN when zero).
+            unsafe { libc::read(self.event.as_raw_fd(), (&raw mut count).cast(), 8) };
+        }
+    }
+}
+
+impl Drop for CompletionQueue<'_> {
+    fn drop(&mut self) {
+        // QPs borrow the CQ, so none uses it any more; closing the device frees it anyway.
+        let _ = sys::ioctl(self.dev.file().as_fd(), IOCTL_DESTROY_CQ, &mut CqOp { cq: self.handle, solicited_only: 0 });
+    }
+}
