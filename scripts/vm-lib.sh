@@ -180,6 +180,8 @@ vm_stop() {
         if [ -n "$bad" ]; then
             vm_log "guest $name dmesg is NOT clean:"
             printf '%s\n' "$bad" >&2
+            vm_log "guest $name dmesg from the first bad line on (up to 150 lines):"
+            grep -m1 -A150 -E "$VM_BAD_DMESG" "$d" | grep -vE "$VM_OK_DMESG" >&2
             status=1
         else
             vm_log "guest $name dmesg clean"

@@ -242,11 +242,17 @@ impl Context {
         req.rev = c.rev as u32;
         req.neg_ird = c.ird as u32;
         req.neg_ord = c.ord as u32;
-        qp.connect(est)?;
-        let mut qps = self.qps.lock();
-        // If the QP was destroyed meanwhile, dropping the last reference closes the connection.
-        let entry = qps.get_mut(req.qp)?;
-        entry.hook = Some(Hook::install(qp.socket()?, qp.clone())?);
+        let hooked = qp.connect(est).and_then(|()| {
+            let mut qps = self.qps.lock();
+            // Destroyed meanwhile: EINVAL, and closing below ends the connection.
+            let entry = qps.get_mut(req.qp)?;
+            entry.hook = Some(Hook::install(qp.socket()?, qp.clone())?);
+            Ok(())
+        });
+        if let Err(e) = hooked {
+            qp.close();
+            return Err(e);
+        }
         Ok(req)
     }
 

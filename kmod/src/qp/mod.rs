@@ -165,12 +165,13 @@ impl QueuePair {
             expect_rtr: None,
             expect_rtr_read_response: false,
         };
-        let mut rx = self.rx.lock();
-        rx.connect(rx_cfg, c.ird as usize, c.ord as usize)?;
         if !self.sock.populate(est.sock) {
             return Err(EINVAL);
         }
+        // The send side first (lock order); posting stays refused until the phase changes.
         *self.tx.lock() = Some(TxSide { tx, fpdu });
+        let mut rx = self.rx.lock();
+        rx.connect(rx_cfg, c.ird as usize, c.ord as usize)?;
         rx.phase = Phase::Connected;
         Ok(())
     }

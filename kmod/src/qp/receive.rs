@@ -221,12 +221,15 @@ impl OnReceive for QueuePair {
 
         let fatal = fatal.or_else(|| self.serve_reads(&requests));
         requests.clear();
+        if let Some(t) = &fatal {
+            // The peer learns why (sending may fail if it is gone already). Before the receive
+            // side is locked again: the send side comes first in the lock order.
+            let _ = self.send_message(Message::Terminate(*t), &[]);
+        }
         let mut guard = self.rx.lock();
         // Keep the reserved capacity for the next pass.
         guard.queues.requests = requests;
         if let Some(t) = fatal {
-            // The peer learns why; sending may fail if it is gone already.
-            let _ = self.send_message(Message::Terminate(t), &[]);
             self.end(&mut guard, Ended::of(&t, true));
         } else if let Some(t) = peer {
             self.end(&mut guard, Ended::of(&t, false));
