@@ -17,4 +17,5 @@ step "release kernel" cargo xtask kernel
 step "debug kernel" cargo xtask kernel --debug
 step "cargo xtask test" cargo xtask test
 step "core benchmark ratios" cargo xtask bench core --quick
+step "verbs benchmark: iwarp.ko beside siw and TCP" cargo xtask bench verbs --quick
 echo "==> ci: total $SECONDS s"

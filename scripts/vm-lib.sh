@@ -19,7 +19,6 @@ VM_NS=""
 VM_DIR=""
 VM_PIDS=()
 VM_COUNT=0
-VM_NEXT=()
 
 vm_log() { printf '==> vm: %s\n' "$*" >&2; }
 
@@ -79,7 +78,6 @@ vm_start() {
         ip -n "$VM_NS" tuntap add "tap$name" mode tap
         ip -n "$VM_NS" link set "tap$name" master br0
         ip -n "$VM_NS" link set "tap$name" up
-        VM_NEXT[$i]=0
         # vng runs in the namespace so QEMU can open the tap; its console goes to a log.
         ip netns exec "$VM_NS" setsid vng --run "$kimg" "${kvm_opt[@]}" --disable-microvm \
             --cpus 1 --memory 1G --rwdir="$VM_DIR/$name" --cwd "$VM_HERE" \
@@ -105,10 +103,10 @@ vm_start() {
 }
 
 vm_submit() {
-    local g=$1 cmd=$2 i id
-    i=$(vm_index "$g")
-    id=${VM_NEXT[$i]}
-    VM_NEXT[$i]=$((id + 1))
+    local g=$1 cmd=$2 id
+    # The next number is counted from the files, not kept in a variable, so submitting from a
+    # subshell (out=$(vm_pair ...)) cannot make two commands share a number.
+    id=$(find "$VM_DIR/$g" -maxdepth 1 -name 'cmd.*' ! -name '*.tmp' | wc -l)
     printf '%s\n' "$cmd" >"$VM_DIR/$g/cmd.$id.tmp"
     mv "$VM_DIR/$g/cmd.$id.tmp" "$VM_DIR/$g/cmd.$id"
     VM_ID=$id

@@ -9,12 +9,13 @@ source "$here/scripts/vm-lib.sh"
 flavour=${1:-release}
 ko="$here/target/kmod/$flavour/iwarp.ko"
 check="$here/target/release/iwarp-check"
+examples="$here/target/release/examples"
 TESTS=(boot-A boot-B insmod-A-with-tcp-probe insmod-B query-device-A query-device-B tcp-A-to-B
        siw-link-A mr-register-A mr-memlock-A mr-killed-process-unpins-B qp-mpa-v2-markers-one-way
        qp-mpa-v1-fallback qp-garbage-peer-refused qp-silent-peer-times-out qp-adopt-errors-A
        qp-kernel-send-to-user-level-peer verbs-errors-A verbs-markers-crc-1B-to-4MiB verbs-plain-mpa-v1
        verbs-64-qps-at-once fault-bad-stag fault-write-bounds fault-read-rights fault-no-recv
-       verbs-killed-mid-transfer
+       verbs-killed-mid-transfer example-send-recv example-rdma-write example-rdma-read
        nothing-left-A nothing-left-B init-failure-refused
        rmmod-A rmmod-B dmesg-clean)
 
@@ -123,6 +124,16 @@ killed_mid() {
     vm_run B "$check stats-zero"
 }
 check verbs-killed-mid-transfer killed_mid
+# The examples of libiwarp/examples, as a user would run them, and what they must print.
+example() {
+    local out
+    out=$(vm_pair B "$examples/$1 server $2" A "$examples/$1 client $(vm_ip B) $2") || { echo "$out"; return 1; }
+    echo "$out"
+    grep -q "$3" <<<"$out"
+}
+check example-send-recv example send_recv 7200 "client got 36 bytes: HELLO OVER IWARP, MARKERS AND CRC ON"
+check example-rdma-write example rdma_write 7201 "server's buffer now says: written straight into the server's memory"
+check example-rdma-read example rdma_read 7202 "client read 43 bytes: read from the server's memory by the client"
 check nothing-left-A vm_run A "$check stats-zero"
 check nothing-left-B vm_run B "$check stats-zero"
 

@@ -65,6 +65,10 @@ pub struct WorkCompletion {
 }
 
 impl WorkCompletion {
+    /// A placeholder to fill arrays given to [`CompletionQueue::poll`].
+    pub const EMPTY: WorkCompletion =
+        WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Send, byte_len: 0, qp: 0, solicited: false, invalidated: None };
+
     fn from_raw(c: &Cqe) -> WorkCompletion {
         let status = match c.status {
             wc_status::SUCCESS => WcStatus::Success,
@@ -251,6 +255,15 @@ impl<'d> CompletionQueue<'d> {
             // SAFETY: reads 8 bytes into a live u64 (the eventfd counter; EAGAIN when zero).
             unsafe { libc::read(self.event.as_raw_fd(), (&raw mut count).cast(), 8) };
         }
+    }
+}
+
+impl CompletionQueue<'_> {
+    /// Waits for one completion (spinning 15 µs first, then blocking); None after `timeout`.
+    pub fn wait_one(&self, timeout: Duration) -> io::Result<Option<WorkCompletion>> {
+        let mut wc = [WorkCompletion::EMPTY];
+        let n = self.wait(&mut wc, WaitMode::SpinThenBlock(Duration::from_micros(15)), timeout)?;
+        Ok((n == 1).then_some(wc[0]))
     }
 }
 

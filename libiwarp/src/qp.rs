@@ -91,6 +91,26 @@ pub struct Remote {
     pub rkey: u32,
 }
 
+impl Remote {
+    /// Octets of [`Remote::to_bytes`].
+    pub const LEN: usize = 12;
+
+    /// A wire form to hand to the peer (e.g. in MPA private data): address, then STag, little
+    /// endian.
+    pub fn to_bytes(&self) -> [u8; Remote::LEN] {
+        let mut b = [0u8; Remote::LEN];
+        b[..8].copy_from_slice(&self.addr.to_le_bytes());
+        b[8..].copy_from_slice(&self.rkey.to_le_bytes());
+        b
+    }
+
+    /// Reads [`Remote::to_bytes`]' form from the start of `b`.
+    pub fn from_bytes(b: &[u8]) -> Option<Remote> {
+        let b: &[u8; Remote::LEN] = b.get(..Remote::LEN)?.try_into().ok()?;
+        Some(Remote { addr: u64::from_le_bytes(b[..8].try_into().ok()?), rkey: u32::from_le_bytes(b[8..].try_into().ok()?) })
+    }
+}
+
 /// What a send work request does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendOp {

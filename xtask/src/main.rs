@@ -18,7 +18,10 @@ usage: cargo xtask <task>
   test [--host]         host tests, fuzz smoke run, VM tests (release kernel, and the debug
                         kernel when built; CI always builds it)
   bench core [--quick]  protocol-core benchmarks, as ratios (--quick: short measurements)
-  demo                  set up, build, boot two guests, load the module, query it";
+  bench verbs [--quick] iwarp.ko beside siw (perftest -R) and TCP (iperf3, sockperf) between
+                        two guests in one run: write_bw, write_lat, send_lat and their ratios
+  demo                  set up, build, boot two guests, load the module, run the verbs
+                        benchmark between them";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -38,6 +41,11 @@ fn main() -> ExitCode {
         }
         Some("test") => return test::run(flag("--host")),
         Some("bench") if args.get(1).map(String::as_str) == Some("core") => bench::core(flag("--quick")),
+        Some("bench") if args.get(1).map(String::as_str) == Some("verbs") => {
+            script("build-kernel.sh", &["release"])
+                && build_guest_side("release", true)
+                && script("bench-vm.sh", if flag("--quick") { &["--quick"] } else { &[] })
+        }
         Some("demo") => demo(),
         _ => {
             eprintln!("{USAGE}");
@@ -53,10 +61,14 @@ fn main() -> ExitCode {
 
 /// What guests need from the host build: the module (if asked) and the user-space binaries.
 fn build_guest_side(flavour: &str, module: bool) -> bool {
-    (!module || script("build-kmod.sh", &[flavour])) && cargo(&["build", "--release", "-p", "libiwarp", "--bins"])
+    (!module || script("build-kmod.sh", &[flavour])) && cargo(&["build", "--release", "-p", "libiwarp", "--bins", "--examples"])
 }
 
 /// The newcomer's main job.
 fn demo() -> bool {
-    script("setup.sh", &[]) && script("build-kernel.sh", &["release"]) && build_guest_side("release", true) && script("demo.sh", &[])
+    script("setup.sh", &[])
+        && script("build-kernel.sh", &["release"])
+        && build_guest_side("release", true)
+        && script("demo.sh", &[])
+        && script("bench-vm.sh", &[])
 }

@@ -33,7 +33,7 @@ const SPIN: WaitMode = WaitMode::SpinThenBlock(Duration::from_micros(15));
 
 /// Waits for the next completion on `cq`, which must be a successful `op`.
 fn done(cq: &CompletionQueue<'_>, op: WcOpcode) -> Result<WorkCompletion, String> {
-    let mut wc = [WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Send, byte_len: 0, qp: 0, solicited: false, invalidated: None }];
+    let mut wc = [WorkCompletion::EMPTY];
     let n = cq.wait(&mut wc, SPIN, WAIT).map_err(|e| format!("wait for {op:?}: {e}"))?;
     if n == 0 {
         return Err(format!("no {op:?} completion within {WAIT:?}"));
@@ -72,18 +72,15 @@ fn buffers(dev: &Device, max: usize) -> Result<Buffers<'_>, String> {
 
 /// The private data each side sends: where the peer may write and read.
 fn advertise(b: &Buffers<'_>) -> Vec<u8> {
-    let (d, s) = (b.dst.remote(0), b.src.remote(0));
-    [d.addr.to_le_bytes().as_slice(), &d.rkey.to_le_bytes(), &s.addr.to_le_bytes(), &s.rkey.to_le_bytes()].concat()
+    [b.dst.remote(0).to_bytes(), b.src.remote(0).to_bytes()].concat()
 }
 
 /// The peer's (dst, src) from its private data.
 fn peer_regions(pd: &[u8]) -> Result<(Remote, Remote), String> {
-    if pd.len() != 24 {
-        return Err(format!("peer private data of {} bytes, expected 24", pd.len()));
+    match (pd.len() == 2 * Remote::LEN, Remote::from_bytes(pd), Remote::from_bytes(&pd[Remote::LEN.min(pd.len())..])) {
+        (true, Some(d), Some(s)) => Ok((d, s)),
+        _ => Err(format!("peer private data of {} bytes, expected {}", pd.len(), 2 * Remote::LEN)),
     }
-    let u64_at = |i: usize| u64::from_le_bytes(pd[i..i + 8].try_into().unwrap());
-    let u32_at = |i: usize| u32::from_le_bytes(pd[i..i + 4].try_into().unwrap());
-    Ok((Remote { addr: u64_at(0), rkey: u32_at(8) }, Remote { addr: u64_at(12), rkey: u32_at(20) }))
 }
 
 /// A connected QP with its CQs and both sides' buffers.
@@ -285,7 +282,7 @@ fn deep_receive(s: &mut Session<'_>, n: usize) -> Check {
         s.qp.post_recv(i as u64, &sge).map_err(|e| format!("post_recv {i}: {e}"))?;
     }
     s.tell(0, 0)?;
-    let none = WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Recv, byte_len: 0, qp: 0, solicited: false, invalidated: None };
+    let none = WorkCompletion::EMPTY;
     let mut wc = vec![none; 256];
     let mut got = 0;
     while got < POSTED + n {
@@ -380,7 +377,7 @@ pub(crate) fn fault_drive(host: &str, port: &str, case: &str) -> Check {
     let state = wait_ended(&s.qp)?;
     ensure(state == QpState::Error { terminate: Some(cause.code()), sent: false }, format!("A: QP ended by the peer's Terminate {cause:?} ({state:?})"))?;
     // A Read never answered is flushed on the send CQ; a Send or Write completed when queued.
-    let mut wc = [WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Send, byte_len: 0, qp: 0, solicited: false, invalidated: None }; 4];
+    let mut wc = [WorkCompletion::EMPTY; 4];
     let n = s.scq.poll(&mut wc);
     if matches!(op, SendOp::Read(_)) {
         ensure(n == 1 && wc[0].status == WcStatus::Flushed && wc[0].wr_id == 9, format!("A: the unanswered Read was flushed ({:?})", &wc[..n]))?;
@@ -402,7 +399,7 @@ fn wait_ended(qp: &QueuePair<'_>) -> Result<QpState, String> {
 
 /// `n` receives came back flushed.
 fn flushed(cq: &CompletionQueue<'_>, n: usize, who: &str) -> Check {
-    let mut wc = [WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Send, byte_len: 0, qp: 0, solicited: false, invalidated: None }; 8];
+    let mut wc = [WorkCompletion::EMPTY; 8];
     let k = cq.poll(&mut wc);
     ensure(
         k == n && wc[..k].iter().all(|c| c.status == WcStatus::Flushed && c.opcode == WcOpcode::Recv),
@@ -483,7 +480,7 @@ pub(crate) fn local_errors() -> Check {
     signaled(2).map_err(|e| format!("second signaled Send: {e}"))?;
     let st = qp.state().map_err(|e| e.to_string())?;
     ensure(matches!(st, QpState::Error { sent: true, .. }), format!("CQ overrun ends the QP ({st:?})"))?;
-    let mut wc = [WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Send, byte_len: 0, qp: 0, solicited: false, invalidated: None }; 8];
+    let mut wc = [WorkCompletion::EMPTY; 8];
     ensure(tiny.poll(&mut wc) == 1 && wc[0].wr_id == 1 && wc[0].status == WcStatus::Success, "the entry before the overrun is intact")?;
     ensure(cq.poll(&mut wc) == 4 && wc[..4].iter().all(|c| c.status == WcStatus::Flushed), "the posted receives were flushed")?;
     drop(qp);

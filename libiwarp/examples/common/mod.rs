@@ -1,0 +1,35 @@
+//! What the examples share: who connects to whom, and waiting for a completion.
+
+use libiwarp::{CompletionQueue, Role, WcOpcode, WcStatus, WorkCompletion};
+use std::error::Error;
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// `server PORT` accepts one connection (MPA responder); `client HOST PORT` connects, retrying
+/// for a while so the two may start in any order (MPA initiator).
+pub fn endpoint() -> Result<(TcpStream, Role), Box<dyn Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["server", port] => Ok((TcpListener::bind(("0.0.0.0", port.parse()?))?.accept()?.0, Role::Responder)),
+        ["client", host, port] => {
+            let start = Instant::now();
+            loop {
+                match TcpStream::connect((host, port.parse()?)) {
+                    Ok(s) => return Ok((s, Role::Initiator)),
+                    Err(e) if start.elapsed() > Duration::from_secs(30) => return Err(e.into()),
+                    Err(_) => std::thread::sleep(Duration::from_millis(200)),
+                }
+            }
+        }
+        _ => Err("usage: server PORT | client HOST PORT".into()),
+    }
+}
+
+/// Waits for the next completion, which must be a successful `op`.
+pub fn wait(cq: &CompletionQueue<'_>, op: WcOpcode) -> Result<WorkCompletion, Box<dyn Error>> {
+    let wc = cq.wait_one(Duration::from_secs(30))?.ok_or("no completion within 30 s")?;
+    if wc.status != WcStatus::Success || wc.opcode != op {
+        return Err(format!("expected a successful {op:?}, got {wc:?}").into());
+    }
+    Ok(wc)
+}

@@ -1,0 +1,137 @@
+//! iwarp-bench: perftest-style measurements over iwarp.ko between two machines.
+//!
+//!   iwarp-bench server [--port P]
+//!   iwarp-bench client HOST [--port P] [--test T,..] [--sizes S,..] [--iters N] [--depth D]
+//!                           [--markers 0|1] [--crc 0|1] [--mpa-rev 1|2] [--format table|csv|json]
+//!                           [--stop-server]
+//!
+//! Tests: send_lat, write_lat, read_lat (ping-pong or round trip; half the round trip for the
+//! ping-pongs, as perftest reports), send_bw, write_bw, read_bw (payload octets over the time
+//! until the peer confirmed the last). Each (test, size) runs on a fresh connection; the client
+//! tells the server what to do in the MPA private data. The client ends the server with a last
+//! connection of test "quit".
+
+mod report;
+mod tests;
+
+use libiwarp::{ConnectOptions, Role};
+use std::error::Error;
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+use tests::Test;
+
+/// How to run the client side.
+pub(crate) struct Options {
+    pub(crate) tests: Vec<Test>,
+    pub(crate) sizes: Vec<usize>,
+    pub(crate) iters: Option<usize>,
+    pub(crate) depth: usize,
+    pub(crate) markers: bool,
+    pub(crate) crc: bool,
+    pub(crate) mpa_rev: u8,
+    pub(crate) format: report::Format,
+    pub(crate) stop_server: bool,
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("iwarp-bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut port = 7300u16;
+    let mut o = Options {
+        tests: vec![Test::WriteBw, Test::WriteLat, Test::SendLat],
+        sizes: vec![8, 64, 512, 4096, 65536],
+        iters: None,
+        depth: 64,
+        markers: true,
+        crc: true,
+        mpa_rev: 2,
+        format: report::Format::Table,
+        stop_server: false,
+    };
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--port" => port = val()?.parse()?,
+            "--test" => o.tests = val()?.split(',').map(Test::parse).collect::<Result<_, _>>()?,
+            "--sizes" => o.sizes = val()?.split(',').map(str::parse).collect::<Result<_, _>>()?,
+            "--iters" => o.iters = Some(val()?.parse()?),
+            "--depth" => o.depth = val()?.parse()?,
+            "--markers" => o.markers = val()? == "1",
+            "--crc" => o.crc = val()? == "1",
+            "--mpa-rev" => o.mpa_rev = val()?.parse()?,
+            "--format" => o.format = report::Format::parse(val()?)?,
+            "--stop-server" => o.stop_server = true,
+            _ => rest.push(a.clone()),
+        }
+    }
+    if !(1..=1024).contains(&o.depth) {
+        return Err("--depth must be 1..=1024".into());
+    }
+    match rest.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["server"] => serve(port),
+        ["client", host] => client(host, port, &o),
+        _ => Err("usage: see the top of libiwarp/src/bin/iwarp-bench/main.rs".into()),
+    }
+}
+
+/// Connection options for one run.
+fn connect_options(role: Role, o: Option<&Options>, private: Vec<u8>) -> ConnectOptions {
+    let mut c = ConnectOptions::new(role);
+    if let Some(o) = o {
+        c.markers = o.markers;
+        c.crc = o.crc;
+        c.mpa_rev = o.mpa_rev;
+    }
+    c.private_data = private;
+    c.timeout = Duration::from_secs(30);
+    c
+}
+
+fn serve(port: u16) -> Result<(), Box<dyn Error>> {
+    let l = TcpListener::bind(("0.0.0.0", port))?;
+    eprintln!("iwarp-bench: serving on {port}");
+    loop {
+        let (s, _) = l.accept()?;
+        if !tests::serve_one(s)? {
+            return Ok(());
+        }
+    }
+}
+
+fn dial(host: &str, port: u16) -> Result<TcpStream, Box<dyn Error>> {
+    let start = Instant::now();
+    loop {
+        match TcpStream::connect((host, port)) {
+            Ok(s) => {
+                s.set_nodelay(true)?;
+                return Ok(s);
+            }
+            Err(e) if start.elapsed() > Duration::from_secs(60) => return Err(e.into()),
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+fn client(host: &str, port: u16, o: &Options) -> Result<(), Box<dyn Error>> {
+    let mut results = Vec::new();
+    for &t in &o.tests {
+        for &size in &o.sizes {
+            let r = tests::run_one(dial(host, port)?, t, size, o)?;
+            report::progress(o.format, &r);
+            results.push(r);
+        }
+    }
+    if o.stop_server {
+        tests::quit(dial(host, port)?)?;
+    }
+    report::print(o.format, o, &results);
+    Ok(())
+}
