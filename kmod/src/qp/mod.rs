@@ -19,7 +19,7 @@ use crate::mpa::negotiate::Connection;
 use crate::mr::MrTable;
 use crate::socket::TcpSocket;
 use crate::terminate::Terminate;
-use crate::tx::{self, Fpdu, Transmitter};
+use crate::tx::{self, Transmitter};
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::new_mutex;
 use kernel::prelude::*;
@@ -157,8 +157,7 @@ impl QueuePair {
         // FPDUs sized to the connection's MSS, with room for the markers the peer asked for.
         let tx_marks = if c.tx_markers { Markers::RFC } else { Markers::NONE };
         let mulpdu = markers::mulpdu(est.sock.mss(), tx_marks).min(u16::MAX as u32);
-        let tx = Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu });
-        let fpdu = KBox::new(Fpdu::default(), GFP_KERNEL)?;
+        let tx = TxSide::new(Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu }))?;
         let rx_cfg = crate::rx::Config {
             markers: if c.rx_markers { Markers::RFC } else { Markers::NONE },
             crc: c.crc,
@@ -169,7 +168,7 @@ impl QueuePair {
             return Err(EINVAL);
         }
         // The send side first (lock order); posting stays refused until the phase changes.
-        *self.tx.lock() = Some(TxSide { tx, fpdu });
+        *self.tx.lock() = Some(tx);
         let mut rx = self.rx.lock();
         rx.connect(rx_cfg, c.ird as usize, c.ord as usize)?;
         rx.phase = Phase::Connected;

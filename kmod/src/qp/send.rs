@@ -10,15 +10,79 @@ use super::{enotconn, Ended, QueuePair};
 use crate::abi::{access, opcode, send_flags, wc_opcode, wc_status, PostSend};
 use crate::rdmap::ReadRequest;
 use crate::shim::KernelCrc;
-use crate::socket::Kvec;
+use crate::socket::{Kvec, TcpSocket};
 use crate::terminate::{Cause, Terminate};
 use crate::tx::{self, Fpdu, Message, Piece, Transmitter};
 use kernel::prelude::*;
 
 /// What the send side keeps.
 pub(crate) struct TxSide {
-    pub(super) tx: Transmitter,
-    pub(super) fpdu: KBox<Fpdu>,
+    tx: Transmitter,
+    fpdu: KBox<Fpdu>,
+    batch: Batch,
+    /// The snapshot of the current work request's buffers, reused from message to message.
+    scratch: KVVec<u8>,
+}
+
+impl TxSide {
+    pub(super) fn new(tx: Transmitter) -> Result<TxSide> {
+        let batch = Batch { ctl: KVec::with_capacity(BATCH_PIECES * 8, GFP_KERNEL)?, spans: KVec::with_capacity(BATCH_PIECES, GFP_KERNEL)? };
+        Ok(TxSide { tx, fpdu: KBox::new(Fpdu::default(), GFP_KERNEL)?, batch, scratch: KVVec::new() })
+    }
+}
+
+/// Most pieces handed to one sendmsg (the kernel takes up to UIO_MAXIOV = 1024).
+const BATCH_PIECES: usize = 256;
+
+/// Where a piece of a batch lives.
+#[derive(Clone, Copy)]
+enum Span {
+    /// In the batch's control arena.
+    Ctl { at: usize, len: usize },
+    /// In the message payload.
+    Payload { off: usize, len: usize },
+}
+
+/// The pieces of several FPDUs, sent with one sendmsg: per-FPDU control octets (headers,
+/// markers, pad, CRC) are copied into an arena, because the core reuses its FPDU buffer; payload
+/// is referenced, not copied.
+struct Batch {
+    ctl: KVec<u8>,
+    spans: KVec<Span>,
+}
+
+impl Batch {
+    /// Adds the framed FPDU's pieces.
+    fn add(&mut self, fpdu: &Fpdu) -> Result {
+        for p in fpdu.pieces() {
+            let span = match *p {
+                Piece::Ctl { off, len } => {
+                    let at = self.ctl.len();
+                    self.ctl.extend_from_slice(fpdu.ctl(off, len), GFP_KERNEL)?;
+                    Span::Ctl { at, len: len as usize }
+                }
+                Piece::Payload { off, len } => Span::Payload { off: off as usize, len: len as usize },
+            };
+            self.spans.push(span, GFP_KERNEL)?;
+        }
+        Ok(())
+    }
+
+    /// Sends everything added, in order, and empties the batch.
+    fn flush(&mut self, sock: &TcpSocket, payload: &[u8]) -> Result {
+        let mut iov = KVec::with_capacity(self.spans.len(), GFP_KERNEL)?;
+        for s in self.spans.iter() {
+            let piece = match *s {
+                Span::Ctl { at, len } => &self.ctl[at..at + len],
+                Span::Payload { off, len } => &payload[off..off + len],
+            };
+            iov.push(Kvec::new(piece), GFP_KERNEL)?;
+        }
+        let sent = sock.send_pieces(&mut iov);
+        self.ctl.clear();
+        self.spans.clear();
+        sent
+    }
 }
 
 impl QueuePair {
@@ -49,22 +113,29 @@ impl QueuePair {
             opcode::WRITE if !solicited => Message::Write { stag: req.rkey, to: req.remote_addr },
             _ => return Err(EINVAL),
         };
-        let payload = {
-            let mrs = self.mrs.lock();
-            let sgl = Sgl::new(&req.sge, req.num_sge, &mrs, 0)?;
-            let mut payload = KVVec::from_elem(0u8, sgl.len() as usize, GFP_KERNEL)?;
-            sgl.gather(&mrs, &mut payload).map_err(|_| EINVAL)?;
-            payload
-        };
+        let sgl = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock(), 0)?;
+        let len = sgl.len();
         self.rx.lock().connected()?;
-        if let Err(e) = self.send_message(msg, &payload) {
+        let sent = {
+            let mut guard = self.tx.lock();
+            let Some(side) = &mut *guard else { return Err(enotconn()) };
+            let mut payload = core::mem::take(&mut side.scratch);
+            payload.clear();
+            payload.resize(len as usize, 0, GFP_KERNEL)?;
+            // Regions may have changed since the check: a failure here is still an argument error.
+            sgl.gather(&self.mrs.lock(), &mut payload).map_err(|_| EINVAL)?;
+            let sent = send_locked(self.socket()?, side, msg, &payload);
+            side.scratch = payload;
+            sent
+        };
+        if let Err(e) = sent {
             // Part of the message may be on the wire: the stream cannot go on.
             self.fail(Terminate::new(Cause::MpaStreamLost));
             return Err(e);
         }
         if signaled {
             let op = if req.opcode == opcode::WRITE { wc_opcode::RDMA_WRITE } else { wc_opcode::SEND };
-            let cqe = self.cqe(req.wr_id, wc_status::SUCCESS, op, payload.len() as u32);
+            let cqe = self.cqe(req.wr_id, wc_status::SUCCESS, op, len);
             if self.send_cq.push(&cqe).is_err() {
                 self.fail(Terminate::new(Cause::RdmapCatastrophic));
             }
@@ -102,20 +173,15 @@ impl QueuePair {
     }
 }
 
-fn send_locked(sock: &crate::socket::TcpSocket, side: &mut TxSide, msg: Message, payload: &[u8]) -> Result {
+/// Frames `msg` FPDU by FPDU and queues them to TCP a batch at a time.
+fn send_locked(sock: &TcpSocket, side: &mut TxSide, msg: Message, payload: &[u8]) -> Result {
     let mut out = side.tx.start(msg, payload.len() as u64).map_err(|_| EINVAL)?;
-    let mut iov = KVec::with_capacity(tx::PIECE_CAP, GFP_KERNEL)?;
     while !out.done() {
         side.tx.next_fpdu::<KernelCrc, _>(&mut out, payload, &mut side.fpdu);
-        iov.clear();
-        for p in side.fpdu.pieces() {
-            let piece = match *p {
-                Piece::Ctl { off, len } => side.fpdu.ctl(off, len),
-                Piece::Payload { off, len } => &payload[off as usize..off as usize + len as usize],
-            };
-            iov.push(Kvec::new(piece), GFP_KERNEL)?;
+        side.batch.add(&side.fpdu)?;
+        if out.done() || side.batch.spans.len() + tx::PIECE_CAP > BATCH_PIECES {
+            side.batch.flush(sock, payload)?;
         }
-        sock.send_pieces(&mut iov)?;
     }
     Ok(())
 }
