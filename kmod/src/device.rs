@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! `/dev/iwarp`: one [`Context`] per open file; every ioctl argument is copied in, validated,
-//! and answered here. Completion rings are mapped with `mmap` at the offset CREATE_CQ returned.
+//! and answered here. Rings (completion, send, receive) are mapped with `mmap` at the offsets
+//! CREATE_CQ and CREATE_QP returned.
 //! Closing the file tears down everything the context holds.
 
 use crate::abi::{
-    self, conn, AdoptQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, PostRecv, PostSend, QueryQp, QueryStats, RegMr, MAX_CQ, MAX_PRIVATE_DATA, MAX_QP,
+    self, conn, ring_kind, AdoptQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, QueryQp, QueryStats, RegMr, MAX_CQ, MAX_PRIVATE_DATA, MAX_QP,
     MAX_QP_WR,
 };
 use crate::cq::Cq;
@@ -71,8 +72,14 @@ impl MiscDevice for Context {
     }
 
     fn mmap(me: Pin<&Context>, _file: &kernel::fs::File, vma: &VmaNew) -> Result {
-        let cq = me.cqs.lock().get(ring::mmap_pgoff(vma) as u32)?.clone();
-        cq.mmap(vma)
+        let pgoff = ring::mmap_pgoff(vma) as u64;
+        let handle = (pgoff & ((1 << ring_kind::SHIFT) - 1)) as u32;
+        match pgoff >> ring_kind::SHIFT {
+            ring_kind::CQ => me.cqs.lock().get(handle)?.clone().mmap(vma),
+            ring_kind::SQ => me.qp(handle)?.send_ring().mmap(vma),
+            ring_kind::RQ => me.qp(handle)?.recv_ring().mmap(vma),
+            _ => Err(EINVAL),
+        }
     }
 
     fn ioctl(me: Pin<&Context>, _file: &kernel::fs::File, cmd: u32, arg: usize) -> Result<isize> {
@@ -174,13 +181,11 @@ impl MiscDevice for Context {
                 req.terminate_sent = sent as u32;
                 w.write(&req)?;
             }
-            abi::IOCTL_POST_SEND => {
-                let req: PostSend = user.reader().read()?;
-                me.qp(req.qp)?.post_send(&req)?;
-            }
-            abi::IOCTL_POST_RECV => {
-                let req: PostRecv = user.reader().read()?;
-                me.qp(req.qp)?.post_recv(&req)?;
+            abi::IOCTL_DOORBELL => {
+                let (mut r, mut w) = user.reader_writer();
+                let mut db: Doorbell = r.read()?;
+                me.qp(db.qp)?.doorbell(&mut db)?;
+                w.write(&db)?;
             }
             _ => return Err(ENOTTY),
         }
@@ -196,7 +201,8 @@ impl Context {
 
     /// A QP not connected yet, reporting to two of this context's CQs.
     fn create_qp(&self, mut req: CreateQp) -> Result<CreateQp> {
-        let valid = (1..=MAX_QP_WR).contains(&req.max_recv_wr) && (1..=MAX_QP_WR).contains(&req.max_send_wr) && req.qp == 0 && req.reserved == 0;
+        let outs_zero = req.qp == 0 && req.reserved == 0 && req.sq_offset == 0 && req.rq_offset == 0 && req.sq_len == 0 && req.rq_len == 0;
+        let valid = (1..=MAX_QP_WR).contains(&req.max_recv_wr) && (1..=MAX_QP_WR).contains(&req.max_send_wr) && outs_zero;
         if !valid {
             return Err(EINVAL);
         }
@@ -208,7 +214,11 @@ impl Context {
         let mut qps = self.qps.lock();
         let handle = qps.next_handle()?;
         let qp = QueuePair::new(handle, self.mrs.clone(), &send_cq, &recv_cq, limits)?;
+        req.sq_len = qp.send_ring().len() as u64;
+        req.rq_len = qp.recv_ring().len() as u64;
         req.qp = qps.insert(Entry { hook: None, qp })?;
+        req.sq_offset = (ring_kind::SQ << ring_kind::SHIFT | req.qp as u64) << PAGE_SHIFT;
+        req.rq_offset = (ring_kind::RQ << ring_kind::SHIFT | req.qp as u64) << PAGE_SHIFT;
         Ok(req)
     }
 

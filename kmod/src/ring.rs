@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Kernel memory the application maps (`shim/mem_shim.c`: vmalloc_user, remap_vmalloc_range):
-//! the completion rings. The application may write any byte at any time, so the module reads
+//! completion rings and work request rings. The application may write any byte at any time, so the module reads
 //! only the words it must (with atomics) and treats them as untrusted hints (seed 001).
 
 use core::ptr::NonNull;
@@ -70,6 +70,16 @@ impl SharedRing {
         for (i, b) in src.iter().enumerate() {
             // SAFETY: in bounds (checked above) of memory owned by `self`.
             unsafe { self.ptr.as_ptr().add(off + i).write_volatile(*b) };
+        }
+    }
+
+    /// Copies `dst.len()` octets at `off` out (volatile: user space may be writing them; the
+    /// copy is what gets checked and used).
+    pub(crate) fn read(&self, off: usize, dst: &mut [u8]) {
+        assert!(off.checked_add(dst.len()).is_some_and(|end| end <= self.bytes));
+        for (i, b) in dst.iter_mut().enumerate() {
+            // SAFETY: in bounds (checked above) of memory owned by `self`.
+            *b = unsafe { self.ptr.as_ptr().add(off + i).read_volatile() };
         }
     }
 

@@ -3,7 +3,7 @@
 //! The ABI structs as the kernel crate's byte-copy traits, so `UserSliceReader::read` and
 //! `UserSliceWriter::write` can move them across the user boundary.
 
-use crate::abi::{self, AdoptQp, CqOp, Cqe, CreateCq, CreateQp, DeregMr, DestroyQp, PostRecv, PostSend, QueryDevice, QueryQp, QueryStats, RegMr};
+use crate::abi::{self, AdoptQp, CqOp, Cqe, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, PostRecv, PostSend, QueryDevice, QueryQp, QueryStats, RegMr};
 use kernel::transmute::{AsBytes, FromBytes};
 
 const _: () = assert!(core::mem::size_of::<QueryDevice>() == abi::QUERY_DEVICE_SIZE);
@@ -19,6 +19,7 @@ const _: () = assert!(core::mem::size_of::<CreateCq>() == abi::CREATE_CQ_SIZE);
 const _: () = assert!(core::mem::size_of::<CqOp>() == abi::CQ_OP_SIZE);
 const _: () = assert!(core::mem::size_of::<Cqe>() == abi::CQE_SIZE);
 const _: () = assert!(core::mem::size_of::<QueryQp>() == abi::QUERY_QP_SIZE);
+const _: () = assert!(core::mem::size_of::<Doorbell>() == abi::DOORBELL_SIZE);
 
 // SAFETY (all impls below): each struct is `repr(C)`, made only of integers (and arrays of
 // them or of such structs), without padding (sizes pinned above and by libiwarp's layout test to
@@ -59,3 +60,7 @@ unsafe impl AsBytes for Cqe {}
 unsafe impl AsBytes for QueryQp {}
 // SAFETY: see above.
 unsafe impl FromBytes for QueryQp {}
+// SAFETY: see above.
+unsafe impl AsBytes for Doorbell {}
+// SAFETY: see above.
+unsafe impl FromBytes for Doorbell {}

@@ -168,8 +168,9 @@ pub mod conn {
     pub const ASKABLE: u32 = RX_MARKERS | CRC;
 }
 
-/// Argument of [`IOCTL_CREATE_QP`]: a queue pair not connected yet. Receives may be posted to it
-/// at once (so they are there before the peer's first Send); [`IOCTL_ADOPT_QP`] connects it.
+/// Argument of [`IOCTL_CREATE_QP`]: a queue pair not connected yet, with its send and receive
+/// rings (mapped like the CQ ring, at `sq_offset` and `rq_offset`). Receives may be posted at
+/// once, so they are there before the peer's first Send; [`IOCTL_ADOPT_QP`] connects it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CreateQp {
@@ -177,21 +178,42 @@ pub struct CreateQp {
     pub send_cq: u32,
     /// Completion queue of receive work requests (may be `send_cq`).
     pub recv_cq: u32,
-    /// Most receive work requests posted at once (1..=[`MAX_QP_WR`]).
+    /// Receive ring entries, and most receives posted at once (1..=[`MAX_QP_WR`]).
     pub max_recv_wr: u32,
-    /// Most RDMA Reads this side has outstanding (1..=[`MAX_QP_WR`]; also capped by the ORD).
+    /// Send ring entries, and most RDMA Reads outstanding (1..=[`MAX_QP_WR`]; Reads are also
+    /// capped by the ORD).
     pub max_send_wr: u32,
     /// Out: the QP handle.
     pub qp: u32,
     /// Zero.
     pub reserved: u32,
+    /// Out: `mmap` offset of the send ring ([`PostSend`] entries, `max_send_wr` of them).
+    pub sq_offset: u64,
+    /// Out: `mmap` offset of the receive ring ([`PostRecv`] entries, `max_recv_wr` of them).
+    pub rq_offset: u64,
+    /// Out: length of the send ring mapping.
+    pub sq_len: u64,
+    /// Out: length of the receive ring mapping.
+    pub rq_len: u64,
 }
 
 /// Size of [`CreateQp`].
-pub const CREATE_QP_SIZE: usize = 24;
+pub const CREATE_QP_SIZE: usize = 56;
 
 /// `_IOWR(0xa7, 0x04, struct CreateQp)`.
 pub const IOCTL_CREATE_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x04, CREATE_QP_SIZE);
+
+/// Where rings are mapped: the `mmap` page offset is `kind << RING_KIND_SHIFT | handle`.
+pub mod ring_kind {
+    /// Shift of the kind in the page offset.
+    pub const SHIFT: u32 = 20;
+    /// A completion queue's ring (handle = the CQ's).
+    pub const CQ: u64 = 0;
+    /// A QP's send ring (handle = the QP's).
+    pub const SQ: u64 = 1;
+    /// A QP's receive ring.
+    pub const RQ: u64 = 2;
+}
 
 /// Argument of [`IOCTL_ADOPT_QP`]: adopt an already connected TCP socket into QP `qp` and run
 /// the MPA exchange on it (in the caller's context, up to `timeout_ms`). From then on the
@@ -299,14 +321,14 @@ pub struct Sge {
     pub lkey: u32,
 }
 
-/// Argument of [`IOCTL_POST_SEND`]: one send work request. The module copies it, checks it and
-/// frames the message before it returns (markers, CRC), from a snapshot of the local buffers, so
-/// they may be reused at once. Sends and Writes complete when queued to TCP, Reads when the
-/// response has been placed.
+/// A send work request: an entry of a QP's send ring. The module copies each entry out of the
+/// ring when the doorbell rings, checks it and frames the message before DOORBELL returns
+/// (markers, CRC), from a snapshot of the local buffers, so they may be reused at once. Sends
+/// and Writes complete once queued to TCP, Reads when the response has been placed.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PostSend {
-    /// The QP handle.
+    /// Unused in rings (zero).
     pub qp: u32,
     /// [`opcode`].
     pub opcode: u32,
@@ -331,14 +353,12 @@ pub const POST_SEND_SIZE: usize = 104;
 /// Largest message (total of a work request's SGEs).
 pub const MAX_MESSAGE: u64 = 16 << 20;
 
-/// `_IOW(0xa7, 0x06, struct PostSend)`.
-pub const IOCTL_POST_SEND: u32 = ioc(IOC_WRITE, 0x06, POST_SEND_SIZE);
-
-/// Argument of [`IOCTL_POST_RECV`]: one receive buffer for the next Send the peer makes.
+/// A receive work request: an entry of a QP's receive ring, a buffer for the next Send the
+/// peer makes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PostRecv {
-    /// The QP handle.
+    /// Unused in rings (zero).
     pub qp: u32,
     /// Entries used in `sge` (0..=[`MAX_SGE`]).
     pub num_sge: u32,
@@ -351,8 +371,39 @@ pub struct PostRecv {
 /// Size of [`PostRecv`].
 pub const POST_RECV_SIZE: usize = 80;
 
-/// `_IOW(0xa7, 0x07, struct PostRecv)`.
-pub const IOCTL_POST_RECV: u32 = ioc(IOC_WRITE, 0x07, POST_RECV_SIZE);
+/// Argument of [`IOCTL_DOORBELL`]: the application wrote ring entries up to (not including)
+/// `sq_tail` / `rq_tail` (free-running counts; entry `n` is in slot `n % ring entries`). The
+/// module keeps its own head of each ring, copies the new entries out, checks them and
+/// executes them in order (receives first). An entry that fails its check is dropped with the
+/// entries after it; `*_done` counts those taken, `*_error` is the errno of the one that failed
+/// (0 if none). A tail more than a ring's size ahead of the module's head is EINVAL for the
+/// whole call.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Doorbell {
+    /// The QP handle.
+    pub qp: u32,
+    /// The application's send ring tail.
+    pub sq_tail: u32,
+    /// The application's receive ring tail.
+    pub rq_tail: u32,
+    /// Out: send entries taken.
+    pub sq_done: u32,
+    /// Out: receive entries taken.
+    pub rq_done: u32,
+    /// Out: errno of the send entry that failed, or 0.
+    pub sq_error: u32,
+    /// Out: errno of the receive entry that failed, or 0.
+    pub rq_error: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Size of [`Doorbell`].
+pub const DOORBELL_SIZE: usize = 32;
+
+/// `_IOWR(0xa7, 0x06, struct Doorbell)`.
+pub const IOCTL_DOORBELL: u32 = ioc(IOC_READ | IOC_WRITE, 0x06, DOORBELL_SIZE);
 
 /// Argument of [`IOCTL_CREATE_CQ`]. The ring is mapped with
 /// `mmap(NULL, mmap_len, PROT_READ | PROT_WRITE, MAP_SHARED, device_fd, mmap_offset)`; its layout

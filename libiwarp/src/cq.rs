@@ -4,11 +4,12 @@
 
 use crate::abi::{cq_ring, wc_flags, wc_opcode, wc_status, CqOp, Cqe, CreateCq, CQE_SIZE, IOCTL_ARM_CQ, IOCTL_CREATE_CQ, IOCTL_DESTROY_CQ};
 use crate::device::Device;
+use crate::ring::Mapping;
 use crate::sys;
 use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// What finished.
@@ -98,27 +99,6 @@ impl WorkCompletion {
     }
 }
 
-/// The mapped ring.
-struct Ring {
-    base: *mut u8,
-    len: usize,
-}
-
-impl Ring {
-    fn word(&self, off: usize) -> &AtomicU32 {
-        // SAFETY: `off` is one of the ring's aligned header words, inside the mapping, which
-        // lives as long as `self`; the module accesses these words atomically too.
-        unsafe { AtomicU32::from_ptr(self.base.add(off).cast()) }
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: the mapping was made by mmap() with this base and length and is unmapped once.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
-    }
-}
-
 /// How [`CompletionQueue::wait`] waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitMode {
@@ -132,7 +112,7 @@ pub enum WaitMode {
 pub struct CompletionQueue<'d> {
     dev: &'d Device,
     handle: u32,
-    ring: Ring,
+    ring: Mapping,
     depth: u32,
     consumer: Cell<u32>,
     event: OwnedFd,
@@ -150,24 +130,9 @@ impl<'d> CompletionQueue<'d> {
         let mut req = CreateCq { depth, eventfd: efd, ..CreateCq::default() };
         sys::ioctl(dev.file().as_fd(), IOCTL_CREATE_CQ, &mut req)?;
         let handle = req.cq;
-        // SAFETY: maps the ring the module just made, at the offset and length it returned;
-        // the result is checked before use.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                req.mmap_len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                dev.file().as_raw_fd(),
-                req.mmap_offset as libc::off_t,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            let e = io::Error::last_os_error();
+        let ring = Mapping::new(dev.file().as_fd(), req.mmap_offset, req.mmap_len).inspect_err(|_| {
             let _ = sys::ioctl(dev.file().as_fd(), IOCTL_DESTROY_CQ, &mut CqOp { cq: handle, solicited_only: 0 });
-            return Err(e);
-        }
-        let ring = Ring { base: base.cast(), len: req.mmap_len as usize };
+        })?;
         Ok(CompletionQueue { dev, handle, ring, depth: req.depth, consumer: Cell::new(0), event })
     }
 
@@ -188,10 +153,9 @@ impl<'d> CompletionQueue<'d> {
         let mut n = 0;
         while n < out.len() && consumer != producer {
             let slot = (consumer & (self.depth - 1)) as usize;
-            // SAFETY: the slot lies inside the mapping (depth entries after the header); the
-            // module wrote it before publishing `producer` (acquire above) and will not touch it
-            // again until we publish a consumer index past it.
-            let raw = unsafe { self.ring.base.add(cq_ring::ENTRIES + slot * CQE_SIZE).cast::<Cqe>().read_volatile() };
+            // The module wrote the slot before publishing `producer` (acquire above) and will not
+            // touch it again until we publish a consumer index past it.
+            let raw: Cqe = self.ring.read(cq_ring::ENTRIES + slot * CQE_SIZE);
             out[n] = WorkCompletion::from_raw(&raw);
             n += 1;
             consumer = consumer.wrapping_add(1);

@@ -106,11 +106,6 @@ impl Device {
         sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_ADOPT_QP, req)
     }
 
-    /// Issues POST_SEND with a raw argument (tests of the module's argument checking).
-    pub fn post_send_raw(&self, req: &mut crate::abi::PostSend) -> io::Result<()> {
-        sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_POST_SEND, req)
-    }
-
     /// Issues DESTROY_CQ on a raw handle (tests).
     pub fn destroy_cq_raw(&self, cq: u32) -> io::Result<()> {
         sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_DESTROY_CQ, &mut crate::abi::CqOp { cq, solicited_only: 0 })
@@ -121,18 +116,10 @@ impl Device {
         sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_ARM_CQ, &mut crate::abi::CqOp { cq, solicited_only })
     }
 
-    /// Maps `len` bytes at the ring offset of CQ handle `cq` and unmaps them again (tests of
+    /// Maps `len` bytes at page offset `pgoff` of the device and unmaps them again (tests of
     /// the module's mmap checks).
-    pub fn map_raw(&self, cq: u32, len: usize) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: a fresh shared mapping of the device, checked and unmapped below.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, self.file.as_raw_fd(), (cq as libc::off_t) << 12) };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `p` is the mapping just made, `len` long.
-        unsafe { libc::munmap(p, len) };
-        Ok(())
+    pub fn map_raw(&self, pgoff: u64, len: usize) -> io::Result<()> {
+        crate::ring::Mapping::new(self.file.as_fd(), pgoff << 12, len as u64).map(drop)
     }
 
     /// Issues an ioctl with an arbitrary command on a QueryDevice-sized buffer (tests of the

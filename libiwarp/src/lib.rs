@@ -10,10 +10,11 @@ mod cq;
 mod device;
 mod mr;
 mod qp;
+mod ring;
 mod sys;
 
 pub use abi::Sge;
 pub use cq::{CompletionQueue, WaitMode, WcOpcode, WcStatus, WorkCompletion};
 pub use device::{Device, DEVICE_PATH};
 pub use mr::{Access, MemoryRegion};
-pub use qp::{ConnectOptions, Negotiated, QpInit, QpState, QueuePair, Remote, Role, SendOp, SendWr};
+pub use qp::{ConnectOptions, Negotiated, QpInit, QpState, QueuePair, RecvWr, Remote, Role, SendOp, SendWr};

@@ -3,12 +3,14 @@
 //! against the registered regions, and only ever places into registered memory.
 
 use crate::abi::{
-    conn, opcode, qp_state, role, send_flags, AdoptQp, CreateQp, DestroyQp, PostRecv, PostSend, QueryQp, Sge, IOCTL_ADOPT_QP, IOCTL_CREATE_QP,
-    IOCTL_DESTROY_QP, IOCTL_POST_RECV, IOCTL_POST_SEND, IOCTL_QUERY_QP, MAX_SGE,
+    conn, opcode, qp_state, role, send_flags, AdoptQp, CreateQp, DestroyQp, Doorbell, PostRecv, PostSend, QueryQp, Sge, IOCTL_ADOPT_QP, IOCTL_CREATE_QP,
+    IOCTL_DESTROY_QP, IOCTL_DOORBELL, IOCTL_QUERY_QP, MAX_SGE,
 };
 use crate::cq::CompletionQueue;
 use crate::device::Device;
+use crate::ring::Mapping;
 use crate::sys;
+use std::cell::Cell;
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::{AsFd, AsRawFd};
@@ -162,6 +164,36 @@ pub enum QpState {
     },
 }
 
+/// A receive work request.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvWr<'s> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Where the message goes (regions need LOCAL_WRITE).
+    pub sge: &'s [Sge],
+}
+
+/// Our side of a work request ring: entries are written at the tail; the module takes every
+/// entry up to the tail at each doorbell, so the whole ring is free again after it.
+struct WorkRing<T> {
+    map: Mapping,
+    entries: u32,
+    tail: Cell<u32>,
+    _entry: std::marker::PhantomData<T>,
+}
+
+impl<T: Copy> WorkRing<T> {
+    fn new(map: Mapping, entries: u32) -> WorkRing<T> {
+        WorkRing { map, entries, tail: Cell::new(0), _entry: std::marker::PhantomData }
+    }
+
+    fn push(&self, e: T) {
+        let t = self.tail.get();
+        self.map.write((t % self.entries) as usize * std::mem::size_of::<T>(), e);
+        self.tail.set(t.wrapping_add(1));
+    }
+}
+
 fn entries(sge: &[Sge]) -> io::Result<([Sge; MAX_SGE], u32)> {
     if sge.len() > MAX_SGE {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -178,6 +210,8 @@ fn entries(sge: &[Sge]) -> io::Result<([Sge; MAX_SGE], u32)> {
 pub struct QueuePair<'a> {
     dev: &'a Device,
     handle: u32,
+    sq: WorkRing<PostSend>,
+    rq: WorkRing<PostRecv>,
     negotiated: Option<Negotiated>,
     stream: Option<TcpStream>,
     _cqs: std::marker::PhantomData<&'a CompletionQueue<'a>>,
@@ -193,7 +227,15 @@ impl<'a> QueuePair<'a> {
             ..CreateQp::default()
         };
         sys::ioctl(dev.file().as_fd(), IOCTL_CREATE_QP, &mut req)?;
-        Ok(QueuePair { dev, handle: req.qp, negotiated: None, stream: None, _cqs: std::marker::PhantomData })
+        let rings = (|| {
+            let sq = WorkRing::new(Mapping::new(dev.file().as_fd(), req.sq_offset, req.sq_len)?, init.max_send_wr);
+            let rq = WorkRing::new(Mapping::new(dev.file().as_fd(), req.rq_offset, req.rq_len)?, init.max_recv_wr);
+            Ok::<_, io::Error>((sq, rq))
+        })();
+        let (sq, rq) = rings.inspect_err(|_| {
+            let _ = sys::ioctl(dev.file().as_fd(), IOCTL_DESTROY_QP, &mut DestroyQp { qp: req.qp, reserved: 0 });
+        })?;
+        Ok(QueuePair { dev, handle: req.qp, sq, rq, negotiated: None, stream: None, _cqs: std::marker::PhantomData })
     }
 
     /// Connects the QP over `stream`: the module adopts the socket and runs the MPA exchange on
@@ -244,8 +286,20 @@ impl<'a> QueuePair<'a> {
     /// Posts a receive buffer for the peer's next Send (also before the QP is connected).
     /// ENOMEM when the receive queue is full, ENOTCONN once the QP ended.
     pub fn post_recv(&self, wr_id: u64, sge: &[Sge]) -> io::Result<()> {
-        let (sge, num_sge) = entries(sge)?;
-        sys::ioctl(self.dev.file().as_fd(), IOCTL_POST_RECV, &mut PostRecv { qp: self.handle, num_sge, wr_id, sge })
+        self.post_recvs(&[RecvWr { wr_id, sge }])
+    }
+
+    /// Posts several receives with one system call (one doorbell). On error, the receives
+    /// before the failing one were posted and the rest were not.
+    pub fn post_recvs(&self, wrs: &[RecvWr<'_>]) -> io::Result<()> {
+        for chunk in wrs.chunks(self.rq.entries as usize) {
+            for w in chunk {
+                let (sge, num_sge) = entries(w.sge)?;
+                self.rq.push(PostRecv { qp: 0, num_sge, wr_id: w.wr_id, sge });
+            }
+            self.ring_doorbell()?;
+        }
+        Ok(())
     }
 
     /// Posts a send work request. When this returns, the module has taken a snapshot of the
@@ -253,8 +307,7 @@ impl<'a> QueuePair<'a> {
     /// at once; a Read completes later, when its data is in place.
     pub fn post_send(&self, wr: &SendWr<'_>) -> io::Result<()> {
         let (sge, num_sge) = entries(wr.sge)?;
-        let mut req =
-            PostSend { qp: self.handle, wr_id: wr.wr_id, num_sge, sge, flags: if wr.signaled { send_flags::SIGNALED } else { 0 }, ..PostSend::default() };
+        let mut req = PostSend { wr_id: wr.wr_id, num_sge, sge, flags: if wr.signaled { send_flags::SIGNALED } else { 0 }, ..PostSend::default() };
         match wr.op {
             SendOp::Send { solicited } => {
                 req.opcode = opcode::SEND;
@@ -271,7 +324,28 @@ impl<'a> QueuePair<'a> {
                 req.rkey = r.rkey;
             }
         }
-        sys::ioctl(self.dev.file().as_fd(), IOCTL_POST_SEND, &mut req)
+        self.post_send_raw(req)
+    }
+
+    /// Puts a raw entry on the send ring and rings the doorbell (tests of the module's checks).
+    pub fn post_send_raw(&self, entry: PostSend) -> io::Result<()> {
+        self.sq.push(entry);
+        self.ring_doorbell()
+    }
+
+    /// Tells the module about everything written to the rings; the first error of either ring.
+    fn ring_doorbell(&self) -> io::Result<()> {
+        let mut db = Doorbell { qp: self.handle, sq_tail: self.sq.tail.get(), rq_tail: self.rq.tail.get(), ..Doorbell::default() };
+        sys::ioctl(self.dev.file().as_fd(), IOCTL_DOORBELL, &mut db)?;
+        match (db.rq_error, db.sq_error) {
+            (0, 0) => Ok(()),
+            (0, e) | (e, _) => Err(io::Error::from_raw_os_error(e as i32)),
+        }
+    }
+
+    /// Rings the doorbell with raw tails (tests of the module's checks).
+    pub fn doorbell_raw(&self, sq_tail: u32, rq_tail: u32) -> io::Result<()> {
+        sys::ioctl(self.dev.file().as_fd(), IOCTL_DOORBELL, &mut Doorbell { qp: self.handle, sq_tail, rq_tail, ..Doorbell::default() })
     }
 
     /// Whether the QP is still connected, and if not, why.

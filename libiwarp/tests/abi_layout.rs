@@ -33,6 +33,11 @@ fn queue_pair_layouts() {
     assert_eq!(size_of::<CreateQp>(), CREATE_QP_SIZE);
     assert_eq!(offset_of!(CreateQp, max_send_wr), 12);
     assert_eq!(offset_of!(CreateQp, qp), 16);
+    assert_eq!(offset_of!(CreateQp, sq_offset), 24);
+    assert_eq!(offset_of!(CreateQp, rq_len), 48);
+    assert_eq!(size_of::<Doorbell>(), DOORBELL_SIZE);
+    assert_eq!(offset_of!(Doorbell, sq_done), 12);
+    assert_eq!(offset_of!(Doorbell, rq_error), 24);
     assert_eq!(size_of::<AdoptQp>(), ADOPT_QP_SIZE);
     assert_eq!(offset_of!(AdoptQp, private_data), 32);
     assert_eq!(offset_of!(AdoptQp, peer_private), 40);
@@ -83,11 +88,10 @@ fn ioctl_numbers_use_linux_encoding() {
     assert_eq!(IOCTL_REG_MR, 0xc020_a701);
     assert_eq!(IOCTL_DEREG_MR, 0x4008_a702);
     assert_eq!(IOCTL_QUERY_STATS, 0x8040_a703);
-    assert_eq!(IOCTL_CREATE_QP, 0xc018_a704);
+    assert_eq!(IOCTL_CREATE_QP, 0xc038_a704);
     assert_eq!(IOCTL_ADOPT_QP, 0xc050_a70c);
     assert_eq!(IOCTL_DESTROY_QP, 0x4008_a705);
-    assert_eq!(IOCTL_POST_SEND, 0x4068_a706);
-    assert_eq!(IOCTL_POST_RECV, 0x4050_a707);
+    assert_eq!(IOCTL_DOORBELL, 0xc020_a706);
     assert_eq!(IOCTL_CREATE_CQ, 0xc020_a708);
     assert_eq!(IOCTL_DESTROY_CQ, 0x4008_a709);
     assert_eq!(IOCTL_ARM_CQ, 0x4008_a70a);

@@ -5,6 +5,7 @@
 //! workqueue runs when data arrives, placing straight from the socket's buffers into registered
 //! memory and completing into the CQs (`receive`). Lock order: tx, rx, socket, regions, CQ.
 
+mod doorbell;
 mod establish;
 mod receive;
 mod send;
@@ -21,6 +22,7 @@ use crate::socket::TcpSocket;
 use crate::terminate::Terminate;
 use crate::tx::{self, Transmitter};
 use core::sync::atomic::{AtomicU64, Ordering};
+use doorbell::{Heads, RecvRing, SendRing};
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex, SetOnce};
@@ -103,7 +105,12 @@ pub(crate) struct QueuePair {
     mrs: Arc<Mutex<MrTable>>,
     send_cq: Attached,
     recv_cq: Attached,
+    sq_ring: SendRing,
+    rq_ring: RecvRing,
     _counted: Counted,
+    /// The module's own ring heads; held while a doorbell is processed (outermost lock).
+    #[pin]
+    heads: Mutex<Heads>,
     /// Set when connected.
     #[pin]
     tx: Mutex<Option<TxSide>>,
@@ -123,7 +130,10 @@ impl QueuePair {
                 mrs,
                 send_cq: send_cq.attach(),
                 recv_cq: recv_cq.attach(),
+                sq_ring: SendRing::new(limits.max_send_wr)?,
+                rq_ring: RecvRing::new(limits.max_recv_wr)?,
                 _counted: Counted::new(),
+                heads <- new_mutex!(Heads::new()),
                 tx <- new_mutex!(None),
                 rx <- new_mutex!(RxSide::new(rq, reads)),
             }),

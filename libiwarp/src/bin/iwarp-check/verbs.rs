@@ -5,7 +5,8 @@
 use super::{dial, ensure, expect_errno, listen, open, options, Check};
 use iwarp_proto::terminate::Cause;
 use libiwarp::{
-    Access, CompletionQueue, Device, MemoryRegion, QpInit, QpState, QueuePair, Remote, Role, SendOp, SendWr, Sge, WaitMode, WcOpcode, WcStatus, WorkCompletion,
+    Access, CompletionQueue, Device, MemoryRegion, QpInit, QpState, QueuePair, RecvWr, Remote, Role, SendOp, SendWr, Sge, WaitMode, WcOpcode, WcStatus,
+    WorkCompletion,
 };
 use std::net::TcpStream;
 use std::time::Duration;
@@ -277,10 +278,10 @@ const POSTED: usize = 4;
 /// Deep queue, receiving side: `n` receives posted at once at distinct offsets; the sender
 /// first uses up the session's standing receives with fillers, then sends `n` messages.
 fn deep_receive(s: &mut Session<'_>, n: usize) -> Check {
-    for i in 0..n {
-        let sge = [s.b.dst.sge(i * 16..i * 16 + 16)];
-        s.qp.post_recv(i as u64, &sge).map_err(|e| format!("post_recv {i}: {e}"))?;
-    }
+    // All with one doorbell: the ring is as deep as the receive queue.
+    let sges: Vec<[Sge; 1]> = (0..n).map(|i| [s.b.dst.sge(i * 16..i * 16 + 16)]).collect();
+    let wrs: Vec<RecvWr<'_>> = sges.iter().enumerate().map(|(i, sge)| RecvWr { wr_id: i as u64, sge }).collect();
+    s.qp.post_recvs(&wrs).map_err(|e| format!("post {n} receives: {e}"))?;
     s.tell(0, 0)?;
     let none = WorkCompletion::EMPTY;
     let mut wc = vec![none; 256];
@@ -449,9 +450,9 @@ pub(crate) fn local_errors() -> Check {
     expect_errno("Read into two SGEs", send(&[rw.sge(0..8), rw.sge(8..16)], SendOp::Read(Remote { addr: 0, rkey: 1 })), libc::EINVAL)?;
     expect_errno("receive into a region without LOCAL_WRITE", qp.post_recv(1, &[ro.sge(0..16)]), libc::EACCES)?;
     let raw = |f: &dyn Fn(&mut libiwarp::abi::PostSend)| {
-        let mut req = libiwarp::abi::PostSend { qp: qp.handle(), num_sge: 1, sge: [ro.sge(0..16); 4], ..Default::default() };
+        let mut req = libiwarp::abi::PostSend { num_sge: 1, sge: [ro.sge(0..16); 4], ..Default::default() };
         f(&mut req);
-        dev.post_send_raw(&mut req)
+        qp.post_send_raw(req)
     };
     expect_errno("unknown opcode", raw(&|r| r.opcode = 9), libc::EINVAL)?;
     expect_errno("five SGEs", raw(&|r| r.num_sge = 5), libc::EINVAL)?;
@@ -464,7 +465,8 @@ pub(crate) fn local_errors() -> Check {
         }),
         libc::EINVAL,
     )?;
-    expect_errno("unknown QP", raw(&|r| r.qp ^= 0x80), libc::EINVAL)?;
+    expect_errno("doorbell with a send tail past the ring", qp.doorbell_raw(1000, 0), libc::EINVAL)?;
+    expect_errno("doorbell with a receive tail behind the module's head", qp.doorbell_raw(0, u32::MAX), libc::EINVAL)?;
     for i in 0..4 {
         qp.post_recv(i, &[rw.sge(0..4096)]).map_err(|e| e.to_string())?;
     }
@@ -472,8 +474,11 @@ pub(crate) fn local_errors() -> Check {
     expect_errno("destroying a CQ in use", dev.destroy_cq_raw(cq.handle()), libc::EBUSY)?;
     expect_errno("arming an unknown CQ", dev.arm_cq_raw(0xdead_0001, 0), libc::EINVAL)?;
     expect_errno("arming with a bad flag", dev.arm_cq_raw(cq.handle(), 7), libc::EINVAL)?;
-    expect_errno("mapping an unknown CQ", dev.map_raw(0x7fff_0001, 4096), libc::EINVAL)?;
-    expect_errno("mapping a CQ with the wrong length", dev.map_raw(cq.handle(), 3 * 4096 * 4096), libc::EINVAL)?;
+    use libiwarp::abi::ring_kind;
+    expect_errno("mapping an unknown CQ", dev.map_raw(0x7_0001, 4096), libc::EINVAL)?;
+    expect_errno("mapping a CQ with the wrong length", dev.map_raw(cq.handle() as u64, 3 * 4096 * 4096), libc::EINVAL)?;
+    expect_errno("mapping the send ring of an unknown QP", dev.map_raw(ring_kind::SQ << ring_kind::SHIFT | 0x7_0001, 4096), libc::EINVAL)?;
+    expect_errno("mapping an unknown kind of ring", dev.map_raw(7 << ring_kind::SHIFT | qp.handle() as u64, 4096), libc::EINVAL)?;
     // The send CQ holds one entry: the second signaled Send overruns it, which ends the QP.
     let signaled = |i| qp.post_send(&SendWr { wr_id: i, op: plain, sge: &[ro.sge(0..16)], signaled: true });
     signaled(1).map_err(|e| format!("first signaled Send: {e}"))?;
