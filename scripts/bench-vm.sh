@@ -23,7 +23,7 @@ declare -A R
 # ours NAME OPTS: write_bw 64 KiB, write_lat 8 B, send_lat 8 B through iwarp.ko.
 ours() {
     local name=$1 opts=$2 out
-    out=$(vm_pair B "timeout 600 $bench server --port 7300" \
+    out=$(vm_pair B "timeout 600 $bench server --port 7300 $opts" \
         A "$bench client $B --port 7300 $opts --format csv --test write_bw --sizes 65536 --iters $bw_iters && \
            $bench client $B --port 7300 $opts --format csv --test write_lat,send_lat --sizes 8 --iters $lat_iters --stop-server") || { echo "$out"; return 1; }
     echo "$out" | grep -E '^(test|write|send)'

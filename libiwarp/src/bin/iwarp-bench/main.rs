@@ -1,6 +1,6 @@
 //! iwarp-bench: perftest-style measurements over iwarp.ko between two machines.
 //!
-//!   iwarp-bench server [--port P]
+//!   iwarp-bench server [--port P] [--markers 0|1] [--crc 0|1] [--mpa-rev 1|2]
 //!   iwarp-bench client HOST [--port P] [--test T,..] [--sizes S,..] [--iters N] [--depth D]
 //!                           [--markers 0|1] [--crc 0|1] [--mpa-rev 1|2] [--format table|csv|json]
 //!                           [--stop-server]
@@ -76,31 +76,32 @@ fn run() -> Result<(), Box<dyn Error>> {
         return Err("--depth must be 1..=1024".into());
     }
     match rest.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["server"] => serve(port),
+        ["server"] => serve(port, &o),
         ["client", host] => client(host, port, &o),
         _ => Err("usage: see the top of libiwarp/src/bin/iwarp-bench/main.rs".into()),
     }
 }
 
 /// Connection options for one run.
-fn connect_options(role: Role, o: Option<&Options>, private: Vec<u8>) -> ConnectOptions {
+fn connect_options(role: Role, o: &Options, private: Vec<u8>) -> ConnectOptions {
     let mut c = ConnectOptions::new(role);
-    if let Some(o) = o {
-        c.markers = o.markers;
-        c.crc = o.crc;
-        c.mpa_rev = o.mpa_rev;
-    }
+    c.markers = o.markers;
+    c.crc = o.crc;
+    c.mpa_rev = o.mpa_rev;
     c.private_data = private;
     c.timeout = Duration::from_secs(30);
     c
 }
 
-fn serve(port: u16) -> Result<(), Box<dyn Error>> {
+/// Serves runs until a client says quit. The server asks for markers and CRC as its own options
+/// say (CRC is used if either side asks; markers are asked per direction), so both sides of a
+/// run take the same options.
+fn serve(port: u16, o: &Options) -> Result<(), Box<dyn Error>> {
     let l = TcpListener::bind(("0.0.0.0", port))?;
     eprintln!("iwarp-bench: serving on {port}");
     loop {
         let (s, _) = l.accept()?;
-        if !tests::serve_one(s)? {
+        if !tests::serve_one(s, o)? {
             return Ok(());
         }
     }
@@ -130,7 +131,7 @@ fn client(host: &str, port: u16, o: &Options) -> Result<(), Box<dyn Error>> {
         }
     }
     if o.stop_server {
-        tests::quit(dial(host, port)?)?;
+        tests::quit(dial(host, port)?, o)?;
     }
     report::print(o.format, o, &results);
     Ok(())

@@ -169,12 +169,12 @@ fn open<'d>(
 }
 
 /// Server side of one connection; false when told to quit.
-pub(crate) fn serve_one(stream: TcpStream) -> Res<bool> {
+pub(crate) fn serve_one(stream: TcpStream, o: &Options) -> Res<bool> {
     let dev = Device::open()?;
     let (scq, rcq) = (dev.create_cq(4096)?, dev.create_cq(4096)?);
     let mut buf = vec![0u8; MAX_SIZE];
     let (mut qp, mr) = open(&dev, (&scq, &rcq), &mut buf, SERVER_RECVS)?;
-    let pd = qp.adopt(stream, &connect_options(Role::Responder, None, mr.remote(0).to_bytes().to_vec()))?.peer_private.clone();
+    let pd = qp.adopt(stream, &connect_options(Role::Responder, o, mr.remote(0).to_bytes().to_vec()))?.peer_private.clone();
     let (req, peer) = Request::decode(&pd)?;
     let s = Side { qp, scq: &scq, rcq: &rcq, mr, peer };
     let n = req.size;
@@ -217,13 +217,13 @@ pub(crate) fn serve_one(stream: TcpStream) -> Res<bool> {
 }
 
 /// Ends the server.
-pub(crate) fn quit(stream: TcpStream) -> Res<()> {
+pub(crate) fn quit(stream: TcpStream, o: &Options) -> Res<()> {
     let dev = Device::open()?;
     let cq = dev.create_cq(4)?;
     let mut buf = vec![0u8; 16];
     let (mut qp, mr) = open(&dev, (&cq, &cq), &mut buf, 0)?;
     let req = Request { test: Test::Quit, size: 0, iters: 0, depth: 1 };
-    qp.adopt(stream, &connect_options(Role::Initiator, None, req.encode(mr.remote(0))))?;
+    qp.adopt(stream, &connect_options(Role::Initiator, o, req.encode(mr.remote(0))))?;
     Ok(())
 }
 
@@ -239,7 +239,7 @@ pub(crate) fn run_one(stream: TcpStream, test: Test, size: usize, o: &Options) -
     let mut buf = vec![0u8; 2 * size.max(16)];
     let (mut qp, mr) = open(&dev, (&scq, &rcq), &mut buf, 16)?;
     let req = Request { test, size, iters, depth: o.depth };
-    let neg = qp.adopt(stream, &connect_options(Role::Initiator, Some(o), req.encode(mr.remote(0))))?;
+    let neg = qp.adopt(stream, &connect_options(Role::Initiator, o, req.encode(mr.remote(0))))?;
     let window = o.depth.min(neg.ord.max(1) as usize);
     let peer = Remote::from_bytes(&neg.peer_private).ok_or("the server sent no buffer")?;
     let mut s = Side { qp, scq: &scq, rcq: &rcq, mr, peer };
