@@ -26,11 +26,14 @@
 //!                    CASE: bad-stag, write-bounds, read-rights, no-recv: B must end the QP with
 //!                    the right Terminate, A must learn it, both flush what was posted
 //!   verbs-errors     (loopback) errnos of the data-path ioctls, and a CQ overrun
+//!   bad-frame HOST PORT CASE   a user-level peer sends a malformed FPDU (CASE: crc-error) to
+//!                    fault-serve, and must get the module's Terminate back
 //!
 //! OPTS: markers=0|1,crc=0|1,rev=1|2,pd=TEXT,timeout=MS. EXPECT: rev=N,crc=0|1,rx_markers=0|1,
 //! tx_markers=0|1,peer=TEXT (what the exchange must settle).
 
 mod verbs;
+mod wire;
 
 use libiwarp::abi::{self, access, conn, role, AdoptQp, CreateQp};
 use libiwarp::{Access, CompletionQueue, ConnectOptions, Device, QpInit, Role, SendOp, SendWr};
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Some("fault-serve") if args.len() == 3 => verbs::fault_serve(&args[1], &args[2]),
         Some("fault-drive") if args.len() == 4 => verbs::fault_drive(&args[1], &args[2], &args[3]),
         Some("verbs-errors") => verbs::local_errors(),
+        Some("bad-frame") if args.len() == 4 => wire::bad_frame(&args[1], &args[2], &args[3]),
         _ => Err("usage: see the top of libiwarp/src/bin/iwarp-check.rs".into()),
     };
     match result {

@@ -352,7 +352,10 @@ fn fault_cause(case: &str) -> Result<(Cause, &'static str), String> {
         "write-bounds" => (Cause::DdpBaseBounds, "RDMA Write past the end of B's region"),
         "read-rights" => (Cause::RdmapAccessRights, "RDMA Read of B's region that lacks REMOTE_READ"),
         "no-recv" => (Cause::DdpNoBuffer, "Send while B has no receive posted"),
-        _ => return Err(format!("unknown fault case {case}")),
+        _ => match super::wire::cause(case) {
+            Some(c) => (c, "a malformed FPDU from a user-level peer"),
+            None => return Err(format!("unknown fault case {case}")),
+        },
     })
 }
 

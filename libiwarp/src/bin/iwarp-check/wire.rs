@@ -1,0 +1,100 @@
+//! A user-level peer built on the protocol core over a plain socket, that breaks the protocol on
+//! purpose: the module must answer a malformed frame with a Terminate on the wire, end the QP
+//! and flush its work (checked on the module's side by `fault-serve`).
+
+use super::{dial, ensure, Check};
+use iwarp_proto::crc::HostCrc;
+use iwarp_proto::markers::{self, Markers};
+use iwarp_proto::mpa::frame::{Frame, FrameError, Kind, RtrTypes, HEADER_LEN};
+use iwarp_proto::mpa::negotiate::{Connection, Local};
+use iwarp_proto::rdmap::Opcode;
+use iwarp_proto::rx::{self, Event, Receiver, Sink, Target};
+use iwarp_proto::stream::Pieces;
+use iwarp_proto::terminate::Cause;
+use iwarp_proto::tx::{self, Fpdu, Message, Transmitter};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// What the module's side of each case expects to send.
+pub(crate) fn cause(case: &str) -> Option<Cause> {
+    match case {
+        "crc-error" => Some(Cause::MpaCrc),
+        _ => None,
+    }
+}
+
+/// Takes whatever the module sends; records deliveries.
+struct Collect(Vec<Event>);
+
+impl Sink for Collect {
+    fn check(&mut self, _: Opcode, t: Target, len: u32) -> Result<(), Cause> {
+        match t {
+            Target::Untagged { mo, .. } if mo as u64 + len as u64 <= 1 << 16 => Ok(()),
+            _ => Err(Cause::DdpNoBuffer),
+        }
+    }
+    fn place(&mut self, _: Target, _: &[u8]) {}
+    fn deliver(&mut self, e: Event) {
+        self.0.push(e);
+    }
+}
+
+/// MPA as initiator on a plain socket; the private data stands in for a region advertisement.
+fn mpa(s: &mut TcpStream) -> Result<Connection, String> {
+    let local = Local { markers: true, crc: true, rev: 2, ird: 4, ord: 4, p2p: false, rtr: RtrTypes::default() };
+    let req = local.request(&[0u8; 24]);
+    let mut buf = vec![0u8; req.wire_len()];
+    req.emit(&mut buf).ok_or("emit MPA request")?;
+    s.write_all(&buf).map_err(|e| e.to_string())?;
+    let mut rep = vec![0u8; HEADER_LEN];
+    s.read_exact(&mut rep).map_err(|e| format!("MPA reply: {e}"))?;
+    if let Err(FrameError::Incomplete(total)) = Frame::parse(&rep, Kind::Reply) {
+        rep.resize(total, 0);
+        s.read_exact(&mut rep[HEADER_LEN..]).map_err(|e| format!("MPA reply: {e}"))?;
+    }
+    let (frame, _) = Frame::parse(&rep, Kind::Reply).map_err(|e| format!("MPA reply: {e:?}"))?;
+    local.complete(&frame).map_err(|e| format!("MPA refused: {e:?}"))
+}
+
+/// Guest A: connects, completes MPA, then sends one Send whose CRC does not match; the module's Terminate must
+/// arrive, with the expected cause, and then the connection must end.
+pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
+    let want = cause(case).ok_or(format!("unknown case {case}"))?;
+    let mut s = dial(host, port)?;
+    let conn = mpa(&mut s)?;
+    let tx_marks = if conn.tx_markers { Markers::RFC } else { Markers::NONE };
+    let mut t = Transmitter::new(tx::Config { markers: tx_marks, crc: conn.crc, mulpdu: markers::mulpdu(1448, tx_marks) });
+    let payload = [0x5au8; 64];
+    let mut out = t.start(Message::Send { solicited: false, invalidate: None }, payload.len() as u64).map_err(|e| format!("{e:?}"))?;
+    let mut f = Box::<Fpdu>::default();
+    t.next_fpdu::<HostCrc, _>(&mut out, payload.as_slice(), &mut f);
+    let mut wire = vec![0u8; f.wire_len as usize];
+    f.write_to(payload.as_slice(), &mut wire);
+    // A payload octet changed after the CRC was computed (octet 40 is payload with or without
+    // the leading marker).
+    wire[40] ^= 0x01;
+    s.write_all(&wire).map_err(|e| e.to_string())?;
+    println!("ok: sent a Send FPDU with {case}");
+    s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+    let mut rx = Receiver::new(rx::Config {
+        markers: if conn.rx_markers { Markers::RFC } else { Markers::NONE },
+        crc: conn.crc,
+        expect_rtr: None,
+        expect_rtr_read_response: false,
+    });
+    let mut sink = Collect(Vec::new());
+    let mut pending = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        pending.extend_from_slice(&chunk[..n]);
+        let used = rx.receive::<HostCrc, _>(&Pieces::new(rx.next(), &[&pending]), &mut sink).map_err(|e| format!("the module's frames: {e:?}"))?;
+        pending.drain(..used as usize);
+    }
+    let term = sink.0.iter().find_map(|e| if let Event::Terminate(t) = e { Some(*t) } else { None });
+    ensure(term.and_then(|t| t.cause()) == Some(want), format!("the module sent a Terminate ({want:?}) and closed: {:?}", sink.0))
+}
