@@ -168,16 +168,20 @@ bool iwarp_shim_sock_established(struct socket *sock)
 }
 
 /*
- * The receive hook of a QP: the socket's data_ready and state_change callbacks queue @work,
- * which calls @run(@owner) in process context. Installed under sk_callback_lock; removal
- * restores the old callbacks under the same lock and then waits for @work, so @owner is never
- * used after iwarp_shim_hook_remove() returns.
+ * The hook of a QP: the socket's data_ready and state_change callbacks queue @work, which calls
+ * @run(@owner) in process context (receiving); iwarp_shim_sock_kick_tx() queues @tx_work, which
+ * calls @run_tx(@owner) (sending what receiving asked for, so receiving never waits on a full
+ * send buffer). Installed under sk_callback_lock; removal restores the old callbacks under the
+ * same lock and then waits for both works, so @owner is never used after
+ * iwarp_shim_hook_remove() returns.
  */
 struct iwarp_hook {
 	struct sock *sk;
 	void *owner;
 	void (*run)(void *owner);
+	void (*run_tx)(void *owner);
 	struct work_struct work;
+	struct work_struct tx_work;
 	void (*old_data_ready)(struct sock *sk);
 	void (*old_state_change)(struct sock *sk);
 };
@@ -187,6 +191,26 @@ static void iwarp_hook_work(struct work_struct *work)
 	struct iwarp_hook *h = container_of(work, struct iwarp_hook, work);
 
 	h->run(h->owner);
+}
+
+static void iwarp_hook_tx_work(struct work_struct *work)
+{
+	struct iwarp_hook *h = container_of(work, struct iwarp_hook, tx_work);
+
+	h->run_tx(h->owner);
+}
+
+/* Queues the transmit work of the hook on @sock, if it is hooked. */
+void iwarp_shim_sock_kick_tx(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+	struct iwarp_hook *h;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	h = sk->sk_user_data;
+	if (h && h->sk == sk)
+		queue_work(system_highpri_wq, &h->tx_work);
+	read_unlock_bh(&sk->sk_callback_lock);
 }
 
 /* Runs in softirq context with the socket spinlock held: only queue the work. */
@@ -202,7 +226,7 @@ static void iwarp_hook_wake(struct sock *sk)
 }
 
 /* Hooks @sock; returns the hook or NULL with *@err (-EBUSY: the socket has a user already). */
-struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, void (*run)(void *), int *err)
+struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, void (*run)(void *), void (*run_tx)(void *), int *err)
 {
 	struct sock *sk = sock->sk;
 	struct iwarp_hook *h = kzalloc(sizeof(*h), GFP_KERNEL);
@@ -214,7 +238,9 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 	h->sk = sk;
 	h->owner = owner;
 	h->run = run;
+	h->run_tx = run_tx;
 	INIT_WORK(&h->work, iwarp_hook_work);
+	INIT_WORK(&h->tx_work, iwarp_hook_tx_work);
 	write_lock_bh(&sk->sk_callback_lock);
 	if (sk->sk_user_data) {
 		write_unlock_bh(&sk->sk_callback_lock);
@@ -244,7 +270,9 @@ void iwarp_shim_hook_remove(struct iwarp_hook *h)
 	sk->sk_data_ready = h->old_data_ready;
 	sk->sk_state_change = h->old_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
+	/* Nothing can queue either work now (kicks look the hook up under the lock). */
 	cancel_work_sync(&h->work);
+	cancel_work_sync(&h->tx_work);
 	kfree(h);
 }
 

@@ -20,7 +20,8 @@ int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsig
 void iwarp_shim_sock_shutdown(struct socket *sock);
 bool iwarp_shim_sock_established(struct socket *sock);
 struct iwarp_hook;
-struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, void (*run)(void *), int *err);
+struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, void (*run)(void *), void (*run_tx)(void *), int *err);
+void iwarp_shim_sock_kick_tx(struct socket *sock);
 void iwarp_shim_hook_remove(struct iwarp_hook *h);
 int iwarp_shim_sock_read(struct socket *sock, void *ctx,
 			 long (*fn)(void *ctx, const struct kvec *parts, size_t n, bool capped));

@@ -29,7 +29,14 @@ mod ffi {
             ctx: *mut c_void,
             f: unsafe extern "C" fn(*mut c_void, *const super::Kvec, usize, bool) -> isize,
         ) -> i32;
-        pub(super) fn iwarp_shim_hook_install(sock: *mut Socket, owner: *mut c_void, run: unsafe extern "C" fn(*mut c_void), err: *mut i32) -> *mut HookRaw;
+        pub(super) fn iwarp_shim_hook_install(
+            sock: *mut Socket,
+            owner: *mut c_void,
+            run: unsafe extern "C" fn(*mut c_void),
+            run_tx: unsafe extern "C" fn(*mut c_void),
+            err: *mut i32,
+        ) -> *mut HookRaw;
+        pub(super) fn iwarp_shim_sock_kick_tx(sock: *mut Socket);
         pub(super) fn iwarp_shim_hook_remove(h: *mut HookRaw);
     }
     #[repr(C)]
@@ -113,6 +120,12 @@ impl TcpSocket {
         unsafe { ffi::iwarp_shim_sock_established(self.sock.as_ptr()) }
     }
 
+    /// Has the hook on this socket (if any) run its transmit work soon.
+    pub(crate) fn kick_transmit(&self) {
+        // SAFETY: the socket reference is live; the shim looks the hook up under its lock.
+        unsafe { ffi::iwarp_shim_sock_kick_tx(self.sock.as_ptr()) }
+    }
+
     /// Shuts the connection down both ways (the peer sees a FIN).
     pub(crate) fn shutdown(&self) {
         // SAFETY: the socket reference is live.
@@ -158,6 +171,9 @@ pub(crate) trait OnReceive: Send + Sync {
     /// Called in process context (a workqueue) after data arrived or the connection changed
     /// state; never twice at once.
     fn on_receive(&self);
+    /// Called in process context after [`TcpSocket::kick_transmit`]; never twice at once, but
+    /// possibly alongside `on_receive`.
+    fn on_transmit(&self);
 }
 
 /// While this lives, data arriving on the socket (or a state change) runs `T::on_receive` on
@@ -184,11 +200,16 @@ impl<T: OnReceive> Hook<T> {
             let owner = unsafe { &*owner.cast::<T>() };
             owner.on_receive();
         }
+        unsafe extern "C" fn run_tx<T: OnReceive>(owner: *mut c_void) {
+            // SAFETY: as for `run`.
+            let owner = unsafe { &*owner.cast::<T>() };
+            owner.on_transmit();
+        }
         let mut err = 0;
         let ptr = Arc::as_ptr(&owner).cast_mut().cast();
         // SAFETY: the socket is live (and outlives the hook, see above); `ptr` stays valid
         // while the hook is installed; `err` is a live local.
-        let raw = unsafe { ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, run::<T>, &mut err) };
+        let raw = unsafe { ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, run::<T>, run_tx::<T>, &mut err) };
         let raw = NonNull::new(raw).ok_or_else(|| Error::from_errno(err))?;
         Ok(Hook { raw, _owner: owner })
     }

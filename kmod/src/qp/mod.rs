@@ -135,7 +135,7 @@ impl QueuePair {
                 _counted: Counted::new(),
                 heads <- new_mutex!(Heads::new()),
                 tx <- new_mutex!(None),
-                rx <- new_mutex!(RxSide::new(rq, reads)),
+                rx <- new_mutex!(RxSide::new(rq, reads)?),
             }),
             GFP_KERNEL,
         )

@@ -35,8 +35,8 @@ pub(crate) struct Queues {
     next_recv_msn: u32,
     pub(super) rq: Fifo<RecvWr>,
     pub(super) reads: Fifo<PendingRead>,
-    /// Peer Read Requests to answer after this pass.
-    requests: KVec<ReadRequest>,
+    /// Peer Read Requests the transmit work answers, in order.
+    requests: Fifo<ReadRequest>,
     /// The peer's Reads we answer at once (the IRD settled by MPA).
     ird: usize,
     /// Our Reads outstanding at once: the Read queue, capped by the settled ORD.
@@ -48,15 +48,15 @@ pub(crate) struct Queues {
 }
 
 impl RxSide {
-    pub(super) fn new(rq: Fifo<RecvWr>, reads: Fifo<PendingRead>) -> RxSide {
+    pub(super) fn new(rq: Fifo<RecvWr>, reads: Fifo<PendingRead>) -> Result<RxSide> {
         let max_reads = reads.capacity();
-        let queues = Queues { next_recv_msn: 1, rq, reads, requests: KVec::new(), ird: 0, max_reads, fatal: None, peer_terminate: None };
-        RxSide { phase: Phase::Init, engine: None, consumed: 0, queues }
+        let queues = Queues { next_recv_msn: 1, rq, reads, requests: Fifo::new(0)?, ird: 0, max_reads, fatal: None, peer_terminate: None };
+        Ok(RxSide { phase: Phase::Init, engine: None, consumed: 0, queues })
     }
 
     /// Starts receiving: the first FPDU is the next stream octet.
     pub(super) fn connect(&mut self, cfg: rx::Config, ird: usize, ord: usize) -> Result {
-        self.queues.requests = KVec::with_capacity(ird, GFP_KERNEL)?;
+        self.queues.requests = Fifo::new(ird)?;
         self.queues.ird = ird;
         self.queues.max_reads = self.queues.max_reads.min(ord);
         self.engine = Some(Receiver::new(cfg));
@@ -165,13 +165,9 @@ impl Sink for Placer<'_> {
                 }
             }
             Event::ReadRequest(rr) => {
-                if self.q.requests.len() >= self.q.ird {
-                    if self.q.fatal.is_none() {
-                        self.q.fatal = Some(Terminate::new(Cause::RdmapStreamCatastrophic).with_read_request(rr.emit()));
-                    }
-                } else {
-                    // Capacity for `ird` requests was reserved at creation.
-                    let _ = self.q.requests.push(rr, GFP_ATOMIC);
+                // More than the IRD we offered outstanding.
+                if self.q.requests.push(rr).is_err() && self.q.fatal.is_none() {
+                    self.q.fatal = Some(Terminate::new(Cause::RdmapStreamCatastrophic).with_read_request(rr.emit()));
                 }
             }
             Event::Terminate(t) => self.q.peer_terminate = Some(t),
@@ -183,6 +179,10 @@ impl Sink for Placer<'_> {
 }
 
 impl OnReceive for QueuePair {
+    fn on_transmit(&self) {
+        self.serve_reads();
+    }
+
     fn on_receive(&self) {
         let Some(sock) = self.sock.as_ref() else { return };
         let mut guard = self.rx.lock();
@@ -216,22 +216,19 @@ impl OnReceive for QueuePair {
         });
         let fatal = error.or(queues.fatal.take());
         let peer = queues.peer_terminate.take();
-        let mut requests = core::mem::take(&mut queues.requests);
+        let reads = queues.requests.len() > 0;
         drop(guard);
 
-        let fatal = fatal.or_else(|| self.serve_reads(&requests));
-        requests.clear();
-        if let Some(t) = &fatal {
-            // The peer learns why (sending may fail if it is gone already). Before the receive
-            // side is locked again: the send side comes first in the lock order.
-            let _ = self.send_message(Message::Terminate(*t), &[]);
+        if reads {
+            // Answered by the transmit work: a full send buffer must not stop receiving.
+            sock.kick_transmit();
+        }
+        if let Some(t) = fatal {
+            self.fail(t);
+            return;
         }
         let mut guard = self.rx.lock();
-        // Keep the reserved capacity for the next pass.
-        guard.queues.requests = requests;
-        if let Some(t) = fatal {
-            self.end(&mut guard, Ended::of(&t, true));
-        } else if let Some(t) = peer {
+        if let Some(t) = peer {
             self.end(&mut guard, Ended::of(&t, false));
         } else if !sock.established() {
             self.end(&mut guard, Ended { terminate: 0, sent: false });
@@ -252,28 +249,44 @@ impl QueuePair {
     }
 
     /// Answers the peer's Read Requests in order, from our registered memory, without waking
-    /// anyone. Returns the Terminate for the first one that may not be served.
-    fn serve_reads(&self, requests: &[ReadRequest]) -> Option<Terminate> {
-        for rr in requests {
-            let refuse = |c: Cause| Some(Terminate::new(c).with_read_request(rr.emit()));
-            if rr.size as u64 > crate::abi::MAX_MESSAGE {
-                return refuse(Cause::RdmapCatastrophic);
-            }
-            let Ok(mut payload) = KVVec::from_elem(0u8, rr.size as usize, GFP_KERNEL) else {
-                return refuse(Cause::RdmapCatastrophic);
+    /// anyone. The first one that may not be served ends the QP with a Terminate.
+    fn serve_reads(&self) {
+        loop {
+            let rr = {
+                let mut rx = self.rx.lock();
+                if rx.phase != Phase::Connected {
+                    return;
+                }
+                match rx.queues.requests.pop() {
+                    Some(rr) => rr,
+                    None => return,
+                }
             };
-            let read = self.mrs.lock().read(rr.src_stag, rr.src_to, &mut payload, access::REMOTE_READ);
-            if let Err(f) = read {
-                return refuse(match f {
-                    Fault::InvalidStag => Cause::RdmapInvalidStag,
-                    Fault::Bounds => Cause::RdmapBaseBounds,
-                    Fault::Access => Cause::RdmapAccessRights,
-                });
-            }
-            if self.send_message(Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to }, &payload).is_err() {
-                return None;
+            let refuse = |c: Cause| Terminate::new(c).with_read_request(rr.emit());
+            let payload = if rr.size as u64 > crate::abi::MAX_MESSAGE {
+                Err(refuse(Cause::RdmapCatastrophic))
+            } else {
+                KVVec::from_elem(0u8, rr.size as usize, GFP_KERNEL).map_err(|_| refuse(Cause::RdmapCatastrophic))
+            };
+            let payload = payload.and_then(|mut p| {
+                let read = self.mrs.lock().read(rr.src_stag, rr.src_to, &mut p, access::REMOTE_READ);
+                read.map(|()| p).map_err(|f| {
+                    refuse(match f {
+                        Fault::InvalidStag => Cause::RdmapInvalidStag,
+                        Fault::Bounds => Cause::RdmapBaseBounds,
+                        Fault::Access => Cause::RdmapAccessRights,
+                    })
+                })
+            });
+            match payload {
+                Ok(p) => {
+                    if self.send_message(Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to }, &p).is_err() {
+                        // The connection is gone; receiving notices and ends the QP.
+                        return;
+                    }
+                }
+                Err(t) => return self.fail(t),
             }
         }
-        None
     }
 }

@@ -166,8 +166,8 @@ impl QueuePair {
         sent
     }
 
-    /// A local failure on the send side: tell the peer, end the QP.
-    fn fail(&self, t: Terminate) {
+    /// A local failure: tell the peer (sending may fail if it is gone already), end the QP.
+    pub(super) fn fail(&self, t: Terminate) {
         let _ = self.send_message(Message::Terminate(t), &[]);
         self.end(&mut self.rx.lock(), Ended::of(&t, true));
     }

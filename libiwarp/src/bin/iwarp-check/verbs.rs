@@ -55,19 +55,22 @@ struct Buffers<'d> {
     rcv: MemoryRegion<'d>,
     /// RDMA Read sink.
     sink: MemoryRegion<'d>,
+    /// Control messages (so they never touch data a peer may be reading).
+    ctl: MemoryRegion<'d>,
 }
 
-/// Registers four buffers of `max` bytes (leaked: they live as long as the process).
+/// Registers four buffers of `max` bytes and a small one for control messages (leaked: they live as long as the process).
 fn buffers(dev: &Device, max: usize) -> Result<Buffers<'_>, String> {
-    let reg = |access: Access| {
-        let buf: &'static mut [u8] = Vec::leak(vec![0u8; max.max(64)]);
+    let reg = |access: Access, len: usize| {
+        let buf: &'static mut [u8] = Vec::leak(vec![0u8; len]);
         dev.register(buf, access).map_err(|e| format!("register {max} bytes: {e}"))
     };
     Ok(Buffers {
-        src: reg(Access::REMOTE_READ)?,
-        dst: reg(Access::LOCAL_WRITE | Access::REMOTE_WRITE)?,
-        rcv: reg(Access::LOCAL_WRITE)?,
-        sink: reg(Access::LOCAL_WRITE)?,
+        src: reg(Access::REMOTE_READ, max.max(64))?,
+        dst: reg(Access::LOCAL_WRITE | Access::REMOTE_WRITE, max.max(64))?,
+        rcv: reg(Access::LOCAL_WRITE, max.max(64))?,
+        sink: reg(Access::LOCAL_WRITE, max.max(64))?,
+        ctl: reg(Access::NONE, 16)?,
     })
 }
 
@@ -113,8 +116,8 @@ impl Session<'_> {
 
     /// Sends a control message (two numbers) from the start of `src`.
     fn tell(&mut self, a: u64, b: u64) -> Check {
-        self.b.src.as_mut_slice()[..16].copy_from_slice(&[a.to_le_bytes(), b.to_le_bytes()].concat());
-        let sge = [self.b.src.sge(0..16)];
+        self.b.ctl.as_mut_slice().copy_from_slice(&[a.to_le_bytes(), b.to_le_bytes()].concat());
+        let sge = [self.b.ctl.sge(0..16)];
         self.send(&sge, true)
     }
 
@@ -169,6 +172,9 @@ fn connect<'d>(
 
 const DONE: u64 = u64::MAX;
 const DEEP: u64 = u64::MAX - 1;
+const CROSS: u64 = u64::MAX - 2;
+/// RDMA Reads each side keeps in flight in the cross-read phase.
+const CROSS_READS: usize = 8;
 
 /// Guest B: accept, then answer rounds until the initiator says it is done.
 pub(crate) fn serve(port: &str, max: usize, opts: &str) -> Check {
@@ -216,6 +222,14 @@ fn serve_on(dev: &Device, stream: TcpStream, max: usize, opts: &str) -> Check {
             deep_receive(&mut s, sum as usize)?;
             continue;
         }
+        if size == CROSS {
+            let n = sum as usize;
+            s.b.src.as_mut_slice()[..n].copy_from_slice(&random(n, b'Y'));
+            s.tell(0, 0)?;
+            cross_reads(&s, n, &random(n, b'X'), "B")?;
+            s.tell(0, 0)?;
+            continue;
+        }
         let n = size as usize;
         let want = random(n, b'A');
         ensure(
@@ -250,19 +264,21 @@ fn drive_on(dev: &Device, stream: TcpStream, sizes: &[usize], deep: usize, opts:
         let sge = [s.b.src.sge(0..n)];
         s.qp.post_send(&SendWr { wr_id: 2, op: SendOp::Write(s.peer_dst), sge: &sge, signaled: false }).map_err(|e| format!("post Write: {e}"))?;
         // The control message goes after the Write on the same stream, so it is placed after it.
-        let mut ctl = [0u8; 16];
-        ctl[..8].copy_from_slice(&(n as u64).to_le_bytes());
-        ctl[8..].copy_from_slice(&checksum(&mine).to_le_bytes());
-        // Keep `mine` intact in src: the control message goes from the sink's tail instead.
-        let tail = s.b.sink.as_slice().len() - 16;
-        s.b.sink.as_mut_slice()[tail..].copy_from_slice(&ctl);
-        let sge = [s.b.sink.sge(tail..tail + 16)];
-        s.send(&sge, true)?;
+        s.tell(n as u64, checksum(&mine))?;
         let (wc, _, _) = s.hear()?;
         let want = random(n, b'B');
         // hear() reposted over the buffer, but nothing can arrive before we answer.
         ensure(wc.byte_len as usize == n && s.b.rcv.as_slice()[..n] == want[..], format!("A: Send of {n} bytes from B in three SGEs placed intact"))?;
         s.read_and_check(n, &want, "A")?;
+    }
+    if let Some(&n) = sizes.iter().max().filter(|&&n| n >= 1 << 20) {
+        // Both sides Read each other's largest buffer at once, many times over: far more than
+        // the sockets buffer, so each module must answer Reads while its own responses wait.
+        s.b.src.as_mut_slice()[..n].copy_from_slice(&random(n, b'X'));
+        s.tell(CROSS, n as u64)?;
+        s.hear()?;
+        cross_reads(&s, n, &random(n, b'Y'), "A")?;
+        s.hear()?;
     }
     if deep > 0 {
         deep_send(&mut s, deep)?;
@@ -270,6 +286,18 @@ fn drive_on(dev: &Device, stream: TcpStream, sizes: &[usize], deep: usize, opts:
     ensure(s.qp.state().map_err(|e| e.to_string())? == QpState::Connected, "A: QP still connected at the end")?;
     s.tell(DONE, 0)?;
     s.hear().map(drop)
+}
+
+/// Posts [`CROSS_READS`] Reads of the peer's first `n` source octets at once and checks each.
+fn cross_reads(s: &Session<'_>, n: usize, want: &[u8], who: &str) -> Check {
+    let sge = [s.b.sink.sge(0..n)];
+    for i in 0..CROSS_READS {
+        s.qp.post_send(&SendWr { wr_id: i as u64, op: SendOp::Read(s.peer_src), sge: &sge, signaled: true }).map_err(|e| format!("post Read {i}: {e}"))?;
+    }
+    for _ in 0..CROSS_READS {
+        done(s.scq, WcOpcode::RdmaRead)?;
+    }
+    ensure(&s.b.sink.as_slice()[..n] == want, format!("{who}: {CROSS_READS} RDMA Reads of {n} bytes in flight while the peer Reads ours, all intact"))
 }
 
 /// Receives every session keeps posted (over the whole receive buffer).
