@@ -16,7 +16,6 @@ use crate::shim::KernelCrc;
 use crate::socket::OnReceive;
 use crate::stream::Pieces;
 use crate::terminate::{Cause, Terminate};
-use crate::tx::Message;
 use kernel::prelude::*;
 
 /// What the receive side keeps.
@@ -36,7 +35,7 @@ pub(crate) struct Queues {
     pub(super) rq: Fifo<RecvWr>,
     pub(super) reads: Fifo<PendingRead>,
     /// Peer Read Requests the transmit work answers, in order.
-    requests: Fifo<ReadRequest>,
+    pub(super) requests: Fifo<ReadRequest>,
     /// The peer's Reads we answer at once (the IRD settled by MPA).
     ird: usize,
     /// Our Reads outstanding at once: the Read queue, capped by the settled ORD.
@@ -179,6 +178,7 @@ impl Sink for Placer<'_> {
 }
 
 impl OnReceive for QueuePair {
+    /// The hook's transmit work: Read Responses (send.rs).
     fn on_transmit(&self) {
         self.serve_reads();
     }
@@ -246,47 +246,5 @@ impl QueuePair {
             return Err(enotconn());
         }
         rx.queues.rq.push(RecvWr { wr_id: req.wr_id, sgl })
-    }
-
-    /// Answers the peer's Read Requests in order, from our registered memory, without waking
-    /// anyone. The first one that may not be served ends the QP with a Terminate.
-    fn serve_reads(&self) {
-        loop {
-            let rr = {
-                let mut rx = self.rx.lock();
-                if rx.phase != Phase::Connected {
-                    return;
-                }
-                match rx.queues.requests.pop() {
-                    Some(rr) => rr,
-                    None => return,
-                }
-            };
-            let refuse = |c: Cause| Terminate::new(c).with_read_request(rr.emit());
-            let payload = if rr.size as u64 > crate::abi::MAX_MESSAGE {
-                Err(refuse(Cause::RdmapCatastrophic))
-            } else {
-                KVVec::from_elem(0u8, rr.size as usize, GFP_KERNEL).map_err(|_| refuse(Cause::RdmapCatastrophic))
-            };
-            let payload = payload.and_then(|mut p| {
-                let read = self.mrs.lock().read(rr.src_stag, rr.src_to, &mut p, access::REMOTE_READ);
-                read.map(|()| p).map_err(|f| {
-                    refuse(match f {
-                        Fault::InvalidStag => Cause::RdmapInvalidStag,
-                        Fault::Bounds => Cause::RdmapBaseBounds,
-                        Fault::Access => Cause::RdmapAccessRights,
-                    })
-                })
-            });
-            match payload {
-                Ok(p) => {
-                    if self.send_message(Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to }, &p).is_err() {
-                        // The connection is gone; receiving notices and ends the QP.
-                        return;
-                    }
-                }
-                Err(t) => return self.fail(t),
-            }
-        }
     }
 }

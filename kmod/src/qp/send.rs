@@ -3,11 +3,13 @@
 //! The send side of a QP: work requests are checked, their buffers gathered into one snapshot,
 //! framed by the protocol core (markers, kernel crc32c) and queued to TCP in the caller's
 //! context. Sends and Writes complete once queued; Reads when the receive side has placed the
-//! response.
+//! response. The peer's Read Requests, queued by the receive side, are answered here too, by the
+//! hook's transmit work.
 
 use super::wr::{PendingRead, Sgl};
-use super::{enotconn, Ended, QueuePair};
-use crate::abi::{access, opcode, send_flags, wc_opcode, wc_status, PostSend};
+use super::{enotconn, Ended, Phase, QueuePair};
+use crate::abi::{access, opcode, send_flags, wc_opcode, wc_status, PostSend, MAX_MESSAGE};
+use crate::mr::Fault;
 use crate::rdmap::ReadRequest;
 use crate::shim::KernelCrc;
 use crate::socket::{Kvec, TcpSocket};
@@ -164,6 +166,48 @@ impl QueuePair {
             self.fail(Terminate::new(Cause::MpaStreamLost));
         }
         sent
+    }
+
+    /// Answers the peer's Read Requests in order, from our registered memory, without waking
+    /// anyone. The first one that may not be served ends the QP with a Terminate.
+    pub(super) fn serve_reads(&self) {
+        loop {
+            let rr = {
+                let mut rx = self.rx.lock();
+                if rx.phase != Phase::Connected {
+                    return;
+                }
+                match rx.queues.requests.pop() {
+                    Some(rr) => rr,
+                    None => return,
+                }
+            };
+            let refuse = |c: Cause| Terminate::new(c).with_read_request(rr.emit());
+            let payload = if rr.size as u64 > MAX_MESSAGE {
+                Err(refuse(Cause::RdmapCatastrophic))
+            } else {
+                KVVec::from_elem(0u8, rr.size as usize, GFP_KERNEL).map_err(|_| refuse(Cause::RdmapCatastrophic))
+            };
+            let payload = payload.and_then(|mut p| {
+                let read = self.mrs.lock().read(rr.src_stag, rr.src_to, &mut p, access::REMOTE_READ);
+                read.map(|()| p).map_err(|f| {
+                    refuse(match f {
+                        Fault::InvalidStag => Cause::RdmapInvalidStag,
+                        Fault::Bounds => Cause::RdmapBaseBounds,
+                        Fault::Access => Cause::RdmapAccessRights,
+                    })
+                })
+            });
+            match payload {
+                Ok(p) => {
+                    if self.send_message(Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to }, &p).is_err() {
+                        // The connection is gone; receiving notices and ends the QP.
+                        return;
+                    }
+                }
+                Err(t) => return self.fail(t),
+            }
+        }
     }
 
     /// A local failure: tell the peer (sending may fail if it is gone already), end the QP.
