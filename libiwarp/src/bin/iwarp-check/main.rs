@@ -23,7 +23,8 @@
 //!                                             Sends into as many receives posted at once
 //!   many-serve PORT N / many-drive HOST PORT N   N QPs at once, each running rounds
 //!   fault-serve PORT CASE / fault-drive HOST PORT CASE
-//!                    CASE: bad-stag, write-bounds, read-rights, no-recv: B must end the QP with
+//!                    CASE: bad-stag, write-bounds, read-rights, no-recv, invalidated-stag (a
+//!                    Send with Invalidate of B's STag, then a Write to it): B must end the QP with
 //!                    the right Terminate, A must learn it, both flush what was posted
 //!   verbs-errors     (loopback) errnos of the data-path ioctls, and a CQ overrun
 //!   bad-frame HOST PORT CASE   a user-level peer sends a malformed FPDU (CASE: crc-error) to

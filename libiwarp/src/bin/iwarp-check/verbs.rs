@@ -368,9 +368,16 @@ pub(crate) fn fault_serve(port: &str, case: &str) -> Check {
     // The initiator starts after our go-ahead (it posted a receive for it).
     s.send(&[s.b.src.sge(0..16)], true)?;
     let (expect, _) = fault_cause(case)?;
+    let mut flush = posted;
+    if case == "invalidated-stag" {
+        let wc = done(&rcq, WcOpcode::Recv)?;
+        let stag = s.b.dst.stag();
+        ensure(wc.invalidated == Some(stag), format!("B: the Send with Invalidate completed, invalidating our STag {stag:#x} ({wc:?})"))?;
+        flush -= 1;
+    }
     let state = wait_ended(&s.qp)?;
     ensure(state == QpState::Error { terminate: Some(expect.code()), sent: true }, format!("B: QP ended with our Terminate {:?} ({state:?})", expect))?;
-    flushed(&rcq, posted, "B")
+    flushed(&rcq, flush, "B")
 }
 
 /// The cause B must report, and the operation A performs to provoke it.
@@ -380,6 +387,7 @@ fn fault_cause(case: &str) -> Result<(Cause, &'static str), String> {
         "write-bounds" => (Cause::DdpBaseBounds, "RDMA Write past the end of B's region"),
         "read-rights" => (Cause::RdmapAccessRights, "RDMA Read of B's region that lacks REMOTE_READ"),
         "no-recv" => (Cause::DdpNoBuffer, "Send while B has no receive posted"),
+        "invalidated-stag" => (Cause::DdpInvalidStag, "Send with Invalidate of B's STag, then an RDMA Write to it"),
         _ => match super::wire::cause(case) {
             Some(c) => (c, "a malformed FPDU from a user-level peer"),
             None => return Err(format!("unknown fault case {case}")),
@@ -396,7 +404,13 @@ pub(crate) fn fault_drive(host: &str, port: &str, case: &str) -> Check {
     let s = connect(&dev, (&scq, &rcq), dial(host, port)?, Role::Initiator, "", 4096, 16, 2)?;
     s.hear()?; // B's go-ahead (reposts one: two posted again)
     let sge = [s.b.src.sge(0..64)];
+    if case == "invalidated-stag" {
+        let inv = SendOp::SendInvalidate { solicited: false, stag: s.peer_dst.rkey };
+        s.qp.post_send(&SendWr { wr_id: 8, op: inv, sge: &[], signaled: true }).map_err(|e| format!("post Send with Invalidate: {e}"))?;
+        done(s.scq, WcOpcode::Send)?;
+    }
     let op = match case {
+        "invalidated-stag" => SendOp::Write(s.peer_dst),
         "bad-stag" => SendOp::Write(Remote { addr: s.peer_dst.addr, rkey: s.peer_dst.rkey ^ 0x5a00 }),
         "write-bounds" => SendOp::Write(Remote { addr: s.peer_dst.addr + 4096 - 32, rkey: s.peer_dst.rkey }),
         "read-rights" => SendOp::Read(s.peer_dst),
