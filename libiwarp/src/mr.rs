@@ -75,7 +75,9 @@ impl<'a> MemoryRegion<'a> {
         Remote { addr: self.addr() + offset as u64, rkey: self.stag }
     }
 
-    /// The buffer.
+    /// The buffer. What the module places into it (the peer's RDMA Writes, received Sends,
+    /// Read Responses) lands while the program runs, as DMA would: read those bytes after the
+    /// completion (or the message from the peer) that says they are there.
     pub fn as_slice(&self) -> &[u8] {
         self.buf
     }
