@@ -25,7 +25,7 @@ vm_stop || status=1
 cat <<'MSG'
 
 ---- Next: the verbs benchmark (iwarp.ko beside siw and TCP, between two fresh guests)
----- Not built yet (README "Not built yet"): zero-copy transmit, LISTEN/CONNECT in the kernel,
+---- Not built yet (README "Not built yet"): zero-copy transmit, LISTEN/ACCEPT in the kernel,
      protection domains, out-of-order placement on the real receive path
 MSG
 exit $status

@@ -9,6 +9,7 @@
 #include <linux/jiffies.h>
 #include <linux/in.h>
 #include <linux/net.h>
+#include <linux/nsproxy.h>
 #include <linux/skbuff.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
@@ -76,6 +77,45 @@ struct socket *iwarp_shim_sock_adopt(int fd, int *err)
 	}
 	sockfd_put(sock);
 	return NULL;
+}
+
+/*
+ * Connects a new kernel TCP socket, in the caller's network namespace, to @addr:@port (host
+ * order), waiting at most @timeout_ms. The socket gets a file, so iwarp_shim_sock_put() releases
+ * it like an adopted one. Returns it, or NULL with *@err.
+ */
+struct socket *iwarp_shim_sock_connect(u32 addr, u16 port, unsigned int timeout_ms, int *err)
+{
+	struct sockaddr_in sin = {
+		.sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(addr),
+		.sin_port = htons(port),
+	};
+	struct socket *sock;
+	struct file *file;
+	int rc;
+
+	rc = sock_create_kern(current->nsproxy->net_ns, AF_INET, SOCK_STREAM, IPPROTO_TCP, &sock);
+	if (rc) {
+		*err = rc;
+		return NULL;
+	}
+	WRITE_ONCE(sock->sk->sk_sndtimeo, msecs_to_jiffies(timeout_ms));
+	rc = kernel_connect(sock, (struct sockaddr_unsized *)&sin, sizeof(sin), 0);
+	if (rc) {
+		sock_release(sock);
+		*err = rc == -EINPROGRESS ? -ETIMEDOUT : rc;
+		return NULL;
+	}
+	WRITE_ONCE(sock->sk->sk_sndtimeo, MAX_SCHEDULE_TIMEOUT);
+	file = sock_alloc_file(sock, 0, NULL);
+	if (IS_ERR(file)) {
+		/* sock_alloc_file() released the socket. */
+		*err = PTR_ERR(file);
+		return NULL;
+	}
+	*err = 0;
+	return sock;
 }
 
 /* Shuts the connection down and drops the reference iwarp_shim_sock_adopt() took. */

@@ -10,6 +10,7 @@ int iwarp_shim_tcp_probe(u16 *port, u32 *write_seq);
 
 struct socket;
 struct socket *iwarp_shim_sock_adopt(int fd, int *err);
+struct socket *iwarp_shim_sock_connect(u32 addr, u16 port, unsigned int timeout_ms, int *err);
 void iwarp_shim_sock_put(struct socket *sock);
 int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len);
 struct kvec;

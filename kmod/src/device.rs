@@ -6,8 +6,8 @@
 //! Closing the file tears down everything the context holds.
 
 use crate::abi::{
-    self, conn, ring_kind, AdoptQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, QueryQp, QueryStats, RegMr, MAX_CQ, MAX_PRIVATE_DATA, MAX_QP,
-    MAX_QP_WR,
+    self, conn, ring_kind, AdoptQp, ConnectQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, QueryQp, QueryStats, RegMr, MAX_CQ, MAX_PRIVATE_DATA,
+    MAX_QP, MAX_QP_WR,
 };
 use crate::cq::Cq;
 use crate::handles::Handles;
@@ -162,7 +162,17 @@ impl MiscDevice for Context {
             abi::IOCTL_ADOPT_QP => {
                 let (mut r, mut w) = user.reader_writer();
                 let req: AdoptQp = r.read()?;
-                w.write(&me.adopt_qp(req)?)?;
+                w.write(&me.adopt_qp(req, SocketFrom::Fd)?)?;
+            }
+            abi::IOCTL_CONNECT_QP => {
+                let (mut r, mut w) = user.reader_writer();
+                let mut req: ConnectQp = r.read()?;
+                let port = u16::try_from(req.port).map_err(|_| EINVAL)?;
+                if req.adopt.role != abi::role::INITIATOR || port == 0 || req.adopt.fd != 0 {
+                    return Err(EINVAL);
+                }
+                req.adopt = me.adopt_qp(req.adopt, SocketFrom::Connect { addr: req.addr, port })?;
+                w.write(&req)?;
             }
             abi::IOCTL_DESTROY_QP => {
                 let req: DestroyQp = user.reader().read()?;
@@ -222,9 +232,10 @@ impl Context {
         Ok(req)
     }
 
-    /// Validates an ADOPT_QP request, adopts the socket, runs the MPA exchange (without holding
-    /// any lock: it blocks on the network), then hooks the socket so data is received.
-    fn adopt_qp(&self, mut req: AdoptQp) -> Result<AdoptQp> {
+    /// Validates an ADOPT_QP or CONNECT_QP request, takes the socket `from` where it says, runs
+    /// the MPA exchange (without holding any lock: it blocks on the network), then hooks the
+    /// socket so data is received.
+    fn adopt_qp(&self, mut req: AdoptQp, from: SocketFrom) -> Result<AdoptQp> {
         let valid = req.role <= abi::role::RESPONDER
             && req.flags & !conn::ASKABLE == 0
             && (1..=2).contains(&req.mpa_rev)
@@ -238,7 +249,7 @@ impl Context {
         }
         let qp = self.qp(req.qp)?;
         qp.claim()?;
-        let est = match self.exchange(&mut req) {
+        let est = match self.exchange(&mut req, from) {
             Ok(est) => est,
             Err(e) => {
                 qp.abandon();
@@ -266,8 +277,8 @@ impl Context {
         Ok(req)
     }
 
-    /// Adopts the caller's socket and runs the MPA exchange.
-    fn exchange(&self, req: &mut AdoptQp) -> Result<qp::Established> {
+    /// Gets the connected socket and runs the MPA exchange.
+    fn exchange(&self, req: &mut AdoptQp, from: SocketFrom) -> Result<qp::Established> {
         let mut private = KVec::from_elem(0u8, req.private_len as usize, GFP_KERNEL)?;
         UserSlice::new(UserPtr::from_addr(req.private_data as usize), private.len()).reader().read_slice(&mut private)?;
         let local = Local {
@@ -279,12 +290,24 @@ impl Context {
             p2p: false,
             rtr: RtrTypes::default(),
         };
-        let sock = TcpSocket::adopt(req.fd)?;
+        let sock = match from {
+            SocketFrom::Fd => TcpSocket::adopt(req.fd)?,
+            SocketFrom::Connect { addr, port } => TcpSocket::connect(addr, port, req.timeout_ms)?,
+        };
         let est = qp::establish(sock, req.role == abi::role::INITIATOR, &local, &private, req.timeout_ms)?;
         let n = est.peer_private.len().min(req.peer_private_cap as usize);
         UserSlice::new(UserPtr::from_addr(req.peer_private as usize), n).writer().write_slice(&est.peer_private[..n])?;
         Ok(est)
     }
+}
+
+/// Where a QP's TCP connection comes from.
+#[derive(Clone, Copy)]
+enum SocketFrom {
+    /// The caller's connected socket (ADOPT_QP).
+    Fd,
+    /// A connection the module makes (CONNECT_QP).
+    Connect { addr: u32, port: u16 },
 }
 
 #[pinned_drop]

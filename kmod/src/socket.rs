@@ -18,6 +18,7 @@ mod ffi {
     extern "C" {
         pub(super) fn iwarp_shim_sock_adopt(fd: i32, err: *mut i32) -> *mut Socket;
         pub(super) fn iwarp_shim_sock_put(sock: *mut Socket);
+        pub(super) fn iwarp_shim_sock_connect(addr: u32, port: u16, timeout_ms: u32, err: *mut i32) -> *mut Socket;
         pub(super) fn iwarp_shim_sock_send_all(sock: *mut Socket, buf: *const u8, len: usize) -> i32;
         pub(super) fn iwarp_shim_sock_sendv(sock: *mut Socket, iov: *mut super::Kvec, n: usize, len: usize) -> i32;
         pub(super) fn iwarp_shim_sock_mss(sock: *mut Socket) -> u32;
@@ -84,6 +85,14 @@ impl TcpSocket {
         let mut err = 0;
         // SAFETY: `err` is a live local; the shim validates `fd` through sockfd_lookup().
         let raw = unsafe { ffi::iwarp_shim_sock_adopt(fd, &mut err) };
+        NonNull::new(raw).map(|sock| TcpSocket { sock }).ok_or_else(|| Error::from_errno(err))
+    }
+
+    /// A new kernel TCP socket connected to `addr:port` (IPv4, host order) within `timeout_ms`.
+    pub(crate) fn connect(addr: u32, port: u16, timeout_ms: u32) -> Result<TcpSocket> {
+        let mut err = 0;
+        // SAFETY: `err` is a live local; the shim only uses its scalar arguments.
+        let raw = unsafe { ffi::iwarp_shim_sock_connect(addr, port, timeout_ms, &mut err) };
         NonNull::new(raw).map(|sock| TcpSocket { sock }).ok_or_else(|| Error::from_errno(err))
     }
 

@@ -3,7 +3,9 @@
 //! The ABI structs as the kernel crate's byte-copy traits, so `UserSliceReader::read` and
 //! `UserSliceWriter::write` can move them across the user boundary.
 
-use crate::abi::{self, AdoptQp, CqOp, Cqe, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, PostRecv, PostSend, QueryDevice, QueryQp, QueryStats, RegMr};
+use crate::abi::{
+    self, AdoptQp, ConnectQp, CqOp, Cqe, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, PostRecv, PostSend, QueryDevice, QueryQp, QueryStats, RegMr,
+};
 use kernel::transmute::{AsBytes, FromBytes};
 
 const _: () = assert!(core::mem::size_of::<QueryDevice>() == abi::QUERY_DEVICE_SIZE);
@@ -20,6 +22,7 @@ const _: () = assert!(core::mem::size_of::<CqOp>() == abi::CQ_OP_SIZE);
 const _: () = assert!(core::mem::size_of::<Cqe>() == abi::CQE_SIZE);
 const _: () = assert!(core::mem::size_of::<QueryQp>() == abi::QUERY_QP_SIZE);
 const _: () = assert!(core::mem::size_of::<Doorbell>() == abi::DOORBELL_SIZE);
+const _: () = assert!(core::mem::size_of::<ConnectQp>() == abi::CONNECT_QP_SIZE);
 
 // SAFETY (all impls below): each struct is `repr(C)`, made only of integers (and arrays of
 // them or of such structs), without padding (sizes pinned above and by libiwarp's layout test to
@@ -64,3 +67,7 @@ unsafe impl FromBytes for QueryQp {}
 unsafe impl AsBytes for Doorbell {}
 // SAFETY: see above.
 unsafe impl FromBytes for Doorbell {}
+// SAFETY: see above.
+unsafe impl AsBytes for ConnectQp {}
+// SAFETY: see above.
+unsafe impl FromBytes for ConnectQp {}

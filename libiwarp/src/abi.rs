@@ -267,6 +267,26 @@ pub const MAX_PRIVATE_DATA: u32 = 508;
 /// `_IOWR(0xa7, 0x0c, struct AdoptQp)`.
 pub const IOCTL_ADOPT_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0c, ADOPT_QP_SIZE);
 
+/// Argument of [`IOCTL_CONNECT_QP`]: like [`IOCTL_ADOPT_QP`] (whose `fd` is unused), but the
+/// module makes the TCP connection itself: a kernel socket in the caller's network namespace,
+/// connected to `addr:port` within `adopt.timeout_ms`, then the MPA exchange as initiator.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnectQp {
+    /// The QP, the MPA options and what was negotiated (`role` must be initiator).
+    pub adopt: AdoptQp,
+    /// IPv4 address of the peer, host byte order.
+    pub addr: u32,
+    /// TCP port of the peer (1..=65535).
+    pub port: u32,
+}
+
+/// Size of [`ConnectQp`].
+pub const CONNECT_QP_SIZE: usize = 88;
+
+/// `_IOWR(0xa7, 0x0d, struct ConnectQp)`: ECONNREFUSED or ETIMEDOUT when TCP cannot connect.
+pub const IOCTL_CONNECT_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0d, CONNECT_QP_SIZE);
+
 /// Argument of [`IOCTL_DESTROY_QP`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

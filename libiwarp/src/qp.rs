@@ -3,8 +3,8 @@
 //! against the registered regions, and only ever places into registered memory.
 
 use crate::abi::{
-    conn, opcode, qp_state, role, send_flags, AdoptQp, CreateQp, DestroyQp, Doorbell, PostRecv, PostSend, QueryQp, Sge, IOCTL_ADOPT_QP, IOCTL_CREATE_QP,
-    IOCTL_DESTROY_QP, IOCTL_DOORBELL, IOCTL_QUERY_QP, MAX_SGE,
+    conn, opcode, qp_state, role, send_flags, AdoptQp, ConnectQp, CreateQp, DestroyQp, Doorbell, PostRecv, PostSend, QueryQp, Sge, IOCTL_ADOPT_QP,
+    IOCTL_CONNECT_QP, IOCTL_CREATE_QP, IOCTL_DESTROY_QP, IOCTL_DOORBELL, IOCTL_QUERY_QP, MAX_SGE,
 };
 use crate::cq::CompletionQueue;
 use crate::device::Device;
@@ -12,7 +12,7 @@ use crate::ring::Mapping;
 use crate::sys;
 use std::cell::Cell;
 use std::io;
-use std::net::TcpStream;
+use std::net::{SocketAddrV4, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
@@ -244,8 +244,27 @@ impl<'a> QueuePair<'a> {
     /// connected. On failure the QP may be adopted again with another stream.
     pub fn adopt(&mut self, stream: TcpStream, opts: &ConnectOptions) -> io::Result<&Negotiated> {
         let mut peer = vec![0u8; 512];
-        let mut req = AdoptQp {
-            fd: stream.as_raw_fd(),
+        let mut req = self.mpa_request(opts, &mut peer);
+        req.fd = stream.as_raw_fd();
+        sys::ioctl(self.dev.file().as_fd(), IOCTL_ADOPT_QP, &mut req)?;
+        self.stream = Some(stream);
+        Ok(self.settle(&req, peer))
+    }
+
+    /// Connects the QP to `to` through a TCP connection the module makes itself, then runs the
+    /// MPA exchange as initiator (`opts.role` must be [`Role::Initiator`]), all within
+    /// `opts.timeout`. ECONNREFUSED or ETIMEDOUT if TCP cannot connect, otherwise as
+    /// [`QueuePair::adopt`].
+    pub fn connect(&mut self, to: SocketAddrV4, opts: &ConnectOptions) -> io::Result<&Negotiated> {
+        let mut peer = vec![0u8; 512];
+        let mut req = ConnectQp { adopt: self.mpa_request(opts, &mut peer), addr: u32::from(*to.ip()), port: to.port() as u32 };
+        sys::ioctl(self.dev.file().as_fd(), IOCTL_CONNECT_QP, &mut req)?;
+        Ok(self.settle(&req.adopt, peer))
+    }
+
+    /// The MPA part of ADOPT_QP/CONNECT_QP; `peer` receives the peer's private data.
+    fn mpa_request(&self, opts: &ConnectOptions, peer: &mut [u8]) -> AdoptQp {
+        AdoptQp {
             role: if opts.role == Role::Initiator { role::INITIATOR } else { role::RESPONDER },
             flags: (if opts.markers { conn::RX_MARKERS } else { 0 }) | (if opts.crc { conn::CRC } else { 0 }),
             mpa_rev: opts.mpa_rev as u32,
@@ -258,11 +277,13 @@ impl<'a> QueuePair<'a> {
             timeout_ms: opts.timeout.as_millis().clamp(1, 60_000) as u32,
             qp: self.handle,
             ..AdoptQp::default()
-        };
-        sys::ioctl(self.dev.file().as_fd(), IOCTL_ADOPT_QP, &mut req)?;
+        }
+    }
+
+    /// Records what the module's answer says was settled.
+    fn settle(&mut self, req: &AdoptQp, mut peer: Vec<u8>) -> &Negotiated {
         peer.truncate(req.peer_private_len as usize);
-        self.stream = Some(stream);
-        Ok(self.negotiated.insert(Negotiated {
+        self.negotiated.insert(Negotiated {
             mpa_rev: req.rev as u8,
             crc: req.negotiated & conn::CRC != 0,
             rx_markers: req.negotiated & conn::RX_MARKERS != 0,
@@ -270,7 +291,7 @@ impl<'a> QueuePair<'a> {
             ird: req.neg_ird as u16,
             ord: req.neg_ord as u16,
             peer_private: peer,
-        }))
+        })
     }
 
     /// What the MPA exchange settled (None before [`QueuePair::adopt`]).

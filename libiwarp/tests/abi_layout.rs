@@ -44,6 +44,9 @@ fn queue_pair_layouts() {
     assert_eq!(offset_of!(AdoptQp, timeout_ms), 48);
     assert_eq!(offset_of!(AdoptQp, qp), 52);
     assert_eq!(offset_of!(AdoptQp, neg_ord), 72);
+    assert_eq!(size_of::<ConnectQp>(), CONNECT_QP_SIZE);
+    assert_eq!(offset_of!(ConnectQp, addr), 80);
+    assert_eq!(offset_of!(ConnectQp, port), 84);
     assert_eq!(size_of::<DestroyQp>(), DESTROY_QP_SIZE);
     assert_eq!(offset_of!(QueryStats, queue_pairs), 24);
     assert_eq!(size_of::<QueryQp>(), QUERY_QP_SIZE);
@@ -92,6 +95,7 @@ fn ioctl_numbers_use_linux_encoding() {
     assert_eq!(IOCTL_ADOPT_QP, 0xc050_a70c);
     assert_eq!(IOCTL_DESTROY_QP, 0x4008_a705);
     assert_eq!(IOCTL_DOORBELL, 0xc020_a706);
+    assert_eq!(IOCTL_CONNECT_QP, 0xc058_a70d);
     assert_eq!(IOCTL_CREATE_CQ, 0xc020_a708);
     assert_eq!(IOCTL_DESTROY_CQ, 0x4008_a709);
     assert_eq!(IOCTL_ARM_CQ, 0x4008_a70a);

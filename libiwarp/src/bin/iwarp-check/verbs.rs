@@ -8,7 +8,7 @@ use libiwarp::{
     Access, CompletionQueue, Device, MemoryRegion, QpInit, QpState, QueuePair, RecvWr, Remote, Role, SendOp, SendWr, Sge, WaitMode, WcOpcode, WcStatus,
     WorkCompletion,
 };
-use std::net::TcpStream;
+use std::net::{SocketAddrV4, TcpStream};
 use std::time::Duration;
 
 /// Deterministic random bytes for (size, side): both peers can regenerate what the other sent.
@@ -142,13 +142,21 @@ impl Session<'_> {
     }
 }
 
+/// How a session's QP gets its TCP connection.
+enum Via {
+    /// A stream this program connected or accepted, adopted by the module.
+    Stream(TcpStream),
+    /// A connection the module makes itself (CONNECT_QP).
+    Kernel(SocketAddrV4),
+}
+
 /// Makes a QP on `cqs` with buffers of `max` bytes, posts `posted` receives, then connects it
-/// over `stream` (each side tells the other its regions in the MPA private data).
+/// `via` a stream or the module (each side tells the other its regions in the MPA private data).
 #[allow(clippy::too_many_arguments)]
 fn connect<'d>(
     dev: &'d Device,
     cqs: (&'d CompletionQueue<'d>, &'d CompletionQueue<'d>),
-    stream: TcpStream,
+    via: Via,
     role: Role,
     opts: &str,
     max: usize,
@@ -164,7 +172,23 @@ fn connect<'d>(
     for _ in 0..posted {
         s.post_recv()?;
     }
-    let n = s.qp.adopt(stream, &o).map_err(|e| format!("adopt: {e}"))?;
+    let n = match via {
+        Via::Stream(stream) => s.qp.adopt(stream, &o).map_err(|e| format!("adopt: {e}"))?,
+        Via::Kernel(to) => {
+            // The server may not listen yet: a refused attempt leaves the QP as it was, so retry.
+            let start = std::time::Instant::now();
+            let done = loop {
+                match s.qp.connect(to, &o).map(drop) {
+                    Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) && start.elapsed() < Duration::from_secs(60) => {
+                        std::thread::sleep(Duration::from_millis(200))
+                    }
+                    r => break r,
+                }
+            };
+            done.map_err(|e| format!("connect in the kernel to {to}: {e}"))?;
+            s.qp.negotiated().ok_or("no negotiation")?
+        }
+    };
     println!("ok: connected (MPA rev {}, CRC {}, markers in {} out {})", n.mpa_rev, n.crc, n.rx_markers, n.tx_markers);
     (s.peer_dst, s.peer_src) = peer_regions(&n.peer_private)?;
     Ok(s)
@@ -199,7 +223,7 @@ pub(crate) fn many_serve(port: &str, many: usize) -> Check {
 pub(crate) fn many_drive(host: &str, port: &str, many: usize) -> Check {
     let dev = open()?;
     std::thread::scope(|sc| {
-        let runs: Vec<_> = (0..many).map(|_| sc.spawn(|| drive_on(&dev, dial(host, port)?, &[4096, 1 << 16], 0, ""))).collect();
+        let runs: Vec<_> = (0..many).map(|_| sc.spawn(|| drive_on(&dev, Via::Stream(dial(host, port)?), &[4096, 1 << 16], 0, ""))).collect();
         runs.into_iter().try_for_each(|r| r.join().map_err(|_| "thread panicked".to_string())?)
     })?;
     let qps = dev.stats().map_err(|e| e.to_string())?.queue_pairs;
@@ -208,7 +232,7 @@ pub(crate) fn many_drive(host: &str, port: &str, many: usize) -> Check {
 
 fn serve_on(dev: &Device, stream: TcpStream, max: usize, opts: &str) -> Check {
     let (scq, rcq) = (dev.create_cq(64).map_err(|e| e.to_string())?, dev.create_cq(4096).map_err(|e| e.to_string())?);
-    let mut s = connect(dev, (&scq, &rcq), stream, Role::Responder, opts, max, 2048, POSTED)?;
+    let mut s = connect(dev, (&scq, &rcq), Via::Stream(stream), Role::Responder, opts, max, 2048, POSTED)?;
     s.tell(0, 0)?;
     loop {
         let (_, size, sum) = s.hear()?;
@@ -247,16 +271,20 @@ fn serve_on(dev: &Device, stream: TcpStream, max: usize, opts: &str) -> Check {
 
 /// Guest A: connect, then a round per size: Write + Send to B, B Reads it back and Sends its
 /// own data, A Reads that back.
+/// With `kernel-connect=1` among the options, the module makes the TCP connection.
 pub(crate) fn drive(host: &str, port: &str, sizes: &str, deep: usize, opts: &str) -> Check {
     let sizes: Vec<usize> = sizes.split(',').map(|s| s.parse().map_err(|_| format!("bad size {s}"))).collect::<Result<_, _>>()?;
     let dev = open()?;
-    drive_on(&dev, dial(host, port)?, &sizes, deep, opts)
+    let kernel = opts.split(',').any(|o| o == "kernel-connect=1");
+    let opts: Vec<&str> = opts.split(',').filter(|o| !o.starts_with("kernel-connect=")).collect();
+    let via = if kernel { Via::Kernel(format!("{host}:{port}").parse().map_err(|e| format!("{host}:{port}: {e}"))?) } else { Via::Stream(dial(host, port)?) };
+    drive_on(&dev, via, &sizes, deep, &opts.join(","))
 }
 
-fn drive_on(dev: &Device, stream: TcpStream, sizes: &[usize], deep: usize, opts: &str) -> Check {
+fn drive_on(dev: &Device, via: Via, sizes: &[usize], deep: usize, opts: &str) -> Check {
     let max = sizes.iter().copied().max().unwrap_or(16).max(16 * (deep + 4)).max(16);
     let (scq, rcq) = (dev.create_cq(64).map_err(|e| e.to_string())?, dev.create_cq(64).map_err(|e| e.to_string())?);
-    let mut s = connect(dev, (&scq, &rcq), stream, Role::Initiator, opts, max, 16, POSTED)?;
+    let mut s = connect(dev, (&scq, &rcq), via, Role::Initiator, opts, max, 16, POSTED)?;
     s.hear()?; // B is ready
     for &n in sizes {
         let mine = random(n, b'A');
@@ -364,7 +392,7 @@ pub(crate) fn fault_serve(port: &str, case: &str) -> Check {
     let dev = open()?;
     let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
     let posted = if case == "no-recv" { 0 } else { 2 };
-    let s = connect(&dev, (&scq, &rcq), listen(port)?, Role::Responder, "", 4096, 16, posted)?;
+    let s = connect(&dev, (&scq, &rcq), Via::Stream(listen(port)?), Role::Responder, "", 4096, 16, posted)?;
     // The initiator starts after our go-ahead (it posted a receive for it).
     s.send(&[s.b.src.sge(0..16)], true)?;
     let (expect, _) = fault_cause(case)?;
@@ -401,7 +429,7 @@ pub(crate) fn fault_drive(host: &str, port: &str, case: &str) -> Check {
     let (cause, what) = fault_cause(case)?;
     let dev = open()?;
     let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
-    let s = connect(&dev, (&scq, &rcq), dial(host, port)?, Role::Initiator, "", 4096, 16, 2)?;
+    let s = connect(&dev, (&scq, &rcq), Via::Stream(dial(host, port)?), Role::Initiator, "", 4096, 16, 2)?;
     s.hear()?; // B's go-ahead (reposts one: two posted again)
     let sge = [s.b.src.sge(0..64)];
     if case == "invalidated-stag" {
@@ -478,9 +506,18 @@ pub(crate) fn local_errors() -> Check {
     expect_errno("CQ deeper than max_cqe", dev.create_cq(libiwarp::abi::MAX_CQE + 1).map(|c| c.depth()), libc::EINVAL)?;
     let tiny = dev.create_cq(1).map_err(|e| e.to_string())?;
     let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
-    let stream = TcpStream::connect(addr).map_err(|e| e.to_string())?;
     let init = QpInit { send_cq: &tiny, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 };
-    let qp = dev.adopt(stream, &options(Role::Initiator, "")?, &init).map_err(|e| format!("adopt: {e}"))?;
+    let std::net::SocketAddr::V4(to) = addr else { return Err("the listener is not IPv4".into()) };
+    let initiator = options(Role::Initiator, "")?;
+    // The module makes this connection itself (CONNECT_QP): first the refusals.
+    let mut qp = dev.create_qp(&init).map_err(|e| e.to_string())?;
+    let closed: SocketAddrV4 = "127.0.0.1:1".parse().map_err(|e| format!("{e}"))?;
+    expect_errno("connecting in the kernel to a closed port", qp.connect(closed, &initiator).map(drop), libc::ECONNREFUSED)?;
+    expect_errno("connecting in the kernel as responder", qp.connect(to, &options(Role::Responder, "")?).map(drop), libc::EINVAL)?;
+    expect_errno("connecting in the kernel to port 0", qp.connect(SocketAddrV4::new(*to.ip(), 0), &initiator).map(drop), libc::EINVAL)?;
+    let n = qp.connect(to, &initiator).map_err(|e| format!("connecting in the kernel after the refusals: {e}"))?;
+    println!("ok: connected in the kernel to {to} (MPA rev {}, CRC {})", n.mpa_rev, n.crc);
+    expect_errno("connecting a connected QP again", qp.connect(to, &initiator).map(drop), libc::EINVAL)?;
     let mut ro = vec![1u8; 4096];
     let mut rw = vec![0u8; 4096];
     let ro = dev.register(&mut ro, Access::NONE).map_err(|e| e.to_string())?;

@@ -57,8 +57,9 @@ fn mpa(s: &mut TcpStream) -> Result<Connection, String> {
     local.complete(&frame).map_err(|e| format!("MPA refused: {e:?}"))
 }
 
-/// Guest A: connects, completes MPA, then sends one Send whose CRC does not match; the module's Terminate must
-/// arrive, with the expected cause, and then the connection must end.
+/// Guest A: connects, completes MPA, waits for the module's go-ahead, then sends one Send whose
+/// CRC does not match; the module's Terminate must arrive, with the expected cause, and then the
+/// connection must end.
 pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
     let want = cause(case).ok_or(format!("unknown case {case}"))?;
     let mut s = dial(host, port)?;
@@ -74,8 +75,6 @@ pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
     // A payload octet changed after the CRC was computed (octet 40 is payload with or without
     // the leading marker).
     wire[40] ^= 0x01;
-    s.write_all(&wire).map_err(|e| e.to_string())?;
-    println!("ok: sent a Send FPDU with {case}");
     s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
     let mut rx = Receiver::new(rx::Config {
         markers: if conn.rx_markers { Markers::RFC } else { Markers::NONE },
@@ -85,8 +84,16 @@ pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
     });
     let mut sink = Collect(Vec::new());
     let mut pending = Vec::new();
+    // The module's side sends a go-ahead once its receives are posted; the broken frame goes
+    // after it, then everything until the connection ends is read.
+    let mut sent = false;
     let mut chunk = [0u8; 4096];
     loop {
+        if !sent && !sink.0.is_empty() {
+            s.write_all(&wire).map_err(|e| e.to_string())?;
+            println!("ok: sent a Send FPDU with {case}");
+            sent = true;
+        }
         let n = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
         if n == 0 {
             break;
@@ -95,6 +102,7 @@ pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
         let used = rx.receive::<HostCrc, _>(&Pieces::new(rx.next(), &[&pending]), &mut sink).map_err(|e| format!("the module's frames: {e:?}"))?;
         pending.drain(..used as usize);
     }
+    ensure(sent, "the module's go-ahead arrived and the broken frame was sent")?;
     let term = sink.0.iter().find_map(|e| if let Event::Terminate(t) = e { Some(*t) } else { None });
     ensure(term.and_then(|t| t.cause()) == Some(want), format!("the module sent a Terminate ({want:?}) and closed: {:?}", sink.0))
 }
