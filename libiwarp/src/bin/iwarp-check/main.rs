@@ -375,8 +375,7 @@ fn recv_user(port: &str, size: usize) -> Check {
     use io::Read;
     use iwarp_proto::crc::HostCrc;
     use iwarp_proto::markers::Markers;
-    use iwarp_proto::mpa::frame::{Frame, FrameError, Kind, RtrTypes, HEADER_LEN};
-    use iwarp_proto::mpa::negotiate::Local;
+    use iwarp_proto::mpa::frame::{Frame, Kind};
     use iwarp_proto::rx::{self, Event, Receiver, Sink, Target};
     use iwarp_proto::stream::Pieces;
 
@@ -409,18 +408,10 @@ fn recv_user(port: &str, size: usize) -> Check {
 
     let mut s = listen(port)?;
     s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
-    let mut req = vec![0u8; HEADER_LEN];
-    s.read_exact(&mut req).map_err(|e| format!("MPA request: {e}"))?;
-    if let Err(FrameError::Incomplete(total)) = Frame::parse(&req, Kind::Request) {
-        req.resize(total, 0);
-        s.read_exact(&mut req[HEADER_LEN..]).map_err(|e| format!("MPA request: {e}"))?;
-    }
+    let req = wire::read_frame(&mut s, Kind::Request)?;
     let (frame, _) = Frame::parse(&req, Kind::Request).map_err(|e| format!("MPA request: {e:?}"))?;
-    let local = Local { markers: true, crc: true, rev: 2, ird: 4, ord: 4, p2p: false, rtr: RtrTypes::default() };
-    let (reply, conn) = local.respond(&frame, b"user-level").map_err(|e| format!("respond: {e:?}"))?;
-    let mut out = vec![0u8; reply.wire_len()];
-    reply.emit(&mut out).ok_or("emit MPA reply")?;
-    s.write_all(&out).map_err(|e| e.to_string())?;
+    let (reply, conn) = wire::LOCAL.respond(&frame, b"user-level").map_err(|e| format!("respond: {e:?}"))?;
+    wire::write_frame(&mut s, &reply)?;
     ensure(conn.rx_markers && conn.crc, "the kernel will send markers and CRCs")?;
 
     let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false });

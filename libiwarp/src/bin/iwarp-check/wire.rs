@@ -40,21 +40,35 @@ impl Sink for Collect {
     }
 }
 
+/// What the user-level peers ask for in MPA: markers, CRC, revision 2.
+pub(crate) const LOCAL: Local =
+    Local { markers: true, crc: true, rev: 2, ird: 4, ord: 4, p2p: false, rtr: RtrTypes { send: false, write: false, read: false } };
+
+/// Reads one whole MPA frame of `kind` from a plain socket: the header, then the private data
+/// it announces. Parse the result with `Frame::parse`.
+pub(crate) fn read_frame(s: &mut TcpStream, kind: Kind) -> Result<Vec<u8>, String> {
+    let mut buf = vec![0u8; HEADER_LEN];
+    s.read_exact(&mut buf).map_err(|e| format!("MPA {kind:?}: {e}"))?;
+    if let Err(FrameError::Incomplete(total)) = Frame::parse(&buf, kind) {
+        buf.resize(total, 0);
+        s.read_exact(&mut buf[HEADER_LEN..]).map_err(|e| format!("MPA {kind:?}: {e}"))?;
+    }
+    Ok(buf)
+}
+
+/// Writes one MPA frame to a plain socket.
+pub(crate) fn write_frame(s: &mut TcpStream, f: &Frame<'_>) -> Result<(), String> {
+    let mut buf = vec![0u8; f.wire_len()];
+    f.emit(&mut buf).ok_or("emit MPA frame")?;
+    s.write_all(&buf).map_err(|e| e.to_string())
+}
+
 /// MPA as initiator on a plain socket; the private data stands in for a region advertisement.
 fn mpa(s: &mut TcpStream) -> Result<Connection, String> {
-    let local = Local { markers: true, crc: true, rev: 2, ird: 4, ord: 4, p2p: false, rtr: RtrTypes::default() };
-    let req = local.request(&[0u8; 24]);
-    let mut buf = vec![0u8; req.wire_len()];
-    req.emit(&mut buf).ok_or("emit MPA request")?;
-    s.write_all(&buf).map_err(|e| e.to_string())?;
-    let mut rep = vec![0u8; HEADER_LEN];
-    s.read_exact(&mut rep).map_err(|e| format!("MPA reply: {e}"))?;
-    if let Err(FrameError::Incomplete(total)) = Frame::parse(&rep, Kind::Reply) {
-        rep.resize(total, 0);
-        s.read_exact(&mut rep[HEADER_LEN..]).map_err(|e| format!("MPA reply: {e}"))?;
-    }
+    write_frame(s, &LOCAL.request(&[0u8; 24]))?;
+    let rep = read_frame(s, Kind::Reply)?;
     let (frame, _) = Frame::parse(&rep, Kind::Reply).map_err(|e| format!("MPA reply: {e:?}"))?;
-    local.complete(&frame).map_err(|e| format!("MPA refused: {e:?}"))
+    LOCAL.complete(&frame).map_err(|e| format!("MPA refused: {e:?}"))
 }
 
 /// Guest A: connects, completes MPA, waits for the module's go-ahead, then sends one Send whose
