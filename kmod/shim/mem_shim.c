@@ -16,6 +16,10 @@
 
 #include "mem_shim.h"
 
+#ifdef CONFIG_HIGHMEM
+#error "pages are sent and checksummed through their kernel addresses; it needs every page mapped (no HIGHMEM)"
+#endif
+
 struct iwarp_pinned {
 	struct mm_struct *mm;
 	unsigned long npages;
@@ -127,6 +131,18 @@ void iwarp_shim_pinned_copy_to(const struct iwarp_pinned *p, u64 offset, const v
 		offset += n;
 		len -= n;
 	}
+}
+
+/* The @idx-th pinned page (the caller keeps @idx below the page count). */
+struct page *iwarp_shim_pinned_page(const struct iwarp_pinned *p, unsigned long idx)
+{
+	return p->pages[idx];
+}
+
+/* The kernel address of @page (every page is mapped: no HIGHMEM). */
+void *iwarp_shim_page_address(struct page *page)
+{
+	return page_address(page);
 }
 
 /* Zeroed kernel memory that user space may map (queue rings); @bytes a multiple of PAGE_SIZE. */

@@ -14,6 +14,10 @@ void iwarp_shim_pinned_copy_from(const struct iwarp_pinned *p, u64 offset, void 
 
 void iwarp_shim_pinned_copy_to(const struct iwarp_pinned *p, u64 offset, const void *src, size_t len);
 
+struct page;
+struct page *iwarp_shim_pinned_page(const struct iwarp_pinned *p, unsigned long idx);
+void *iwarp_shim_page_address(struct page *page);
+
 struct vm_area_struct;
 void *iwarp_shim_ring_alloc(size_t bytes);
 void iwarp_shim_ring_free(void *ring);

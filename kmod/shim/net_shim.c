@@ -4,6 +4,7 @@
  * or macros (tcp_sk(), crc32c()). Rust reaches these through src/shim.rs, which wraps each one
  * safely. Keep every function here small and free of policy.
  */
+#include <linux/bvec.h>
 #include <linux/crc32.h>
 #include <linux/file.h>
 #include <linux/jiffies.h>
@@ -118,6 +119,78 @@ struct socket *iwarp_shim_sock_connect(u32 addr, u16 port, unsigned int timeout_
 	return sock;
 }
 
+/*
+ * A kernel TCP socket in the caller's network namespace listening on @addr:*@port (host order;
+ * port 0 picks one, reported back in *@port), with a file like the connected ones, so
+ * iwarp_shim_sock_put() releases it. Returns it, or NULL with *@err (-EADDRINUSE, ...).
+ */
+struct socket *iwarp_shim_sock_listen(u32 addr, u16 *port, int backlog, int *err)
+{
+	struct sockaddr_in sin = {
+		.sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(addr),
+		.sin_port = htons(*port),
+	};
+	struct socket *sock;
+	struct file *file;
+	int rc;
+
+	rc = sock_create_kern(current->nsproxy->net_ns, AF_INET, SOCK_STREAM, IPPROTO_TCP, &sock);
+	if (rc) {
+		*err = rc;
+		return NULL;
+	}
+	sock_set_reuseaddr(sock->sk);
+	rc = kernel_bind(sock, (struct sockaddr_unsized *)&sin, sizeof(sin));
+	if (!rc)
+		rc = kernel_listen(sock, backlog);
+	if (!rc)
+		rc = kernel_getsockname(sock, (struct sockaddr *)&sin) < 0 ? -EINVAL : 0;
+	if (rc) {
+		sock_release(sock);
+		*err = rc;
+		return NULL;
+	}
+	*port = ntohs(sin.sin_port);
+	file = sock_alloc_file(sock, 0, NULL);
+	if (IS_ERR(file)) {
+		*err = PTR_ERR(file);
+		return NULL;
+	}
+	*err = 0;
+	return sock;
+}
+
+/*
+ * The next connection on @listener, waiting at most @timeout_ms (-ETIMEDOUT; -EINVAL once the
+ * listener is shut down), with a file like the others; its peer's address in *@addr, *@port.
+ */
+struct socket *iwarp_shim_sock_accept(struct socket *listener, unsigned int timeout_ms, u32 *addr, u16 *port, int *err)
+{
+	struct sockaddr_in sin = {};
+	struct socket *sock;
+	struct file *file;
+	int rc;
+
+	WRITE_ONCE(listener->sk->sk_rcvtimeo, msecs_to_jiffies(timeout_ms));
+	rc = kernel_accept(listener, &sock, 0);
+	if (rc) {
+		*err = rc == -EAGAIN ? -ETIMEDOUT : rc;
+		return NULL;
+	}
+	if (kernel_getpeername(sock, (struct sockaddr *)&sin) >= 0) {
+		*addr = ntohl(sin.sin_addr.s_addr);
+		*port = ntohs(sin.sin_port);
+	}
+	file = sock_alloc_file(sock, 0, NULL);
+	if (IS_ERR(file)) {
+		*err = PTR_ERR(file);
+		return NULL;
+	}
+	*err = 0;
+	return sock;
+}
+
 /* Shuts the connection down and drops the reference iwarp_shim_sock_adopt() took. */
 void iwarp_shim_sock_put(struct socket *sock)
 {
@@ -172,12 +245,20 @@ int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsig
 	return rc;
 }
 
-/* Sends the @n pieces of @iov (@len bytes in all), blocking until all are queued. */
-int iwarp_shim_sock_sendv(struct socket *sock, struct kvec *iov, size_t n, size_t len)
-{
-	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL };
+/* The Rust side hands page fragments over as bio_vecs (src/frags.rs mirrors the layout). */
+static_assert(sizeof(struct bio_vec) == 16);
+static_assert(offsetof(struct bio_vec, bv_len) == 8 && offsetof(struct bio_vec, bv_offset) == 12);
 
-	iov_iter_kvec(&msg.msg_iter, ITER_SOURCE, iov, n, len);
+/*
+ * Queues the @n page fragments of @bv (@len bytes in all) by reference (MSG_SPLICE_PAGES: TCP
+ * takes its own page references and copies nothing), blocking until all are queued. Reports
+ * the sequence number just past them in *@end_seq. Returns 0 or a negative errno.
+ */
+int iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, size_t len, u32 *end_seq)
+{
+	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL | MSG_SPLICE_PAGES };
+
+	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, n, len);
 	while (msg_data_left(&msg)) {
 		int rc = sock_sendmsg(sock, &msg);
 
@@ -186,8 +267,16 @@ int iwarp_shim_sock_sendv(struct socket *sock, struct kvec *iov, size_t n, size_
 		if (rc == 0)
 			return -EPIPE;
 	}
+	*end_seq = READ_ONCE(tcp_sk(sock->sk)->write_seq);
 	return 0;
 }
+
+/* The oldest sequence number the peer has not acknowledged. */
+u32 iwarp_shim_sock_snd_una(struct socket *sock)
+{
+	return READ_ONCE(tcp_sk(sock->sk)->snd_una);
+}
+
 
 /* The connection's current MSS (what an FPDU must fit, RFC 5044 section 11.2). */
 u32 iwarp_shim_sock_mss(struct socket *sock)
@@ -209,9 +298,10 @@ bool iwarp_shim_sock_established(struct socket *sock)
 
 /*
  * The hook of a QP: the socket's data_ready and state_change callbacks queue @work, which calls
- * @run(@owner) in process context (receiving); iwarp_shim_sock_kick_tx() queues @tx_work, which
- * calls @run_tx(@owner) (sending what receiving asked for, so receiving never waits on a full
- * send buffer). Installed under sk_callback_lock; removal restores the old callbacks under the
+ * @run(@owner) in process context (receiving); iwarp_shim_sock_kick_tx() and write_space (send
+ * buffer freed by an acknowledgement) queue @tx_work, which calls @run_tx(@owner) (sending what
+ * receiving asked for, so receiving never waits on a full send buffer; completing what TCP
+ * acknowledged). Installed under sk_callback_lock; removal restores the old callbacks under the
  * same lock and then waits for both works, so @owner is never used after
  * iwarp_shim_hook_remove() returns.
  */
@@ -224,6 +314,10 @@ struct iwarp_hook {
 	struct work_struct tx_work;
 	void (*old_data_ready)(struct sock *sk);
 	void (*old_state_change)(struct sock *sk);
+	void (*old_write_space)(struct sock *sk);
+	/* Queue the transmit work once snd_una reaches ack_goal (while ack_watch is set). */
+	u32 ack_goal;
+	bool ack_watch;
 };
 
 static void iwarp_hook_work(struct work_struct *work)
@@ -253,6 +347,28 @@ void iwarp_shim_sock_kick_tx(struct socket *sock)
 	read_unlock_bh(&sk->sk_callback_lock);
 }
 
+/*
+ * Has the hook's transmit work run once the peer has acknowledged everything before sequence
+ * number @goal. TCP calls sk_write_space on acknowledgements while SOCK_NOSPACE is set; the
+ * barrier pairs with the one in tcp_check_space(), so a caller that reads snd_una after this
+ * misses no acknowledgement.
+ */
+void iwarp_shim_sock_watch_acks(struct socket *sock, u32 goal)
+{
+	struct sock *sk = sock->sk;
+	struct iwarp_hook *h;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	h = sk->sk_user_data;
+	if (h && h->sk == sk) {
+		WRITE_ONCE(h->ack_goal, goal);
+		WRITE_ONCE(h->ack_watch, true);
+	}
+	read_unlock_bh(&sk->sk_callback_lock);
+	set_bit(SOCK_NOSPACE, &sock->flags);
+	smp_mb__after_atomic();
+}
+
 /* Runs in softirq context with the socket spinlock held: only queue the work. */
 static void iwarp_hook_wake(struct sock *sk)
 {
@@ -262,6 +378,34 @@ static void iwarp_hook_wake(struct sock *sk)
 	h = sk->sk_user_data;
 	if (h)
 		queue_work(system_highpri_wq, &h->work);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * Softirq context, socket spinlock held: send buffer was freed (an acknowledgement, or space for
+ * a blocked sender). Wakes blocked senders; queues the transmit work when the watched
+ * acknowledgement arrived, else keeps SOCK_NOSPACE set so TCP calls again on the next one.
+ */
+static void iwarp_hook_write_space(struct sock *sk)
+{
+	struct iwarp_hook *h;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	h = sk->sk_user_data;
+	if (h) {
+		h->old_write_space(sk);
+		if (READ_ONCE(h->ack_watch)) {
+			if (!before(READ_ONCE(tcp_sk(sk)->snd_una), READ_ONCE(h->ack_goal))) {
+				WRITE_ONCE(h->ack_watch, false);
+				queue_work(system_highpri_wq, &h->tx_work);
+			} else if (sk->sk_socket) {
+				set_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
+			}
+		}
+	} else if (sk->sk_write_space != iwarp_hook_write_space) {
+		/* Unhooked since this call began: the restored callback still has to wake. */
+		sk->sk_write_space(sk);
+	}
 	read_unlock_bh(&sk->sk_callback_lock);
 }
 
@@ -290,9 +434,11 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 	}
 	h->old_data_ready = sk->sk_data_ready;
 	h->old_state_change = sk->sk_state_change;
+	h->old_write_space = sk->sk_write_space;
 	sk->sk_user_data = h;
 	sk->sk_data_ready = iwarp_hook_wake;
 	sk->sk_state_change = iwarp_hook_wake;
+	sk->sk_write_space = iwarp_hook_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);
 	/* Whatever arrived before the hook was in place. */
 	queue_work(system_highpri_wq, &h->work);
@@ -309,6 +455,7 @@ void iwarp_shim_hook_remove(struct iwarp_hook *h)
 	sk->sk_user_data = NULL;
 	sk->sk_data_ready = h->old_data_ready;
 	sk->sk_state_change = h->old_state_change;
+	sk->sk_write_space = h->old_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);
 	/* Nothing can queue either work now (kicks look the hook up under the lock). */
 	cancel_work_sync(&h->work);

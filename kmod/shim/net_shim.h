@@ -11,10 +11,15 @@ int iwarp_shim_tcp_probe(u16 *port, u32 *write_seq);
 struct socket;
 struct socket *iwarp_shim_sock_adopt(int fd, int *err);
 struct socket *iwarp_shim_sock_connect(u32 addr, u16 port, unsigned int timeout_ms, int *err);
+struct socket *iwarp_shim_sock_listen(u32 addr, u16 *port, int backlog, int *err);
+struct socket *iwarp_shim_sock_accept(struct socket *listener, unsigned int timeout_ms, u32 *addr, u16 *port, int *err);
 void iwarp_shim_sock_put(struct socket *sock);
 int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len);
 struct kvec;
-int iwarp_shim_sock_sendv(struct socket *sock, struct kvec *iov, size_t n, size_t len);
+struct bio_vec;
+int iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, size_t len, u32 *end_seq);
+u32 iwarp_shim_sock_snd_una(struct socket *sock);
+void iwarp_shim_sock_watch_acks(struct socket *sock, u32 goal);
 u32 iwarp_shim_sock_mss(struct socket *sock);
 int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsigned int timeout_ms);
 

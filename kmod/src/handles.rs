@@ -66,6 +66,11 @@ impl<T> Handles<T> {
         slot.obj.as_mut().filter(|_| key as u32 == handle & 0xff).ok_or(EINVAL)
     }
 
+    /// Every live object.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().filter_map(|s| s.obj.as_ref())
+    }
+
     /// Removes and returns the object `handle` names; EINVAL if none does.
     pub(crate) fn remove(&mut self, handle: u32) -> Result<T> {
         let slot = self.slots.get_mut((handle >> 8) as usize).ok_or(EINVAL)?;

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Memory regions: pinned user buffers a context registered, found by STag (a handle of
-//! [`Handles`], so a stale STag never reaches a newer region). Addresses are the application's
-//! virtual addresses, as in verbs (and as siw uses them for tagged offsets).
+//! [`Handles`], so a stale STag never reaches a newer region), each in a protection domain.
+//! A QP reaches regions only through the [`Domain`] of its own PD: a region of another PD is
+//! "not associated" with it, whoever names it. Addresses are the application's virtual
+//! addresses, as in verbs (and as siw uses them for tagged offsets).
 
-use crate::abi::{access, MAX_MR, MAX_MR_SIZE};
+use crate::abi::{access, MAX_MR, MAX_MR_SIZE, MAX_PD};
 use crate::handles::Handles;
 use crate::pinned::PinnedPages;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 /// Registered regions of all contexts.
 static REGIONS: AtomicU64 = AtomicU64::new(0);
@@ -27,11 +30,15 @@ pub(crate) enum Fault {
     Bounds,
     /// The region lacks the right.
     Access,
+    /// The region belongs to another protection domain.
+    OtherPd,
 }
 
 /// One registered buffer.
 struct MemoryRegion {
-    pages: PinnedPages,
+    pd: u32,
+    /// Shared with sends in progress from it, which keep it pinned past deregistration.
+    pages: Arc<PinnedPages>,
     va: u64,
     len: u64,
     rights: u32,
@@ -62,19 +69,45 @@ impl Drop for MemoryRegion {
     }
 }
 
-/// A context's regions, by STag.
+/// A context's protection domains and regions, by handle and STag.
 pub(crate) struct MrTable {
+    pds: Handles<()>,
     regions: Handles<MemoryRegion>,
 }
 
 impl MrTable {
     pub(crate) fn new() -> MrTable {
-        MrTable { regions: Handles::new(MAX_MR) }
+        MrTable { pds: Handles::new(MAX_PD), regions: Handles::new(MAX_MR) }
     }
 
-    /// Pins and registers `[addr, addr + length)` with `access` rights; returns its STag.
-    pub(crate) fn register(&mut self, addr: u64, length: u64, rights: u32) -> Result<u32> {
-        let valid = length > 0
+    /// A new protection domain.
+    pub(crate) fn alloc_pd(&mut self) -> Result<u32> {
+        self.pds.insert(())
+    }
+
+    /// Whether `pd` names a protection domain.
+    pub(crate) fn has_pd(&self, pd: u32) -> bool {
+        self.pds.get(pd).is_ok()
+    }
+
+    /// Frees `pd`: EINVAL if unknown, EBUSY while a region is in it (the caller checks QPs).
+    pub(crate) fn dealloc_pd(&mut self, pd: u32) -> Result {
+        self.pds.get(pd)?;
+        if self.regions.values().any(|r| r.pd == pd) {
+            return Err(EBUSY);
+        }
+        self.pds.remove(pd)
+    }
+
+    /// The regions QPs of `pd` may reach.
+    pub(crate) fn domain(&mut self, pd: u32) -> Domain<'_> {
+        Domain { table: self, pd }
+    }
+
+    /// Pins and registers `[addr, addr + length)` in `pd` with `access` rights; returns its STag.
+    pub(crate) fn register(&mut self, pd: u32, addr: u64, length: u64, rights: u32) -> Result<u32> {
+        let valid = self.has_pd(pd)
+            && length > 0
             && length <= MAX_MR_SIZE
             && addr.checked_add(length).is_some()
             && rights & !access::ALL == 0
@@ -83,27 +116,57 @@ impl MrTable {
             return Err(EINVAL);
         }
         let writable = rights & (access::LOCAL_WRITE | access::REMOTE_WRITE) != 0;
-        let pages = PinnedPages::pin(addr, length, writable)?;
+        let pages = Arc::new(PinnedPages::pin(addr, length, writable)?, GFP_KERNEL)?;
         REGIONS.fetch_add(1, Ordering::Relaxed);
-        self.regions.insert(MemoryRegion { pages, va: addr, len: length, rights, valid: true })
+        self.regions.insert(MemoryRegion { pd, pages, va: addr, len: length, rights, valid: true })
+    }
+
+    /// Deregisters the region `stag` names, unpinning its pages.
+    pub(crate) fn deregister(&mut self, stag: u32) -> Result {
+        self.regions.remove(stag).map(drop)
+    }
+}
+
+/// The regions of one protection domain.
+pub(crate) struct Domain<'a> {
+    table: &'a mut MrTable,
+    pd: u32,
+}
+
+impl Domain<'_> {
+    /// The region `stag` names, if it is in this domain.
+    fn get(&self, stag: u32) -> Result<&MemoryRegion, Fault> {
+        let mr = self.table.regions.get(stag).map_err(|_| Fault::InvalidStag)?;
+        if mr.pd != self.pd {
+            return Err(Fault::OtherPd);
+        }
+        Ok(mr)
     }
 
     /// Whether `len` octets at `addr` of region `stag` may be accessed with `need` rights.
     pub(crate) fn check(&self, stag: u32, addr: u64, len: u64, need: u32) -> Result<(), Fault> {
-        self.regions.get(stag).map_err(|_| Fault::InvalidStag)?.offset(addr, len, need).map(drop)
+        self.get(stag)?.offset(addr, len, need).map(drop)
     }
 
     /// Copies out of region `stag` at `addr` (a snapshot; `need` rights required).
     pub(crate) fn read(&self, stag: u32, addr: u64, dst: &mut [u8], need: u32) -> Result<(), Fault> {
-        let mr = self.regions.get(stag).map_err(|_| Fault::InvalidStag)?;
+        let mr = self.get(stag)?;
         let off = mr.offset(addr, dst.len() as u64, need)?;
         mr.pages.copy_to(off, dst).map_err(|_| Fault::Bounds)
+    }
+
+    /// The pinned pages behind `[addr, addr + len)` of region `stag` (`need` rights required)
+    /// and the range's offset in them, to send from by reference.
+    pub(crate) fn pages(&self, stag: u32, addr: u64, len: u64, need: u32) -> Result<(Arc<PinnedPages>, u64), Fault> {
+        let mr = self.get(stag)?;
+        let off = mr.offset(addr, len, need)?;
+        Ok((mr.pages.clone(), off))
     }
 
     /// Places `src` into region `stag` at `addr` (`need` rights required, which must include a
     /// write right).
     pub(crate) fn write(&self, stag: u32, addr: u64, src: &[u8], need: u32) -> Result<(), Fault> {
-        let mr = self.regions.get(stag).map_err(|_| Fault::InvalidStag)?;
+        let mr = self.get(stag)?;
         let off = mr.offset(addr, src.len() as u64, need)?;
         mr.pages.copy_from(off, src).map_err(|_| Fault::Access)
     }
@@ -111,15 +174,11 @@ impl MrTable {
     /// Invalidates `stag` (a peer's Send with Invalidate): later accesses fail until it is
     /// deregistered. Fails for unknown or already invalid STags.
     pub(crate) fn invalidate(&mut self, stag: u32) -> Result<(), Fault> {
-        let mr = self.regions.get_mut(stag).map_err(|_| Fault::InvalidStag)?;
+        self.get(stag)?;
+        let mr = self.table.regions.get_mut(stag).map_err(|_| Fault::InvalidStag)?;
         if !core::mem::replace(&mut mr.valid, false) {
             return Err(Fault::InvalidStag);
         }
         Ok(())
-    }
-
-    /// Deregisters the region `stag` names, unpinning its pages.
-    pub(crate) fn deregister(&mut self, stag: u32) -> Result {
-        self.regions.remove(stag).map(drop)
     }
 }

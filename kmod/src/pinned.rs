@@ -4,8 +4,10 @@
 //! uncharged from RLIMIT_MEMLOCK on drop, counted module-wide so tests can see that nothing
 //! stays pinned.
 
+use crate::frags::PageFrag;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 
 mod ffi {
@@ -19,6 +21,7 @@ mod ffi {
         pub(super) fn iwarp_shim_pinned_npages(p: *const IwarpPinned) -> usize;
         pub(super) fn iwarp_shim_pinned_copy_from(p: *const IwarpPinned, offset: u64, dst: *mut u8, len: usize);
         pub(super) fn iwarp_shim_pinned_copy_to(p: *const IwarpPinned, offset: u64, src: *const u8, len: usize);
+        pub(super) fn iwarp_shim_pinned_page(p: *const IwarpPinned, idx: usize) -> *mut core::ffi::c_void;
     }
 }
 
@@ -59,14 +62,14 @@ impl PinnedPages {
         // SAFETY: `ptr` is the valid set the shim just returned.
         let npages = unsafe { ffi::iwarp_shim_pinned_npages(ptr.as_ptr()) };
         PINNED_PAGES.fetch_add(npages as u64, Ordering::Relaxed);
-        Ok(PinnedPages { ptr, npages, first: (addr % kernel::page::PAGE_SIZE as u64) as usize, len, writable })
+        Ok(PinnedPages { ptr, npages, first: (addr % PAGE_SIZE as u64) as usize, len, writable })
     }
 
     /// Copies buffer bytes `[offset, offset + dst.len())` into `dst`; EINVAL if out of range.
     /// A copy, not a view: user space may change its buffer at any time, and what is framed and
     /// checksummed must be one consistent snapshot.
     pub(crate) fn copy_to(&self, offset: u64, dst: &mut [u8]) -> Result {
-        self.check_range(offset, dst.len())?;
+        self.check_range(offset, dst.len() as u64)?;
         // SAFETY: the set is live and the range lies inside the buffer, hence inside the pinned
         // pages; `dst` is valid for writes of its length.
         unsafe { ffi::iwarp_shim_pinned_copy_from(self.ptr.as_ptr(), self.first as u64 + offset, dst.as_mut_ptr(), dst.len()) };
@@ -76,7 +79,7 @@ impl PinnedPages {
     /// Places `src` at buffer offset `offset`; EINVAL if out of range, EPERM if the pages were
     /// pinned read-only.
     pub(crate) fn copy_from(&self, offset: u64, src: &[u8]) -> Result {
-        self.check_range(offset, src.len())?;
+        self.check_range(offset, src.len() as u64)?;
         if !self.writable {
             return Err(EPERM);
         }
@@ -86,8 +89,29 @@ impl PinnedPages {
         Ok(())
     }
 
-    fn check_range(&self, offset: u64, len: usize) -> Result {
-        match offset.checked_add(len as u64) {
+    /// Calls `f` with the page fragments covering buffer octets `[offset, offset + len)`, in
+    /// order; EINVAL if out of range. The fragments are valid while `self` lives: whoever sends
+    /// from them keeps it alive until TCP has taken its own page references.
+    pub(crate) fn frags(&self, offset: u64, len: u64, mut f: impl FnMut(PageFrag) -> Result) -> Result {
+        self.check_range(offset, len)?;
+        let page = PAGE_SIZE as u64;
+        let (mut at, end) = (self.first as u64 + offset, self.first as u64 + offset + len);
+        while at < end {
+            let (idx, in_page) = (at / page, at % page);
+            let n = (end - at).min(page - in_page);
+            // SAFETY: the set is live and `idx` is below its page count (the range is inside
+            // the buffer).
+            let raw = unsafe { ffi::iwarp_shim_pinned_page(self.ptr.as_ptr(), idx as usize) };
+            // SAFETY: pinned pages stay allocated while `self` lives (see above); the run ends
+            // within the page.
+            f(unsafe { PageFrag::new(raw, in_page as u32, n as u32) })?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn check_range(&self, offset: u64, len: u64) -> Result {
+        match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
             _ => Err(EINVAL),
         }

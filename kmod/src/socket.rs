@@ -4,12 +4,14 @@
 //! safe owner that shuts the connection down and drops its reference when it goes; and the
 //! [`Hook`] that runs a QP's receive work when data arrives.
 
+use crate::frags::PageFrag;
 use core::ffi::c_void;
 use core::ptr::NonNull;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
 mod ffi {
+    use crate::frags::PageFrag;
     use core::ffi::c_void;
     #[repr(C)]
     pub(super) struct Socket {
@@ -18,9 +20,13 @@ mod ffi {
     extern "C" {
         pub(super) fn iwarp_shim_sock_adopt(fd: i32, err: *mut i32) -> *mut Socket;
         pub(super) fn iwarp_shim_sock_put(sock: *mut Socket);
+        pub(super) fn iwarp_shim_sock_listen(addr: u32, port: *mut u16, backlog: i32, err: *mut i32) -> *mut Socket;
+        pub(super) fn iwarp_shim_sock_accept(listener: *mut Socket, timeout_ms: u32, addr: *mut u32, port: *mut u16, err: *mut i32) -> *mut Socket;
         pub(super) fn iwarp_shim_sock_connect(addr: u32, port: u16, timeout_ms: u32, err: *mut i32) -> *mut Socket;
         pub(super) fn iwarp_shim_sock_send_all(sock: *mut Socket, buf: *const u8, len: usize) -> i32;
-        pub(super) fn iwarp_shim_sock_sendv(sock: *mut Socket, iov: *mut super::Kvec, n: usize, len: usize) -> i32;
+        pub(super) fn iwarp_shim_sock_send_pages(sock: *mut Socket, bv: *mut PageFrag, n: usize, len: usize, end_seq: *mut u32) -> i32;
+        pub(super) fn iwarp_shim_sock_snd_una(sock: *mut Socket) -> u32;
+        pub(super) fn iwarp_shim_sock_watch_acks(sock: *mut Socket, goal: u32);
         pub(super) fn iwarp_shim_sock_mss(sock: *mut Socket) -> u32;
         pub(super) fn iwarp_shim_sock_recv_exact(sock: *mut Socket, buf: *mut u8, len: usize, timeout_ms: u32) -> i32;
         pub(super) fn iwarp_shim_sock_established(sock: *mut Socket) -> bool;
@@ -46,21 +52,14 @@ mod ffi {
     }
 }
 
-/// One piece of a gathered send (`struct kvec`).
+/// One piece of the received stream (`struct kvec`).
 #[repr(C)]
-pub(crate) struct Kvec {
+struct Kvec {
     base: *const u8,
     len: usize,
 }
 
-impl Kvec {
-    /// A piece covering `b`; valid while `b` is.
-    pub(crate) fn new(b: &[u8]) -> Kvec {
-        Kvec { base: b.as_ptr(), len: b.len() }
-    }
-}
-
-/// A reference to a connected TCP socket.
+/// A reference to a kernel TCP socket: connected, or listening.
 pub(crate) struct TcpSocket {
     sock: NonNull<ffi::Socket>,
 }
@@ -96,19 +95,54 @@ impl TcpSocket {
         NonNull::new(raw).map(|sock| TcpSocket { sock }).ok_or_else(|| Error::from_errno(err))
     }
 
+    /// A new kernel TCP socket listening on `addr:port` (IPv4, host order; port 0: any) and the
+    /// port it bound.
+    pub(crate) fn listen(addr: u32, port: u16, backlog: u32) -> Result<(TcpSocket, u16)> {
+        let (mut err, mut port) = (0, port);
+        // SAFETY: `err` and `port` are live locals; the shim only uses its scalar arguments.
+        let raw = unsafe { ffi::iwarp_shim_sock_listen(addr, &mut port, backlog as i32, &mut err) };
+        NonNull::new(raw).map(|sock| (TcpSocket { sock }, port)).ok_or_else(|| Error::from_errno(err))
+    }
+
+    /// The next connection on this listening socket within `timeout_ms`, and its peer's IPv4
+    /// address and port.
+    pub(crate) fn accept(&self, timeout_ms: u32) -> Result<(TcpSocket, u32, u16)> {
+        let (mut err, mut addr, mut port) = (0, 0u32, 0u16);
+        // SAFETY: the socket reference is live; the other pointers are live locals.
+        let raw = unsafe { ffi::iwarp_shim_sock_accept(self.sock.as_ptr(), timeout_ms, &mut addr, &mut port, &mut err) };
+        NonNull::new(raw).map(|sock| (TcpSocket { sock }, addr, port)).ok_or_else(|| Error::from_errno(err))
+    }
+
     /// Sends all of `buf`, blocking.
     pub(crate) fn send_all(&self, buf: &[u8]) -> Result {
         // SAFETY: the socket reference is live; `buf` is valid for reads of its length.
         check(unsafe { ffi::iwarp_shim_sock_send_all(self.sock.as_ptr(), buf.as_ptr(), buf.len()) })
     }
 
-    /// Sends the pieces `iov`, in order, blocking until all are queued. Every piece must cover
-    /// memory that stays valid during the call (the `Kvec`s were made from live slices).
-    pub(crate) fn send_pieces(&self, iov: &mut [Kvec]) -> Result {
-        let len = iov.iter().map(|k| k.len).sum();
-        // SAFETY: the socket reference is live; each kvec covers a live slice (see above) the
-        // socket layer only reads.
-        check(unsafe { ffi::iwarp_shim_sock_sendv(self.sock.as_ptr(), iov.as_mut_ptr(), iov.len(), len) })
+    /// Queues `frags`, in order, by reference (TCP takes its own page references and copies
+    /// nothing), blocking while the send buffer is full. Returns the sequence number just past
+    /// them. Every fragment must be valid during the call.
+    pub(crate) fn send_frags(&self, frags: &mut [PageFrag]) -> Result<u32> {
+        let len = frags.iter().map(|f| f.len() as usize).sum();
+        let mut end_seq = 0;
+        // SAFETY: the socket reference is live; each fragment names a page that is allocated
+        // during the call (see above), which TCP references before it returns.
+        check(unsafe { ffi::iwarp_shim_sock_send_pages(self.sock.as_ptr(), frags.as_mut_ptr(), frags.len(), len, &mut end_seq) })?;
+        Ok(end_seq)
+    }
+
+    /// The oldest sequence number the peer has not acknowledged.
+    pub(crate) fn snd_una(&self) -> u32 {
+        // SAFETY: the socket reference is live; the shim reads one field.
+        unsafe { ffi::iwarp_shim_sock_snd_una(self.sock.as_ptr()) }
+    }
+
+    /// Has the hook's transmit work run once the peer has acknowledged everything before
+    /// sequence number `goal`. Read [`TcpSocket::snd_una`] after calling this, so no
+    /// acknowledgement falls in between.
+    pub(crate) fn watch_acks(&self, goal: u32) {
+        // SAFETY: the socket reference is live; the shim looks the hook up under its lock.
+        unsafe { ffi::iwarp_shim_sock_watch_acks(self.sock.as_ptr(), goal) }
     }
 
     /// The connection's current MSS.
@@ -180,7 +214,8 @@ pub(crate) trait OnReceive: Send + Sync {
     /// Called in process context (a workqueue) after data arrived or the connection changed
     /// state; never twice at once.
     fn on_receive(&self);
-    /// Called in process context after [`TcpSocket::kick_transmit`]; never twice at once, but
+    /// Called in process context after [`TcpSocket::kick_transmit`] or the acknowledgement
+    /// [`TcpSocket::watch_acks`] waits for; never twice at once, but
     /// possibly alongside `on_receive`.
     fn on_transmit(&self);
 }

@@ -4,7 +4,8 @@
 //! `UserSliceWriter::write` can move them across the user boundary.
 
 use crate::abi::{
-    self, AdoptQp, ConnectQp, CqOp, Cqe, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, PostRecv, PostSend, QueryDevice, QueryQp, QueryStats, RegMr,
+    self, Accept, AdoptQp, ConnectQp, CqOp, Cqe, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, GetRequest, HandleOp, Listen, PdOp, PostRecv, PostSend,
+    QueryDevice, QueryQp, QueryStats, RegMr, Reject,
 };
 use kernel::transmute::{AsBytes, FromBytes};
 
@@ -23,6 +24,12 @@ const _: () = assert!(core::mem::size_of::<Cqe>() == abi::CQE_SIZE);
 const _: () = assert!(core::mem::size_of::<QueryQp>() == abi::QUERY_QP_SIZE);
 const _: () = assert!(core::mem::size_of::<Doorbell>() == abi::DOORBELL_SIZE);
 const _: () = assert!(core::mem::size_of::<ConnectQp>() == abi::CONNECT_QP_SIZE);
+const _: () = assert!(core::mem::size_of::<PdOp>() == abi::PD_OP_SIZE);
+const _: () = assert!(core::mem::size_of::<Listen>() == abi::LISTEN_SIZE);
+const _: () = assert!(core::mem::size_of::<HandleOp>() == abi::HANDLE_OP_SIZE);
+const _: () = assert!(core::mem::size_of::<GetRequest>() == abi::GET_REQUEST_SIZE);
+const _: () = assert!(core::mem::size_of::<Accept>() == abi::ACCEPT_SIZE);
+const _: () = assert!(core::mem::size_of::<Reject>() == abi::REJECT_SIZE);
 
 // SAFETY (all impls below): each struct is `repr(C)`, made only of integers (and arrays of
 // them or of such structs), without padding (sizes pinned above and by libiwarp's layout test to
@@ -35,6 +42,26 @@ unsafe impl AsBytes for RegMr {}
 unsafe impl FromBytes for RegMr {}
 // SAFETY: see above.
 unsafe impl FromBytes for DeregMr {}
+// SAFETY: see above.
+unsafe impl AsBytes for PdOp {}
+// SAFETY: see above.
+unsafe impl AsBytes for Listen {}
+// SAFETY: see above.
+unsafe impl FromBytes for Listen {}
+// SAFETY: see above.
+unsafe impl FromBytes for HandleOp {}
+// SAFETY: see above.
+unsafe impl AsBytes for GetRequest {}
+// SAFETY: see above.
+unsafe impl FromBytes for GetRequest {}
+// SAFETY: see above.
+unsafe impl AsBytes for Accept {}
+// SAFETY: see above.
+unsafe impl FromBytes for Accept {}
+// SAFETY: see above.
+unsafe impl FromBytes for Reject {}
+// SAFETY: see above.
+unsafe impl FromBytes for PdOp {}
 // SAFETY: see above.
 unsafe impl AsBytes for QueryStats {}
 // SAFETY: see above.

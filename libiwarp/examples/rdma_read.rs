@@ -12,13 +12,14 @@ use std::error::Error;
 fn main() -> Result<(), Box<dyn Error>> {
     let (stream, role) = common::endpoint()?;
     let dev = Device::open()?;
+    let pd = dev.alloc_pd()?;
     let cq = dev.create_cq(16)?;
     let text = b"read from the server's memory by the client";
     let mut buf = vec![0u8; 4096];
     buf[..text.len()].copy_from_slice(text);
     let access = if role == Role::Responder { Access::REMOTE_READ } else { Access::LOCAL_WRITE };
-    let mr = dev.register(&mut buf, access)?;
-    let mut qp = dev.create_qp(&QpInit { send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 })?;
+    let mr = pd.register(&mut buf, access)?;
+    let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 })?;
     qp.post_recv(1, &[])?;
     let mut opts = ConnectOptions::new(role);
     opts.private_data = mr.remote(0).to_bytes().to_vec();

@@ -6,7 +6,7 @@
 //! Bump [`ABI_VERSION`] on every incompatible change.
 
 /// Version of this ABI; QUERY_DEVICE reports the module's.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 
 /// The ioctl type byte of `/dev/iwarp`.
 pub const IOCTL_TYPE: u32 = 0xa7;
@@ -99,8 +99,8 @@ pub struct RegMr {
     /// Out: steering tag the peer uses (index << 8 | key; the key changes on every
     /// registration that reuses an index).
     pub stag: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// The protection domain ([`IOCTL_ALLOC_PD`]): only QPs of the same one may use the region.
+    pub pd: u32,
 }
 
 /// Size of [`RegMr`].
@@ -108,6 +108,25 @@ pub const REG_MR_SIZE: usize = 32;
 
 /// `_IOWR(0xa7, 0x01, struct RegMr)`: pin and register a user buffer.
 pub const IOCTL_REG_MR: u32 = ioc(IOC_READ | IOC_WRITE, 0x01, REG_MR_SIZE);
+
+/// Argument of [`IOCTL_ALLOC_PD`] and [`IOCTL_DEALLOC_PD`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PdOp {
+    /// The protection domain (out for ALLOC_PD, zero going in).
+    pub pd: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Size of [`PdOp`].
+pub const PD_OP_SIZE: usize = 8;
+
+/// `_IOWR(0xa7, 0x0e, struct PdOp)`: a new protection domain.
+pub const IOCTL_ALLOC_PD: u32 = ioc(IOC_READ | IOC_WRITE, 0x0e, PD_OP_SIZE);
+
+/// `_IOW(0xa7, 0x0f, struct PdOp)`: frees a protection domain; EBUSY while a region or QP is in it.
+pub const IOCTL_DEALLOC_PD: u32 = ioc(IOC_WRITE, 0x0f, PD_OP_SIZE);
 
 /// Argument of [`IOCTL_DEREG_MR`].
 #[repr(C)]
@@ -185,8 +204,9 @@ pub struct CreateQp {
     pub max_send_wr: u32,
     /// Out: the QP handle.
     pub qp: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// The protection domain: the QP reaches only regions registered in it, locally and from
+    /// the peer.
+    pub pd: u32,
     /// Out: `mmap` offset of the send ring ([`PostSend`] entries, `max_send_wr` of them).
     pub sq_offset: u64,
     /// Out: `mmap` offset of the receive ring ([`PostRecv`] entries, `max_recv_wr` of them).
@@ -286,6 +306,131 @@ pub const CONNECT_QP_SIZE: usize = 88;
 
 /// `_IOWR(0xa7, 0x0d, struct ConnectQp)`: ECONNREFUSED or ETIMEDOUT when TCP cannot connect.
 pub const IOCTL_CONNECT_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0d, CONNECT_QP_SIZE);
+
+/// Argument of [`IOCTL_LISTEN`]: a kernel TCP socket listening in the caller's network
+/// namespace, for [`IOCTL_GET_REQUEST`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Listen {
+    /// IPv4 address to bind, host byte order (0: every address).
+    pub addr: u32,
+    /// TCP port (0: any free one); out: the port bound.
+    pub port: u32,
+    /// Connections TCP completes before they are asked for (1..=1024).
+    pub backlog: u32,
+    /// Out: the listener.
+    pub listener: u32,
+}
+
+/// Size of [`Listen`].
+pub const LISTEN_SIZE: usize = 16;
+
+/// `_IOWR(0xa7, 0x10, struct Listen)`: EADDRINUSE when the port is taken.
+pub const IOCTL_LISTEN: u32 = ioc(IOC_READ | IOC_WRITE, 0x10, LISTEN_SIZE);
+
+/// Argument of [`IOCTL_CLOSE_LISTENER`], [`IOCTL_DISCONNECT`]: one handle.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandleOp {
+    /// The listener or QP.
+    pub handle: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Size of [`HandleOp`].
+pub const HANDLE_OP_SIZE: usize = 8;
+
+/// `_IOW(0xa7, 0x11, struct HandleOp)`: stops listening (a GET_REQUEST waiting on it returns).
+pub const IOCTL_CLOSE_LISTENER: u32 = ioc(IOC_WRITE, 0x11, HANDLE_OP_SIZE);
+
+/// Argument of [`IOCTL_GET_REQUEST`]: waits for the next connection on a listener and reads its
+/// MPA request, so the application sees the initiator's private data and options before it
+/// accepts ([`IOCTL_ACCEPT`]) or rejects ([`IOCTL_REJECT`]) it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GetRequest {
+    /// The listener.
+    pub listener: u32,
+    /// How long to wait for a connection, then again for its request (1..=60000 ms);
+    /// ETIMEDOUT after that, EPROTO (and the connection closed) for a malformed request.
+    pub timeout_ms: u32,
+    /// User pointer where the initiator's private data goes.
+    pub peer_private: u64,
+    /// Room at `peer_private`.
+    pub peer_private_cap: u32,
+    /// Out: length of the initiator's private data (copied up to `peer_private_cap`).
+    pub peer_private_len: u32,
+    /// Out: the pending connection, for ACCEPT or REJECT.
+    pub request: u32,
+    /// Out: the request's MPA revision.
+    pub rev: u32,
+    /// Out: what the initiator asked for, from its side: [`conn::RX_MARKERS`] (markers in what
+    /// it receives) and [`conn::CRC`].
+    pub flags: u32,
+    /// Out: the initiator's IRD (revision 2), else 0.
+    pub ird: u32,
+    /// Out: the initiator's ORD (revision 2), else 0.
+    pub ord: u32,
+    /// Out: the initiator's IPv4 address, host byte order.
+    pub peer_addr: u32,
+    /// Out: the initiator's TCP port.
+    pub peer_port: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Size of [`GetRequest`].
+pub const GET_REQUEST_SIZE: usize = 56;
+
+/// `_IOWR(0xa7, 0x12, struct GetRequest)`.
+pub const IOCTL_GET_REQUEST: u32 = ioc(IOC_READ | IOC_WRITE, 0x12, GET_REQUEST_SIZE);
+
+/// Argument of [`IOCTL_ACCEPT`]: like [`IOCTL_ADOPT_QP`] (`fd` unused, `role` responder), for
+/// the connection of a pending request: the module answers it with an MPA reply (EPROTO, and a
+/// reject sent, if the request cannot be served).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accept {
+    /// The QP, the MPA options and what was negotiated.
+    pub adopt: AdoptQp,
+    /// The pending request (from [`IOCTL_GET_REQUEST`]); used up either way.
+    pub request: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Size of [`Accept`].
+pub const ACCEPT_SIZE: usize = 88;
+
+/// `_IOWR(0xa7, 0x13, struct Accept)`.
+pub const IOCTL_ACCEPT: u32 = ioc(IOC_READ | IOC_WRITE, 0x13, ACCEPT_SIZE);
+
+/// Argument of [`IOCTL_REJECT`]: answers a pending request with an MPA reject frame carrying
+/// private data (the initiator's connect fails with ECONNREFUSED and gets it), then closes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reject {
+    /// The pending request.
+    pub request: u32,
+    /// Length of the private data (at most [`MAX_PRIVATE_DATA`]).
+    pub private_len: u32,
+    /// User pointer to it.
+    pub private_data: u64,
+}
+
+/// Size of [`Reject`].
+pub const REJECT_SIZE: usize = 16;
+
+/// `_IOW(0xa7, 0x14, struct Reject)`.
+pub const IOCTL_REJECT: u32 = ioc(IOC_WRITE, 0x14, REJECT_SIZE);
+
+/// `_IOW(0xa7, 0x15, struct HandleOp)`: ends a connected QP without destroying it: the peer
+/// sees the connection close, posted work is flushed, and the QP stays for its completions.
+pub const IOCTL_DISCONNECT: u32 = ioc(IOC_WRITE, 0x15, HANDLE_OP_SIZE);
+
+/// Most listeners and pending requests one context may hold, each.
+pub const MAX_LISTEN: u32 = 64;
 
 /// Argument of [`IOCTL_DESTROY_QP`].
 #[repr(C)]
@@ -559,12 +704,17 @@ pub struct QueryQp {
     pub terminate: u32,
     /// Out: whether we sent it (1) or the peer did (0).
     pub terminate_sent: u32,
+    /// Out: payload octets this QP queued to TCP straight from registered pages (zero copy).
+    pub sent_zero_copy: u64,
+    /// Out: payload octets it copied before queueing them (small messages).
+    pub sent_copied: u64,
 }
 
 /// Size of [`QueryQp`].
-pub const QUERY_QP_SIZE: usize = 16;
+pub const QUERY_QP_SIZE: usize = 32;
 
-/// `_IOWR(0xa7, 0x0b, struct QueryQp)`: a QP's state and why it ended (the async event).
+/// `_IOWR(0xa7, 0x0b, struct QueryQp)`: a QP's state, why it ended (the async event), and what
+/// it sent.
 pub const IOCTL_QUERY_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0b, QUERY_QP_SIZE);
 
 /// QP states ([`QueryQp::state`]).
@@ -588,6 +738,8 @@ pub const MAX_QP_WR: u32 = 1 << 14;
 /// Most inbound/outbound RDMA Reads (MPA v2's 14-bit IRD/ORD).
 pub const MAX_IRD_ORD: u32 = 0x3fff;
 
+/// Most protection domains one context may hold.
+pub const MAX_PD: u32 = 1024;
 /// Most memory regions one context may hold.
 pub const MAX_MR: u32 = 4096;
 /// Largest memory region (4 GiB).

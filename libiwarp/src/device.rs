@@ -1,13 +1,14 @@
 //! An open `/dev/iwarp`: the device context of the verbs.
 
-use crate::abi::{DeregMr, QueryDevice, QueryStats, RegMr, IOCTL_DEREG_MR, IOCTL_QUERY_DEVICE, IOCTL_QUERY_STATS, IOCTL_REG_MR};
+use crate::abi::{DeregMr, PdOp, QueryDevice, QueryStats, IOCTL_DEALLOC_PD, IOCTL_DEREG_MR, IOCTL_QUERY_DEVICE, IOCTL_QUERY_STATS};
 use crate::cq::CompletionQueue;
-use crate::mr::{Access, MemoryRegion};
+use crate::listen::Listener;
+use crate::pd::ProtectionDomain;
 use crate::qp::{ConnectOptions, QpInit, QueuePair};
 use crate::sys;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::net::TcpStream;
+use std::net::{SocketAddrV4, TcpStream};
 use std::os::fd::AsFd;
 
 /// Where the module's misc device appears.
@@ -43,6 +44,12 @@ impl Device {
         Ok(qp)
     }
 
+    /// Listens for connections at `at` (port 0: any free one) in the caller's network
+    /// namespace; accept or reject each through [`Listener::get_request`].
+    pub fn listen(&self, at: SocketAddrV4, backlog: u32) -> io::Result<Listener<'_>> {
+        Listener::new(self, at, backlog)
+    }
+
     /// A completion queue of at least `depth` entries, mapped into this process.
     pub fn create_cq(&self, depth: u32) -> io::Result<CompletionQueue<'_>> {
         CompletionQueue::new(self, depth)
@@ -62,13 +69,9 @@ impl Device {
         Ok(s)
     }
 
-    /// Registers `buf` for RDMA with `access` rights. The region borrows the buffer mutably for
-    /// its whole life, so the buffer cannot be freed, moved or touched behind the region's back
-    /// while the peer may write into it; dropping the region deregisters it.
-    pub fn register<'a>(&'a self, buf: &'a mut [u8], access: Access) -> io::Result<MemoryRegion<'a>> {
-        let mut req = RegMr { addr: buf.as_mut_ptr() as u64, length: buf.len() as u64, access: access.bits(), ..RegMr::default() };
-        sys::ioctl(self.file.as_fd(), IOCTL_REG_MR, &mut req)?;
-        Ok(MemoryRegion::new(self, buf, req.lkey, req.stag))
+    /// A protection domain: register memory and make queue pairs in it.
+    pub fn alloc_pd(&self) -> io::Result<ProtectionDomain<'_>> {
+        ProtectionDomain::alloc(self)
     }
 
     /// Deregisters by STag (what dropping a [`MemoryRegion`] does).
@@ -76,18 +79,14 @@ impl Device {
         sys::ioctl(self.file.as_fd(), IOCTL_DEREG_MR, &mut DeregMr { stag, reserved: 0 })
     }
 
-    /// Registers a raw address range, for tests of the module's argument checking. The range
-    /// is not borrowed, so nothing stops it from being unmapped: the returned STag must be
-    /// deregistered with [`Device::deregister_raw`].
-    pub fn register_raw(&self, addr: u64, length: u64, access: u32) -> io::Result<u32> {
-        let mut req = RegMr { addr, length, access, ..RegMr::default() };
-        sys::ioctl(self.file.as_fd(), IOCTL_REG_MR, &mut req)?;
-        Ok(req.stag)
-    }
-
-    /// Deregisters an STag from [`Device::register_raw`] (or a bogus one, for tests).
+    /// Deregisters an STag from [`ProtectionDomain::register_raw`] (or a bogus one, for tests).
     pub fn deregister_raw(&self, stag: u32) -> io::Result<()> {
         self.deregister(stag)
+    }
+
+    /// Issues DEALLOC_PD on a raw handle (what dropping a [`ProtectionDomain`] does; tests).
+    pub fn dealloc_pd_raw(&self, pd: u32) -> io::Result<()> {
+        sys::ioctl(self.file.as_fd(), IOCTL_DEALLOC_PD, &mut PdOp { pd, reserved: 0 })
     }
 
     /// Issues CREATE_QP with a raw argument (tests of the module's argument checking).

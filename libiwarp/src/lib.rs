@@ -1,6 +1,7 @@
 //! libiwarp: RDMA verbs over `iwarp.ko`.
 //!
-//! Open the device ([`Device`]), register memory ([`MemoryRegion`]), make completion queues
+//! Open the device ([`Device`]), allocate a protection domain ([`ProtectionDomain`]), register
+//! memory in it ([`MemoryRegion`]), make completion queues
 //! ([`CompletionQueue`], polled from shared memory without system calls) and turn a connected
 //! TCP stream into a [`QueuePair`] (MPA exchange in the kernel), then post receives and
 //! Sends, RDMA Writes and RDMA Reads. The ABI it shares with the module is [`abi`].
@@ -8,7 +9,9 @@
 pub mod abi;
 mod cq;
 mod device;
+mod listen;
 mod mr;
+mod pd;
 mod qp;
 mod ring;
 mod sys;
@@ -16,5 +19,7 @@ mod sys;
 pub use abi::Sge;
 pub use cq::{CompletionQueue, WaitMode, WcOpcode, WcStatus, WorkCompletion};
 pub use device::{Device, DEVICE_PATH};
+pub use listen::{ConnectRequest, Listener};
 pub use mr::{Access, MemoryRegion};
+pub use pd::ProtectionDomain;
 pub use qp::{ConnectOptions, Negotiated, QpInit, QpState, QueuePair, RecvWr, Remote, Role, SendOp, SendWr};

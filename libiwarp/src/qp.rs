@@ -3,11 +3,12 @@
 //! against the registered regions, and only ever places into registered memory.
 
 use crate::abi::{
-    conn, opcode, qp_state, role, send_flags, AdoptQp, ConnectQp, CreateQp, DestroyQp, Doorbell, PostRecv, PostSend, QueryQp, Sge, IOCTL_ADOPT_QP,
-    IOCTL_CONNECT_QP, IOCTL_CREATE_QP, IOCTL_DESTROY_QP, IOCTL_DOORBELL, IOCTL_QUERY_QP, MAX_SGE,
+    conn, opcode, qp_state, role, send_flags, Accept, AdoptQp, ConnectQp, CreateQp, DestroyQp, Doorbell, HandleOp, PostRecv, PostSend, QueryQp, Sge,
+    IOCTL_ACCEPT, IOCTL_ADOPT_QP, IOCTL_CONNECT_QP, IOCTL_CREATE_QP, IOCTL_DESTROY_QP, IOCTL_DISCONNECT, IOCTL_DOORBELL, IOCTL_QUERY_QP, MAX_SGE,
 };
 use crate::cq::CompletionQueue;
 use crate::device::Device;
+use crate::pd::ProtectionDomain;
 use crate::ring::Mapping;
 use crate::sys;
 use std::cell::Cell;
@@ -72,15 +73,18 @@ pub struct Negotiated {
     pub peer_private: Vec<u8>,
 }
 
-/// Queue sizes and completion queues of a new QP.
+/// Protection domain, queue sizes and completion queues of a new QP.
 pub struct QpInit<'a> {
+    /// The only regions the QP reaches, locally and from the peer.
+    pub pd: &'a ProtectionDomain<'a>,
     /// Where send work requests complete.
     pub send_cq: &'a CompletionQueue<'a>,
     /// Where receives complete (may be `send_cq`).
     pub recv_cq: &'a CompletionQueue<'a>,
     /// Receives posted at once.
     pub max_recv_wr: u32,
-    /// RDMA Reads outstanding at once (also capped by the negotiated ORD).
+    /// Send ring entries; also the most RDMA Reads outstanding (further capped by the
+    /// negotiated ORD) and the most signaled Sends and Writes not completed yet.
     pub max_send_wr: u32,
 }
 
@@ -213,13 +217,19 @@ pub struct QueuePair<'a> {
     sq: WorkRing<PostSend>,
     rq: WorkRing<PostRecv>,
     negotiated: Option<Negotiated>,
+    /// The private data of the reject that refused our last connect.
+    rejected: Option<Vec<u8>>,
     stream: Option<TcpStream>,
     _cqs: std::marker::PhantomData<&'a CompletionQueue<'a>>,
 }
 
 impl<'a> QueuePair<'a> {
     pub(crate) fn create(dev: &'a Device, init: &QpInit<'a>) -> io::Result<QueuePair<'a>> {
+        if !std::ptr::eq(init.pd.device(), dev) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
         let mut req = CreateQp {
+            pd: init.pd.handle(),
             send_cq: init.send_cq.handle(),
             recv_cq: init.recv_cq.handle(),
             max_recv_wr: init.max_recv_wr,
@@ -235,7 +245,7 @@ impl<'a> QueuePair<'a> {
         let (sq, rq) = rings.inspect_err(|_| {
             let _ = sys::ioctl(dev.file().as_fd(), IOCTL_DESTROY_QP, &mut DestroyQp { qp: req.qp, reserved: 0 });
         })?;
-        Ok(QueuePair { dev, handle: req.qp, sq, rq, negotiated: None, stream: None, _cqs: std::marker::PhantomData })
+        Ok(QueuePair { dev, handle: req.qp, sq, rq, negotiated: None, rejected: None, stream: None, _cqs: std::marker::PhantomData })
     }
 
     /// Connects the QP over `stream`: the module adopts the socket and runs the MPA exchange on
@@ -246,9 +256,10 @@ impl<'a> QueuePair<'a> {
         let mut peer = vec![0u8; 512];
         let mut req = self.mpa_request(opts, &mut peer);
         req.fd = stream.as_raw_fd();
-        sys::ioctl(self.dev.file().as_fd(), IOCTL_ADOPT_QP, &mut req)?;
+        let done = sys::ioctl(self.dev.file().as_fd(), IOCTL_ADOPT_QP, &mut req);
+        self.settle(done, &req, peer)?;
         self.stream = Some(stream);
-        Ok(self.settle(&req, peer))
+        Ok(self.negotiated.as_ref().expect("settled"))
     }
 
     /// Connects the QP to `to` through a TCP connection the module makes itself, then runs the
@@ -258,8 +269,30 @@ impl<'a> QueuePair<'a> {
     pub fn connect(&mut self, to: SocketAddrV4, opts: &ConnectOptions) -> io::Result<&Negotiated> {
         let mut peer = vec![0u8; 512];
         let mut req = ConnectQp { adopt: self.mpa_request(opts, &mut peer), addr: u32::from(*to.ip()), port: to.port() as u32 };
-        sys::ioctl(self.dev.file().as_fd(), IOCTL_CONNECT_QP, &mut req)?;
-        Ok(self.settle(&req.adopt, peer))
+        let done = sys::ioctl(self.dev.file().as_fd(), IOCTL_CONNECT_QP, &mut req);
+        self.settle(done, &req.adopt, peer)
+    }
+
+    /// Accepts a connection request from a [`crate::Listener`] on this QP (`opts.role` must be
+    /// [`Role::Responder`]): the module answers the request with its MPA reply. EPROTO (and a
+    /// reject sent) if the request cannot be served.
+    pub(crate) fn accept(&mut self, request: u32, opts: &ConnectOptions) -> io::Result<&Negotiated> {
+        let mut peer = vec![0u8; 512];
+        let mut req = Accept { adopt: self.mpa_request(opts, &mut peer), request, reserved: 0 };
+        let done = sys::ioctl(self.dev.file().as_fd(), IOCTL_ACCEPT, &mut req);
+        self.settle(done, &req.adopt, peer)
+    }
+
+    /// Ends the connection (the peer sees it close) without destroying the QP: posted work is
+    /// flushed with error completions, which stay to be polled. ENOTCONN unless connected.
+    pub fn disconnect(&self) -> io::Result<()> {
+        sys::ioctl(self.dev.file().as_fd(), IOCTL_DISCONNECT, &mut HandleOp { handle: self.handle, reserved: 0 })
+    }
+
+    /// The private data of the reject that refused our last [`QueuePair::connect`] or
+    /// [`QueuePair::adopt`] (which failed with ECONNREFUSED).
+    pub fn reject_private_data(&self) -> Option<&[u8]> {
+        self.rejected.as_deref()
     }
 
     /// The MPA part of ADOPT_QP/CONNECT_QP; `peer` receives the peer's private data.
@@ -280,10 +313,18 @@ impl<'a> QueuePair<'a> {
         }
     }
 
-    /// Records what the module's answer says was settled.
-    fn settle(&mut self, req: &AdoptQp, mut peer: Vec<u8>) -> &Negotiated {
-        peer.truncate(req.peer_private_len as usize);
-        self.negotiated.insert(Negotiated {
+    /// Records what the module's answer to a connect (`done`) says was settled, or the
+    /// private data of a reject.
+    fn settle(&mut self, done: io::Result<()>, req: &AdoptQp, mut peer: Vec<u8>) -> io::Result<&Negotiated> {
+        peer.truncate((req.peer_private_len as usize).min(peer.len()));
+        if let Err(e) = done {
+            if e.raw_os_error() == Some(libc::ECONNREFUSED) {
+                self.rejected = Some(peer);
+            }
+            return Err(e);
+        }
+        self.rejected = None;
+        Ok(self.negotiated.insert(Negotiated {
             mpa_rev: req.rev as u8,
             crc: req.negotiated & conn::CRC != 0,
             rx_markers: req.negotiated & conn::RX_MARKERS != 0,
@@ -291,7 +332,7 @@ impl<'a> QueuePair<'a> {
             ird: req.neg_ird as u16,
             ord: req.neg_ord as u16,
             peer_private: peer,
-        })
+        }))
     }
 
     /// What the MPA exchange settled (None before [`QueuePair::adopt`]).
@@ -323,9 +364,11 @@ impl<'a> QueuePair<'a> {
         Ok(())
     }
 
-    /// Posts a send work request. When this returns, the module has taken a snapshot of the
-    /// local buffer (Sends, Writes) and queued the message to TCP, so the buffer may be reused
-    /// at once; a Read completes later, when its data is in place.
+    /// Posts a send work request. When this returns the message is queued to TCP. Its buffer
+    /// is the application's again when the request completes (or a later one does): messages
+    /// of a page or more are sent straight from the registered memory (zero copy) and complete
+    /// once the peer has acknowledged them; smaller ones are copied and complete at once. A
+    /// Read completes when its data is in place.
     pub fn post_send(&self, wr: &SendWr<'_>) -> io::Result<()> {
         let (sge, num_sge) = entries(wr.sge)?;
         let mut req = PostSend { wr_id: wr.wr_id, num_sge, sge, flags: if wr.signaled { send_flags::SIGNALED } else { 0 }, ..PostSend::default() };
@@ -371,8 +414,7 @@ impl<'a> QueuePair<'a> {
 
     /// Whether the QP is still connected, and if not, why.
     pub fn state(&self) -> io::Result<QpState> {
-        let mut q = QueryQp { qp: self.handle, ..QueryQp::default() };
-        sys::ioctl(self.dev.file().as_fd(), IOCTL_QUERY_QP, &mut q)?;
+        let q = self.query()?;
         match q.state {
             qp_state::RTS => return Ok(QpState::Connected),
             qp_state::INIT => return Ok(QpState::Init),
@@ -381,6 +423,20 @@ impl<'a> QueuePair<'a> {
         let t = q.terminate;
         let terminate = (t != 0).then_some(((t >> 16) as u8, (t >> 8) as u8, t as u8));
         Ok(QpState::Error { terminate, sent: q.terminate_sent != 0 })
+    }
+
+    /// Payload octets sent so far: (from the registered pages, zero copy; copied first). The
+    /// module copies messages shorter than a page, where that is cheaper than referencing
+    /// pages; longer ones go to TCP straight from the registered memory.
+    pub fn sent_octets(&self) -> io::Result<(u64, u64)> {
+        let q = self.query()?;
+        Ok((q.sent_zero_copy, q.sent_copied))
+    }
+
+    fn query(&self) -> io::Result<QueryQp> {
+        let mut q = QueryQp { qp: self.handle, ..QueryQp::default() };
+        sys::ioctl(self.dev.file().as_fd(), IOCTL_QUERY_QP, &mut q)?;
+        Ok(q)
     }
 }
 

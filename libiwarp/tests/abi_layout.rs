@@ -23,6 +23,23 @@ fn memory_region_layouts() {
     assert_eq!(offset_of!(RegMr, access), 16);
     assert_eq!(offset_of!(RegMr, lkey), 20);
     assert_eq!(offset_of!(RegMr, stag), 24);
+    assert_eq!(offset_of!(RegMr, pd), 28);
+    assert_eq!(size_of::<PdOp>(), PD_OP_SIZE);
+}
+
+#[test]
+fn connection_management_layouts() {
+    assert_eq!(size_of::<Listen>(), LISTEN_SIZE);
+    assert_eq!(offset_of!(Listen, listener), 12);
+    assert_eq!(size_of::<HandleOp>(), HANDLE_OP_SIZE);
+    assert_eq!(size_of::<GetRequest>(), GET_REQUEST_SIZE);
+    assert_eq!(offset_of!(GetRequest, peer_private), 8);
+    assert_eq!(offset_of!(GetRequest, request), 24);
+    assert_eq!(offset_of!(GetRequest, peer_port), 48);
+    assert_eq!(size_of::<Accept>(), ACCEPT_SIZE);
+    assert_eq!(offset_of!(Accept, request), 80);
+    assert_eq!(size_of::<Reject>(), REJECT_SIZE);
+    assert_eq!(offset_of!(Reject, private_data), 8);
     assert_eq!(size_of::<DeregMr>(), DEREG_MR_SIZE);
     assert_eq!(size_of::<QueryStats>(), QUERY_STATS_SIZE);
     assert_eq!(offset_of!(QueryStats, contexts), 16);
@@ -33,6 +50,7 @@ fn queue_pair_layouts() {
     assert_eq!(size_of::<CreateQp>(), CREATE_QP_SIZE);
     assert_eq!(offset_of!(CreateQp, max_send_wr), 12);
     assert_eq!(offset_of!(CreateQp, qp), 16);
+    assert_eq!(offset_of!(CreateQp, pd), 20);
     assert_eq!(offset_of!(CreateQp, sq_offset), 24);
     assert_eq!(offset_of!(CreateQp, rq_len), 48);
     assert_eq!(size_of::<Doorbell>(), DOORBELL_SIZE);
@@ -51,6 +69,8 @@ fn queue_pair_layouts() {
     assert_eq!(offset_of!(QueryStats, queue_pairs), 24);
     assert_eq!(size_of::<QueryQp>(), QUERY_QP_SIZE);
     assert_eq!(offset_of!(QueryQp, terminate_sent), 12);
+    assert_eq!(offset_of!(QueryQp, sent_zero_copy), 16);
+    assert_eq!(offset_of!(QueryQp, sent_copied), 24);
 }
 
 #[test]
@@ -99,5 +119,13 @@ fn ioctl_numbers_use_linux_encoding() {
     assert_eq!(IOCTL_CREATE_CQ, 0xc020_a708);
     assert_eq!(IOCTL_DESTROY_CQ, 0x4008_a709);
     assert_eq!(IOCTL_ARM_CQ, 0x4008_a70a);
-    assert_eq!(IOCTL_QUERY_QP, 0xc010_a70b);
+    assert_eq!(IOCTL_QUERY_QP, 0xc020_a70b);
+    assert_eq!(IOCTL_ALLOC_PD, 0xc008_a70e);
+    assert_eq!(IOCTL_LISTEN, 0xc010_a710);
+    assert_eq!(IOCTL_CLOSE_LISTENER, 0x4008_a711);
+    assert_eq!(IOCTL_GET_REQUEST, 0xc038_a712);
+    assert_eq!(IOCTL_ACCEPT, 0xc058_a713);
+    assert_eq!(IOCTL_REJECT, 0x4010_a714);
+    assert_eq!(IOCTL_DISCONNECT, 0x4008_a715);
+    assert_eq!(IOCTL_DEALLOC_PD, 0x4008_a70f);
 }

@@ -7,13 +7,15 @@
 
 mod doorbell;
 mod establish;
+mod payload;
 mod receive;
 mod send;
+mod unacked;
 mod wr;
 
-pub(crate) use establish::{establish, Established};
+pub(crate) use establish::{eproto, establish, read_frame, reject, Established, Failed, Side};
 
-use crate::abi::{qp_state, wc_opcode, wc_status, Cqe};
+use crate::abi::{qp_state, wc_opcode, wc_status, Cqe, QueryQp};
 use crate::cq::{Attached, Cq};
 use crate::markers::{self, Markers};
 use crate::mpa::negotiate::Connection;
@@ -28,6 +30,7 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex, SetOnce};
 use receive::RxSide;
 use send::TxSide;
+use unacked::Unacked;
 use wr::{Fifo, PendingRead, RecvWr};
 
 fn enotconn() -> Error {
@@ -100,6 +103,8 @@ pub(crate) enum Phase {
 pub(crate) struct QueuePair {
     /// The context's handle, stamped into completions.
     handle: u32,
+    /// The protection domain: the only regions this QP reaches.
+    pd: u32,
     /// Set once, when connected.
     sock: SetOnce<TcpSocket>,
     mrs: Arc<Mutex<MrTable>>,
@@ -120,12 +125,15 @@ pub(crate) struct QueuePair {
 
 impl QueuePair {
     /// A QP not connected yet, known to its context as `handle`.
-    pub(crate) fn new(handle: u32, mrs: Arc<Mutex<MrTable>>, send_cq: &Arc<Cq>, recv_cq: &Arc<Cq>, limits: Limits) -> Result<Arc<QueuePair>> {
+    pub(crate) fn new(handle: u32, pd: u32, mrs: Arc<Mutex<MrTable>>, send_cq: &Arc<Cq>, recv_cq: &Arc<Cq>, limits: Limits) -> Result<Arc<QueuePair>> {
         let rq = Fifo::<RecvWr>::new(limits.max_recv_wr as usize)?;
         let reads = Fifo::<PendingRead>::new(limits.max_send_wr as usize)?;
+        // Signaled requests outstanding, each behind at most one run of unsignaled ones.
+        let unacked = Fifo::<Unacked>::new(2 * limits.max_send_wr as usize + 1)?;
         Arc::pin_init(
             try_pin_init!(QueuePair {
                 handle,
+                pd,
                 sock: SetOnce::new(),
                 mrs,
                 send_cq: send_cq.attach(),
@@ -135,7 +143,7 @@ impl QueuePair {
                 _counted: Counted::new(),
                 heads <- new_mutex!(Heads::new()),
                 tx <- new_mutex!(None),
-                rx <- new_mutex!(RxSide::new(rq, reads)?),
+                rx <- new_mutex!(RxSide::new(rq, reads, unacked)?),
             }),
             GFP_KERNEL,
         )
@@ -185,18 +193,26 @@ impl QueuePair {
         Ok(())
     }
 
+    /// The protection domain.
+    pub(crate) fn pd(&self) -> u32 {
+        self.pd
+    }
+
     /// The connected socket.
     pub(crate) fn socket(&self) -> Result<&TcpSocket> {
         self.sock.as_ref().ok_or_else(enotconn)
     }
 
-    /// QUERY_QP: (state, terminate code, whether we sent it).
-    pub(crate) fn query(&self) -> (u32, u32, bool) {
-        match self.rx.lock().phase {
-            Phase::Init | Phase::Connecting => (qp_state::INIT, 0, false),
-            Phase::Connected => (qp_state::RTS, 0, false),
-            Phase::Ended(e) => (qp_state::ERROR, e.terminate, e.sent),
+    /// QUERY_QP: fills in the state, the Terminate that ended the QP, and the octets sent.
+    pub(crate) fn query(&self, q: &mut QueryQp) {
+        if let Some(side) = &*self.tx.lock() {
+            (q.sent_zero_copy, q.sent_copied) = side.sent();
         }
+        (q.state, q.terminate, q.terminate_sent) = match self.rx.lock().phase {
+            Phase::Init | Phase::Connecting => (qp_state::INIT, 0, 0),
+            Phase::Connected => (qp_state::RTS, 0, 0),
+            Phase::Ended(e) => (qp_state::ERROR, e.terminate, e.sent as u32),
+        };
     }
 
     /// A completion of this QP.
@@ -204,8 +220,8 @@ impl QueuePair {
         Cqe { wr_id, status, opcode, byte_len, qp: self.handle, flags: 0, invalidated: 0 }
     }
 
-    /// Leaves the connected state for good: flushes every posted receive and outstanding Read
-    /// with error completions and shuts the connection down.
+    /// Leaves the connected state for good: flushes every posted receive, outstanding Read and
+    /// unacknowledged Send or Write with error completions and shuts the connection down.
     fn end(&self, rx: &mut RxSide, why: Ended) {
         if matches!(rx.phase, Phase::Ended(_)) {
             return;
@@ -215,12 +231,22 @@ impl QueuePair {
         while let Some(wr) = rx.queues.rq.pop() {
             let _ = self.recv_cq.push(&self.cqe(wr.wr_id, wc_status::WR_FLUSH_ERR, wc_opcode::RECV, 0));
         }
+        self.flush_unacked(&mut rx.queues);
         while let Some(r) = rx.queues.reads.pop() {
             let _ = self.send_cq.push(&self.cqe(r.wr_id, wc_status::WR_FLUSH_ERR, wc_opcode::RDMA_READ, 0));
         }
         if let Some(s) = self.sock.as_ref() {
             s.shutdown();
         }
+    }
+
+    /// DISCONNECT: ends a connected QP (ENOTCONN otherwise); the peer sees the connection
+    /// close.
+    pub(crate) fn disconnect(&self) -> Result {
+        let mut rx = self.rx.lock();
+        rx.connected()?;
+        self.end(&mut rx, Ended { terminate: 0, sent: false });
+        Ok(())
     }
 
     /// Ends the QP because its owner destroys it.

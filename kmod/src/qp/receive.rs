@@ -6,10 +6,11 @@
 //! CQ rings in stream order. Peer Read Requests are answered in the same work, after the socket
 //! is released.
 
+use super::unacked::Unacked;
 use super::wr::{Fifo, PendingRead, RecvWr, Sgl};
 use super::{enotconn, Ended, Phase, QueuePair};
 use crate::abi::{access, wc_flags, wc_opcode, wc_status, Cqe, PostRecv};
-use crate::mr::{Fault, MrTable};
+use crate::mr::{Domain, Fault};
 use crate::rdmap::{Opcode, ReadRequest};
 use crate::rx::{self, Event, Receiver, RxError, Sink, Target};
 use crate::shim::KernelCrc;
@@ -34,6 +35,8 @@ pub(crate) struct Queues {
     next_recv_msn: u32,
     pub(super) rq: Fifo<RecvWr>,
     pub(super) reads: Fifo<PendingRead>,
+    /// Sends and Writes whose completions wait for TCP's acknowledgement, in order.
+    pub(super) unacked: Fifo<Unacked>,
     /// Peer Read Requests the transmit work answers, in order.
     pub(super) requests: Fifo<ReadRequest>,
     /// The peer's Reads we answer at once (the IRD settled by MPA).
@@ -47,9 +50,9 @@ pub(crate) struct Queues {
 }
 
 impl RxSide {
-    pub(super) fn new(rq: Fifo<RecvWr>, reads: Fifo<PendingRead>) -> Result<RxSide> {
+    pub(super) fn new(rq: Fifo<RecvWr>, reads: Fifo<PendingRead>, unacked: Fifo<Unacked>) -> Result<RxSide> {
         let max_reads = reads.capacity();
-        let queues = Queues { next_recv_msn: 1, rq, reads, requests: Fifo::new(0)?, ird: 0, max_reads, fatal: None, peer_terminate: None };
+        let queues = Queues { next_recv_msn: 1, rq, reads, unacked, requests: Fifo::new(0)?, ird: 0, max_reads, fatal: None, peer_terminate: None };
         Ok(RxSide { phase: Phase::Init, engine: None, consumed: 0, queues })
     }
 
@@ -69,6 +72,17 @@ impl RxSide {
             _ => Err(enotconn()),
         }
     }
+
+    /// Whether a Send or Write may be posted: connected, with room to wait for its
+    /// acknowledgement (ENOMEM: more requests outstanding than the send queue holds).
+    pub(super) fn ready_to_send(&self) -> Result {
+        self.connected()?;
+        let q = &self.queues.unacked;
+        if q.len() == q.capacity() {
+            return Err(ENOMEM);
+        }
+        Ok(())
+    }
 }
 
 fn tagged_cause(f: Fault) -> Cause {
@@ -76,6 +90,7 @@ fn tagged_cause(f: Fault) -> Cause {
         Fault::InvalidStag => Cause::DdpInvalidStag,
         Fault::Bounds => Cause::DdpBaseBounds,
         Fault::Access => Cause::RdmapAccessRights,
+        Fault::OtherPd => Cause::DdpStagNotAssociated,
     }
 }
 
@@ -83,7 +98,7 @@ fn tagged_cause(f: Fault) -> Cause {
 struct Placer<'a> {
     qp: &'a QueuePair,
     q: &'a mut Queues,
-    mrs: &'a mut MrTable,
+    mrs: Domain<'a>,
 }
 
 impl Placer<'_> {
@@ -118,7 +133,7 @@ impl Sink for Placer<'_> {
             }
             Target::Untagged { msn, mo } => {
                 let wr = self.recv(msn).ok_or(Cause::DdpNoBuffer)?;
-                wr.sgl.check_place(self.mrs, mo, len).map_err(|f| match f {
+                wr.sgl.check_place(&self.mrs, mo, len).map_err(|f| match f {
                     Fault::Bounds => Cause::DdpTooLong,
                     _ => Cause::RdmapCatastrophic,
                 })
@@ -131,7 +146,7 @@ impl Sink for Placer<'_> {
         let _ = match target {
             Target::Tagged { stag, to } => self.mrs.write(stag, to, bytes, access::LOCAL_WRITE),
             Target::Untagged { msn, mo } => match self.recv(msn) {
-                Some(wr) => wr.sgl.scatter(self.mrs, mo, bytes),
+                Some(wr) => wr.sgl.scatter(&self.mrs, mo, bytes),
                 None => Ok(()),
             },
         };
@@ -157,6 +172,11 @@ impl Sink for Placer<'_> {
                 self.complete(false, cqe);
             }
             Event::ReadResponse { .. } => {
+                // Sends and Writes before the Read complete first: the peer answered after
+                // receiving them, so TCP has their acknowledgement by now.
+                if self.qp.complete_acked(self.q).is_err() && self.q.fatal.is_none() {
+                    self.q.fatal = Some(Terminate::new(Cause::RdmapCatastrophic));
+                }
                 if let Some(r) = self.q.reads.pop() {
                     if r.signaled {
                         self.complete(true, self.qp.cqe(r.wr_id, wc_status::SUCCESS, wc_opcode::RDMA_READ, r.sink.length));
@@ -178,9 +198,15 @@ impl Sink for Placer<'_> {
 }
 
 impl OnReceive for QueuePair {
-    /// The hook's transmit work: Read Responses (send.rs).
+    /// The hook's transmit work: Read Responses (send.rs), completions TCP acknowledged
+    /// (unacked.rs).
     fn on_transmit(&self) {
         self.serve_reads();
+        let mut rx = self.rx.lock();
+        if rx.phase == Phase::Connected && self.complete_acked(&mut rx.queues).is_err() {
+            drop(rx);
+            self.fail(Terminate::new(Cause::RdmapCatastrophic));
+        }
     }
 
     fn on_receive(&self) {
@@ -196,7 +222,7 @@ impl OnReceive for QueuePair {
         let _ = sock.read(|parts, capped| {
             let data = Pieces::new(*consumed, parts);
             let mut mrs = self.mrs.lock();
-            let mut sink = Placer { qp: self, q: queues, mrs: &mut mrs };
+            let mut sink = Placer { qp: self, q: queues, mrs: mrs.domain(self.pd) };
             match engine.receive::<KernelCrc, _>(&data, &mut sink) {
                 Ok(0) if capped => {
                     // An FPDU spread over more socket buffers than one offer holds.
@@ -214,6 +240,9 @@ impl OnReceive for QueuePair {
                 Err(RxError::Closed) => -1,
             }
         });
+        if self.complete_acked(queues).is_err() && queues.fatal.is_none() {
+            queues.fatal = Some(Terminate::new(Cause::RdmapCatastrophic));
+        }
         let fatal = error.or(queues.fatal.take());
         let peer = queues.peer_terminate.take();
         let reads = queues.requests.len() > 0;
@@ -240,7 +269,7 @@ impl QueuePair {
     /// POST_RECV: a buffer for the peer's next Send, also before the QP is connected (ENOMEM
     /// when the receive queue is full).
     pub(crate) fn post_recv(&self, req: &PostRecv) -> Result {
-        let sgl = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock(), access::LOCAL_WRITE)?;
+        let sgl = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?;
         let mut rx = self.rx.lock();
         if matches!(rx.phase, Phase::Ended(_)) {
             return Err(enotconn());

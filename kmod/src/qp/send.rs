@@ -1,20 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The send side of a QP: work requests are checked, their buffers gathered into one snapshot,
-//! framed by the protocol core (markers, kernel crc32c) and queued to TCP in the caller's
-//! context. Sends and Writes complete once queued; Reads when the receive side has placed the
-//! response. The peer's Read Requests, queued by the receive side, are answered here too, by the
-//! hook's transmit work.
+//! The send side of a QP: work requests are checked, their payload turned into page fragments
+//! (`payload.rs`: registered pages by reference, small payloads copied), framed by the protocol
+//! core (markers, kernel crc32c) and queued to TCP in the caller's context. Sends and Writes
+//! complete when queued, or once acknowledged when sent by reference (`unacked.rs`); Reads
+//! when the receive side has placed the response. The peer's Read Requests, queued by the
+//! receive side, are answered here too, by the hook's transmit work.
 
+use super::payload::{self, OutPayload};
+use super::unacked::Unacked;
 use super::wr::{PendingRead, Sgl};
 use super::{enotconn, Ended, Phase, QueuePair};
-use crate::abi::{access, opcode, send_flags, wc_opcode, wc_status, PostSend, MAX_MESSAGE};
+use crate::abi::{access, opcode, send_flags, wc_opcode, PostSend, Sge, MAX_MESSAGE};
+use crate::frags::{Arena, PageFrag};
 use crate::mr::Fault;
 use crate::rdmap::ReadRequest;
 use crate::shim::KernelCrc;
-use crate::socket::{Kvec, TcpSocket};
+use crate::socket::TcpSocket;
 use crate::terminate::{Cause, Terminate};
-use crate::tx::{self, Fpdu, Message, Piece, Transmitter};
+use crate::tx::{Fpdu, Message, Piece, Transmitter};
 use kernel::prelude::*;
 
 /// What the send side keeps.
@@ -22,78 +26,68 @@ pub(crate) struct TxSide {
     tx: Transmitter,
     fpdu: KBox<Fpdu>,
     batch: Batch,
-    /// The snapshot of the current work request's buffers, reused from message to message.
-    scratch: KVVec<u8>,
+    /// Payload octets sent (zero copy, copied).
+    sent: (u64, u64),
 }
 
 impl TxSide {
     pub(super) fn new(tx: Transmitter) -> Result<TxSide> {
-        let batch = Batch { ctl: KVec::with_capacity(BATCH_PIECES * 8, GFP_KERNEL)?, spans: KVec::with_capacity(BATCH_PIECES, GFP_KERNEL)? };
-        Ok(TxSide { tx, fpdu: KBox::new(Fpdu::default(), GFP_KERNEL)?, batch, scratch: KVVec::new() })
+        let batch = Batch { ctl: Arena::new(), frags: KVec::with_capacity(BATCH_FRAGS, GFP_KERNEL)? };
+        Ok(TxSide { tx, fpdu: KBox::new(Fpdu::default(), GFP_KERNEL)?, batch, sent: (0, 0) })
+    }
+
+    /// Payload octets sent: (zero copy, copied).
+    pub(super) fn sent(&self) -> (u64, u64) {
+        self.sent
     }
 }
 
-/// Most pieces handed to one sendmsg (the kernel takes up to UIO_MAXIOV = 1024).
-const BATCH_PIECES: usize = 256;
+/// Fragments handed to one sendmsg, about (the kernel takes up to UIO_MAXIOV = 1024).
+const BATCH_FRAGS: usize = 256;
 
-/// Where a piece of a batch lives.
-#[derive(Clone, Copy)]
-enum Span {
-    /// In the batch's control arena.
-    Ctl { at: usize, len: usize },
-    /// In the message payload.
-    Payload { off: usize, len: usize },
-}
-
-/// The pieces of several FPDUs, sent with one sendmsg: per-FPDU control octets (headers,
-/// markers, pad, CRC) are copied into an arena, because the core reuses its FPDU buffer; payload
-/// is referenced, not copied.
+/// The fragments of several FPDUs, sent with one sendmsg: per-FPDU control octets (headers,
+/// markers, pad, CRC) are copied into fresh pages, because the core reuses its FPDU buffer;
+/// payload is referenced as the message's fragments.
 struct Batch {
-    ctl: KVec<u8>,
-    spans: KVec<Span>,
+    ctl: Arena,
+    frags: KVec<PageFrag>,
 }
 
 impl Batch {
     /// Adds the framed FPDU's pieces.
-    fn add(&mut self, fpdu: &Fpdu) -> Result {
+    fn add(&mut self, fpdu: &Fpdu, payload: &OutPayload) -> Result {
         for p in fpdu.pieces() {
-            let span = match *p {
+            match *p {
                 Piece::Ctl { off, len } => {
-                    let at = self.ctl.len();
-                    self.ctl.extend_from_slice(fpdu.ctl(off, len), GFP_KERNEL)?;
-                    Span::Ctl { at, len: len as usize }
+                    let frag = self.ctl.push(fpdu.ctl(off, len))?;
+                    payload::push(&mut self.frags, frag)?;
                 }
-                Piece::Payload { off, len } => Span::Payload { off: off as usize, len: len as usize },
-            };
-            self.spans.push(span, GFP_KERNEL)?;
+                Piece::Payload { off, len } => payload.frags(off, len as u64, |f| payload::push(&mut self.frags, f))?,
+            }
         }
         Ok(())
     }
 
-    /// Sends everything added, in order, and empties the batch.
-    fn flush(&mut self, sock: &TcpSocket, payload: &[u8]) -> Result {
-        let mut iov = KVec::with_capacity(self.spans.len(), GFP_KERNEL)?;
-        for s in self.spans.iter() {
-            let piece = match *s {
-                Span::Ctl { at, len } => &self.ctl[at..at + len],
-                Span::Payload { off, len } => &payload[off..off + len],
-            };
-            iov.push(Kvec::new(piece), GFP_KERNEL)?;
-        }
-        let sent = sock.send_pieces(&mut iov);
+    /// Queues everything added, in order, and empties the batch. Returns the sequence number
+    /// just past it.
+    fn flush(&mut self, sock: &TcpSocket) -> Result<u32> {
+        let sent = sock.send_frags(&mut self.frags);
+        self.frags.clear();
         self.ctl.clear();
-        self.spans.clear();
         sent
     }
 }
 
 impl QueuePair {
     /// Frames `msg` with `payload` and queues every FPDU to TCP (blocking while the socket
-    /// buffer is full).
-    pub(super) fn send_message(&self, msg: Message, payload: &[u8]) -> Result {
+    /// buffer is full). Returns the sequence number just past the message.
+    pub(super) fn send_message(&self, msg: Message, payload: &OutPayload) -> Result<u32> {
         let mut guard = self.tx.lock();
         let Some(side) = &mut *guard else { return Err(enotconn()) };
-        send_locked(self.socket()?, side, msg, payload)
+        let end_seq = send_locked(self.socket()?, side, msg, payload)?;
+        let counter = if payload.zero_copy() { &mut side.sent.0 } else { &mut side.sent.1 };
+        *counter += payload.len();
+        Ok(end_seq)
     }
 
     /// POST_SEND: one work request.
@@ -115,40 +109,31 @@ impl QueuePair {
             opcode::WRITE if !solicited => Message::Write { stag: req.rkey, to: req.remote_addr },
             _ => return Err(EINVAL),
         };
-        let sgl = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock(), 0)?;
-        let len = sgl.len();
-        self.rx.lock().connected()?;
-        let sent = {
-            let mut guard = self.tx.lock();
-            let Some(side) = &mut *guard else { return Err(enotconn()) };
-            let mut payload = core::mem::take(&mut side.scratch);
-            payload.clear();
-            payload.resize(len as usize, 0, GFP_KERNEL)?;
-            // Regions may have changed since the check: a failure here is still an argument error.
-            sgl.gather(&self.mrs.lock(), &mut payload).map_err(|_| EINVAL)?;
-            let sent = send_locked(self.socket()?, side, msg, &payload);
-            side.scratch = payload;
-            sent
+        let payload = {
+            let mut table = self.mrs.lock();
+            let mrs = table.domain(self.pd);
+            let sgl = Sgl::new(&req.sge, req.num_sge, &mrs, 0)?;
+            OutPayload::gather(sgl.entries(), &mrs, 0)?
         };
-        if let Err(e) = sent {
-            // Part of the message may be on the wire: the stream cannot go on.
-            self.fail(Terminate::new(Cause::MpaStreamLost));
-            return Err(e);
-        }
-        if signaled {
-            let op = if req.opcode == opcode::WRITE { wc_opcode::RDMA_WRITE } else { wc_opcode::SEND };
-            let cqe = self.cqe(req.wr_id, wc_status::SUCCESS, op, len);
-            if self.send_cq.push(&cqe).is_err() {
-                self.fail(Terminate::new(Cause::RdmapCatastrophic));
+        self.rx.lock().ready_to_send()?;
+        let sent = self.send_message(msg, &payload);
+        let end_seq = match sent {
+            Ok(end_seq) => end_seq,
+            Err(e) => {
+                // Part of the message may be on the wire: the stream cannot go on.
+                self.fail(Terminate::new(Cause::MpaStreamLost));
+                return Err(e);
             }
-        }
+        };
+        let op = if req.opcode == opcode::WRITE { wc_opcode::RDMA_WRITE } else { wc_opcode::SEND };
+        self.sent(Unacked { wr_id: req.wr_id, end_seq, opcode: op, len: payload.len() as u32, signaled }, payload.zero_copy());
         Ok(())
     }
 
     /// An RDMA Read: the sink is one local entry with LOCAL_WRITE. The request is queued to TCP
     /// in the order it was recorded, so responses match the outstanding list.
     fn post_read(&self, req: &PostSend, signaled: bool) -> Result {
-        let sink = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock(), access::LOCAL_WRITE)?.single().ok_or(EINVAL)?;
+        let sink = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?.single().ok_or(EINVAL)?;
         let mut tx = self.tx.lock();
         let Some(side) = &mut *tx else { return Err(enotconn()) };
         {
@@ -160,12 +145,12 @@ impl QueuePair {
             rx.queues.reads.push(PendingRead { wr_id: req.wr_id, signaled, sink })?;
         }
         let rr = ReadRequest { sink_stag: sink.lkey, sink_to: sink.addr, size: sink.length, src_stag: req.rkey, src_to: req.remote_addr };
-        let sent = send_locked(self.socket()?, side, Message::ReadRequest(rr), &[]);
+        let sent = send_locked(self.socket()?, side, Message::ReadRequest(rr), &OutPayload::empty());
         drop(tx);
         if sent.is_err() {
             self.fail(Terminate::new(Cause::MpaStreamLost));
         }
-        sent
+        sent.map(drop)
     }
 
     /// Answers the peer's Read Requests in order, from our registered memory, without waking
@@ -183,21 +168,22 @@ impl QueuePair {
                 }
             };
             let refuse = |c: Cause| Terminate::new(c).with_read_request(rr.emit());
+            let source = Sge { addr: rr.src_to, length: rr.size, lkey: rr.src_stag };
             let payload = if rr.size as u64 > MAX_MESSAGE {
                 Err(refuse(Cause::RdmapCatastrophic))
             } else {
-                KVVec::from_elem(0u8, rr.size as usize, GFP_KERNEL).map_err(|_| refuse(Cause::RdmapCatastrophic))
-            };
-            let payload = payload.and_then(|mut p| {
-                let read = self.mrs.lock().read(rr.src_stag, rr.src_to, &mut p, access::REMOTE_READ);
-                read.map(|()| p).map_err(|f| {
-                    refuse(match f {
+                let mut table = self.mrs.lock();
+                let mrs = table.domain(self.pd);
+                match mrs.check(rr.src_stag, rr.src_to, rr.size as u64, access::REMOTE_READ) {
+                    Err(f) => Err(refuse(match f {
                         Fault::InvalidStag => Cause::RdmapInvalidStag,
                         Fault::Bounds => Cause::RdmapBaseBounds,
                         Fault::Access => Cause::RdmapAccessRights,
-                    })
-                })
-            });
+                        Fault::OtherPd => Cause::RdmapStagNotAssociated,
+                    })),
+                    Ok(()) => OutPayload::gather(&[source], &mrs, access::REMOTE_READ).map_err(|_| refuse(Cause::RdmapCatastrophic)),
+                }
+            };
             match payload {
                 Ok(p) => {
                     if self.send_message(Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to }, &p).is_err() {
@@ -212,20 +198,21 @@ impl QueuePair {
 
     /// A local failure: tell the peer (sending may fail if it is gone already), end the QP.
     pub(super) fn fail(&self, t: Terminate) {
-        let _ = self.send_message(Message::Terminate(t), &[]);
+        let _ = self.send_message(Message::Terminate(t), &OutPayload::empty());
         self.end(&mut self.rx.lock(), Ended::of(&t, true));
     }
 }
 
-/// Frames `msg` FPDU by FPDU and queues them to TCP a batch at a time.
-fn send_locked(sock: &TcpSocket, side: &mut TxSide, msg: Message, payload: &[u8]) -> Result {
-    let mut out = side.tx.start(msg, payload.len() as u64).map_err(|_| EINVAL)?;
+/// Frames `msg` FPDU by FPDU and queues them to TCP a batch at a time. Returns the sequence
+/// number just past the message.
+fn send_locked(sock: &TcpSocket, side: &mut TxSide, msg: Message, payload: &OutPayload) -> Result<u32> {
+    let mut out = side.tx.start(msg, payload.len()).map_err(|_| EINVAL)?;
     while !out.done() {
         side.tx.next_fpdu::<KernelCrc, _>(&mut out, payload, &mut side.fpdu);
-        side.batch.add(&side.fpdu)?;
-        if out.done() || side.batch.spans.len() + tx::PIECE_CAP > BATCH_PIECES {
-            side.batch.flush(sock, payload)?;
+        side.batch.add(&side.fpdu, payload)?;
+        if !out.done() && side.batch.frags.len() >= BATCH_FRAGS {
+            side.batch.flush(sock)?;
         }
     }
-    Ok(())
+    side.batch.flush(sock)
 }

@@ -5,7 +5,7 @@
 //! again).
 
 use crate::abi::{access, Sge, MAX_MESSAGE, MAX_SGE};
-use crate::mr::{Fault, MrTable};
+use crate::mr::{Domain, Fault};
 use kernel::prelude::*;
 
 /// A validated scatter/gather list.
@@ -19,7 +19,7 @@ pub(crate) struct Sgl {
 impl Sgl {
     /// Checks the first `n` of `sge` against `mrs` with `need` rights: EINVAL for a bad count,
     /// an unknown lkey or a range outside its region, EACCES for a missing right.
-    pub(crate) fn new(sge: &[Sge; MAX_SGE], n: u32, mrs: &MrTable, need: u32) -> Result<Sgl> {
+    pub(crate) fn new(sge: &[Sge; MAX_SGE], n: u32, mrs: &Domain<'_>, need: u32) -> Result<Sgl> {
         let n = n as usize;
         if n > MAX_SGE {
             return Err(EINVAL);
@@ -38,25 +38,14 @@ impl Sgl {
         Ok(Sgl { sge: *sge, n, total: total as u32 })
     }
 
-    /// Total octets.
-    pub(crate) fn len(&self) -> u32 {
-        self.total
-    }
-
     /// The single entry (RDMA Read sinks have exactly one).
     pub(crate) fn single(&self) -> Option<Sge> {
         (self.n == 1).then_some(self.sge[0])
     }
 
-    /// Copies the whole list into `dst` (`len()` octets): the snapshot a Send or Write frames.
-    pub(crate) fn gather(&self, mrs: &MrTable, dst: &mut [u8]) -> Result<(), Fault> {
-        let mut at = 0;
-        for s in &self.sge[..self.n] {
-            let len = s.length as usize;
-            mrs.read(s.lkey, s.addr, &mut dst[at..at + len], 0)?;
-            at += len;
-        }
-        Ok(())
+    /// The entries.
+    pub(crate) fn entries(&self) -> &[Sge] {
+        &self.sge[..self.n]
     }
 
     /// Calls `f(entry, offset in entry, octets)` for the pieces covering message range
@@ -84,12 +73,12 @@ impl Sgl {
     }
 
     /// Whether message range `[mo, mo + len)` can be placed (regions still there and writable).
-    pub(crate) fn check_place(&self, mrs: &MrTable, mo: u32, len: u32) -> Result<(), Fault> {
+    pub(crate) fn check_place(&self, mrs: &Domain<'_>, mo: u32, len: u32) -> Result<(), Fault> {
         self.walk(mo, len, |s, off, n| mrs.check(s.lkey, s.addr + off, n as u64, access::LOCAL_WRITE))
     }
 
     /// Places `src` at message offset `mo`.
-    pub(crate) fn scatter(&self, mrs: &MrTable, mo: u32, src: &[u8]) -> Result<(), Fault> {
+    pub(crate) fn scatter(&self, mrs: &Domain<'_>, mo: u32, src: &[u8]) -> Result<(), Fault> {
         let mut at = 0;
         self.walk(mo, src.len() as u32, |s, off, n| {
             let r = mrs.write(s.lkey, s.addr + off, &src[at..at + n], access::LOCAL_WRITE);
@@ -149,6 +138,12 @@ impl<T: Copy + Default> Fifo<T> {
     /// The `i`-th oldest entry.
     pub(crate) fn get(&self, i: usize) -> Option<&T> {
         (i < self.len).then(|| &self.slots[(self.head + i) % self.slots.len()])
+    }
+
+    /// The newest entry.
+    pub(crate) fn last_mut(&mut self) -> Option<&mut T> {
+        let i = (self.head + self.len.checked_sub(1)?) % self.slots.len();
+        Some(&mut self.slots[i])
     }
 
     pub(crate) fn pop(&mut self) -> Option<T> {

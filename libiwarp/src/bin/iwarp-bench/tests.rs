@@ -3,7 +3,7 @@
 //! to run, each side's carries its buffer (address and STag).
 
 use crate::{connect_options, Options};
-use libiwarp::{Access, CompletionQueue, Device, MemoryRegion, QpInit, QueuePair, Remote, Role, SendOp, SendWr, WcOpcode, WcStatus};
+use libiwarp::{Access, CompletionQueue, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, Remote, Role, SendOp, SendWr, WcOpcode, WcStatus};
 use std::error::Error;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -155,12 +155,13 @@ impl Side<'_> {
 /// Sets up a connection; `posted` receives go in before the stream is adopted.
 fn open<'d>(
     dev: &'d Device,
+    pd: &'d ProtectionDomain<'d>,
     cqs: (&'d CompletionQueue<'d>, &'d CompletionQueue<'d>),
     buf: &'d mut [u8],
     posted: usize,
 ) -> Res<(QueuePair<'d>, MemoryRegion<'d>)> {
-    let mr = dev.register(buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ)?;
-    let qp = dev.create_qp(&QpInit { send_cq: cqs.0, recv_cq: cqs.1, max_recv_wr: SERVER_RECVS as u32, max_send_wr: 1024 })?;
+    let mr = pd.register(buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ)?;
+    let qp = dev.create_qp(&QpInit { pd, send_cq: cqs.0, recv_cq: cqs.1, max_recv_wr: SERVER_RECVS as u32, max_send_wr: 1024 })?;
     let whole = mr.sge(0..mr.as_slice().len());
     for _ in 0..posted {
         qp.post_recv(0, &[whole])?;
@@ -171,9 +172,10 @@ fn open<'d>(
 /// Server side of one connection; false when told to quit.
 pub(crate) fn serve_one(stream: TcpStream, o: &Options) -> Res<bool> {
     let dev = Device::open()?;
+    let pd = dev.alloc_pd()?;
     let (scq, rcq) = (dev.create_cq(4096)?, dev.create_cq(4096)?);
     let mut buf = vec![0u8; MAX_SIZE];
-    let (mut qp, mr) = open(&dev, (&scq, &rcq), &mut buf, SERVER_RECVS)?;
+    let (mut qp, mr) = open(&dev, &pd, (&scq, &rcq), &mut buf, SERVER_RECVS)?;
     let pd = qp.adopt(stream, &connect_options(Role::Responder, o, mr.remote(0).to_bytes().to_vec()))?.peer_private.clone();
     let (req, peer) = Request::decode(&pd)?;
     let s = Side { qp, scq: &scq, rcq: &rcq, mr, peer };
@@ -219,9 +221,10 @@ pub(crate) fn serve_one(stream: TcpStream, o: &Options) -> Res<bool> {
 /// Ends the server.
 pub(crate) fn quit(stream: TcpStream, o: &Options) -> Res<()> {
     let dev = Device::open()?;
+    let pd = dev.alloc_pd()?;
     let cq = dev.create_cq(4)?;
     let mut buf = vec![0u8; 16];
-    let (mut qp, mr) = open(&dev, (&cq, &cq), &mut buf, 0)?;
+    let (mut qp, mr) = open(&dev, &pd, (&cq, &cq), &mut buf, 0)?;
     let req = Request { test: Test::Quit, size: 0, iters: 0, depth: 1 };
     qp.adopt(stream, &connect_options(Role::Initiator, o, req.encode(mr.remote(0))))?;
     Ok(())
@@ -234,10 +237,11 @@ pub(crate) fn run_one(stream: TcpStream, test: Test, size: usize, o: &Options) -
     }
     let iters = o.iters.unwrap_or(if test.is_latency() { 1000 } else { ((32 << 20) / size.max(1)).clamp(64, 20_000) });
     let dev = Device::open()?;
+    let pd = dev.alloc_pd()?;
     let (scq, rcq) = (dev.create_cq(4096)?, dev.create_cq(4096)?);
     // Twice the size: write_lat's answers land in the second half.
     let mut buf = vec![0u8; 2 * size.max(16)];
-    let (mut qp, mr) = open(&dev, (&scq, &rcq), &mut buf, 16)?;
+    let (mut qp, mr) = open(&dev, &pd, (&scq, &rcq), &mut buf, 16)?;
     let req = Request { test, size, iters, depth: o.depth };
     let neg = qp.adopt(stream, &connect_options(Role::Initiator, o, req.encode(mr.remote(0))))?;
     let window = o.depth.min(neg.ord.max(1) as usize);

@@ -24,8 +24,10 @@
 //!   many-serve PORT N / many-drive HOST PORT N   N QPs at once, each running rounds
 //!   fault-serve PORT CASE / fault-drive HOST PORT CASE
 //!                    CASE: bad-stag, write-bounds, read-rights, no-recv, invalidated-stag (a
-//!                    Send with Invalidate of B's STag, then a Write to it): B must end the QP with
+//!                    Send with Invalidate of B's STag, then a Write to it), other-pd (a Write to
+//!                    a region of B's outside its QP's protection domain): B must end the QP with
 //!                    the right Terminate, A must learn it, both flush what was posted
+//!   cm-serve PORT / cm-drive HOST PORT   listen, reject, accept, disconnect in the module
 //!   verbs-errors     (loopback) errnos of the data-path ioctls, and a CQ overrun
 //!   bad-frame HOST PORT CASE   a user-level peer sends a malformed FPDU (CASE: crc-error) to
 //!                    fault-serve, and must get the module's Terminate back
@@ -33,11 +35,12 @@
 //! OPTS: markers=0|1,crc=0|1,rev=1|2,pd=TEXT,timeout=MS. EXPECT: rev=N,crc=0|1,rx_markers=0|1,
 //! tx_markers=0|1,peer=TEXT (what the exchange must settle).
 
+mod cm;
 mod verbs;
 mod wire;
 
 use libiwarp::abi::{self, access, conn, role, AdoptQp, CreateQp};
-use libiwarp::{Access, CompletionQueue, ConnectOptions, Device, QpInit, Role, SendOp, SendWr};
+use libiwarp::{Access, CompletionQueue, ConnectOptions, Device, ProtectionDomain, QpInit, Role, SendOp, SendWr};
 use std::io::{self, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -70,6 +73,8 @@ fn main() -> ExitCode {
         Some("fault-serve") if args.len() == 3 => verbs::fault_serve(&args[1], &args[2]),
         Some("fault-drive") if args.len() == 4 => verbs::fault_drive(&args[1], &args[2], &args[3]),
         Some("verbs-errors") => verbs::local_errors(),
+        Some("cm-serve") if args.len() == 2 => cm::serve(&args[1]),
+        Some("cm-drive") if args.len() == 3 => cm::drive(&args[1], &args[2]),
         Some("bad-frame") if args.len() == 4 => wire::bad_frame(&args[1], &args[2], &args[3]),
         _ => Err("usage: see the top of libiwarp/src/bin/iwarp-check.rs".into()),
     };
@@ -122,6 +127,7 @@ fn page() -> usize {
 
 fn mr() -> Check {
     let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
     let before = dev.stats().map_err(|e| e.to_string())?;
     let mut a = vec![7u8; 3 * page() + 100];
     let mut b = vec![0u8; 64];
@@ -129,8 +135,9 @@ fn mr() -> Check {
     let span = |b: &[u8]| ((b.as_ptr() as usize + b.len() - 1) / page() - b.as_ptr() as usize / page() + 1) as u64;
     let expected = span(&a) + span(&b);
     {
-        let mut mr_a = dev.register(&mut a, rw).map_err(|e| format!("register: {e}"))?;
-        let mr_b = dev.register(&mut b, Access::REMOTE_READ).map_err(|e| format!("register: {e}"))?;
+        let mut mr_a = pd.register(&mut a, rw).map_err(|e| format!("register: {e}"))?;
+        let mr_b = pd.register(&mut b, Access::REMOTE_READ).map_err(|e| format!("register: {e}"))?;
+        expect_errno("freeing a PD that holds regions", dev.dealloc_pd_raw(pd.handle()), libc::EBUSY)?;
         ensure(mr_a.stag() != mr_b.stag() && mr_a.stag() != 0, format!("distinct non-zero STags {:#x} {:#x}", mr_a.stag(), mr_b.stag()))?;
         let s = dev.stats().map_err(|e| e.to_string())?;
         let pages = s.pinned_pages - before.pinned_pages;
@@ -140,7 +147,7 @@ fn mr() -> Check {
         let old = mr_b.stag();
         mr_b.deregister().map_err(|e| format!("deregister: {e}"))?;
         expect_errno("deregistering twice", dev.deregister_raw(old), libc::EINVAL)?;
-        let mr_c = dev.register(&mut b, Access::NONE).map_err(|e| format!("re-register: {e}"))?;
+        let mr_c = pd.register(&mut b, Access::NONE).map_err(|e| format!("re-register: {e}"))?;
         ensure(mr_c.stag() >> 8 == old >> 8 && mr_c.stag() != old, format!("slot reused with a new key ({old:#x} -> {:#x})", mr_c.stag()))?;
         expect_errno("stale STag of the reused slot", dev.deregister_raw(old), libc::EINVAL)?;
     }
@@ -149,28 +156,35 @@ fn mr() -> Check {
 
     let buf = vec![0u8; page()];
     let addr = buf.as_ptr() as u64;
-    expect_errno("zero length", dev.register_raw(addr, 0, 0), libc::EINVAL)?;
-    expect_errno("unknown access bits", dev.register_raw(addr, 16, 1 << 9), libc::EINVAL)?;
-    expect_errno("REMOTE_WRITE without LOCAL_WRITE", dev.register_raw(addr, 16, access::REMOTE_WRITE), libc::EINVAL)?;
-    expect_errno("address range wrapping", dev.register_raw(u64::MAX - 10, 100, 0), libc::EINVAL)?;
-    expect_errno("longer than max_mr_size", dev.register_raw(addr, abi::MAX_MR_SIZE + 1, 0), libc::EINVAL)?;
-    expect_errno("unmapped address", dev.register_raw(0x1000, 4096, 0), libc::EFAULT)?;
+    expect_errno("zero length", pd.register_raw(addr, 0, 0), libc::EINVAL)?;
+    expect_errno("unknown access bits", pd.register_raw(addr, 16, 1 << 9), libc::EINVAL)?;
+    expect_errno("REMOTE_WRITE without LOCAL_WRITE", pd.register_raw(addr, 16, access::REMOTE_WRITE), libc::EINVAL)?;
+    expect_errno("address range wrapping", pd.register_raw(u64::MAX - 10, 100, 0), libc::EINVAL)?;
+    expect_errno("longer than max_mr_size", pd.register_raw(addr, abi::MAX_MR_SIZE + 1, 0), libc::EINVAL)?;
+    expect_errno("unmapped address", pd.register_raw(0x1000, 4096, 0), libc::EFAULT)?;
     // A read-only mapping cannot be registered for writing.
     // SAFETY: a fresh anonymous read-only mapping, unmapped below; nothing else uses it.
     let ro = unsafe { libc::mmap(std::ptr::null_mut(), page(), libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
     ensure(ro != libc::MAP_FAILED, "read-only mapping made")?;
-    expect_errno("read-only memory with LOCAL_WRITE", dev.register_raw(ro as u64, 64, access::LOCAL_WRITE), libc::EFAULT)?;
-    let stag = dev.register_raw(ro as u64, 64, access::REMOTE_READ).map_err(|e| format!("read-only memory for REMOTE_READ: {e}"))?;
+    expect_errno("read-only memory with LOCAL_WRITE", pd.register_raw(ro as u64, 64, access::LOCAL_WRITE), libc::EFAULT)?;
+    let stag = pd.register_raw(ro as u64, 64, access::REMOTE_READ).map_err(|e| format!("read-only memory for REMOTE_READ: {e}"))?;
     dev.deregister_raw(stag).map_err(|e| e.to_string())?;
     // SAFETY: `ro` is the mapping made above, of one page, and no region references it now.
     unsafe { libc::munmap(ro, page()) };
     expect_errno("unknown STag", dev.deregister_raw(0xdead_0001), libc::EINVAL)?;
+    expect_errno("freeing an unknown PD", dev.dealloc_pd_raw(pd.handle() ^ 0x80), libc::EINVAL)?;
+    let gone = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
+    dev.dealloc_pd_raw(gone.handle()).map_err(|e| format!("DEALLOC_PD: {e}"))?;
+    expect_errno("registering in a freed PD", gone.register_raw(addr, 16, 0), libc::EINVAL)?;
+    expect_errno("freeing a PD twice", dev.dealloc_pd_raw(gone.handle()), libc::EINVAL)?;
 
     // Closing the device releases what the program never deregistered.
     let dev2 = open()?;
+    let pd2 = dev2.alloc_pd().map_err(|e| e.to_string())?;
     let mut leak = vec![0u8; 8 * page()];
-    std::mem::forget(dev2.register(&mut leak, Access::LOCAL_WRITE).map_err(|e| e.to_string())?);
+    std::mem::forget(pd2.register(&mut leak, Access::LOCAL_WRITE).map_err(|e| e.to_string())?);
     ensure(dev.stats().map_err(|e| e.to_string())?.pinned_pages >= before.pinned_pages + 8, "second context pinned its region")?;
+    std::mem::forget(pd2);
     drop(dev2);
     let end = dev.stats().map_err(|e| e.to_string())?;
     ensure(end.pinned_pages == before.pinned_pages && end.memory_regions == before.memory_regions, "closing the device unpins what was left registered")
@@ -181,19 +195,21 @@ fn memlock(kib: usize) -> Check {
     // SAFETY: `lim` is a valid rlimit for the duration of the call.
     ensure(unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) } == 0, format!("RLIMIT_MEMLOCK set to {kib} KiB"))?;
     let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
     let mut over = vec![0u8; 2 * kib * 1024];
-    expect_errno("registering twice the limit", dev.register(&mut over, Access::LOCAL_WRITE).map(|m| m.stag()), libc::ENOMEM)?;
+    expect_errno("registering twice the limit", pd.register(&mut over, Access::LOCAL_WRITE).map(|m| m.stag()), libc::ENOMEM)?;
     let mut under = vec![0u8; kib * 1024 / 2];
-    let mr = dev.register(&mut under, Access::LOCAL_WRITE).map_err(|e| format!("registering half the limit: {e}"))?;
+    let mr = pd.register(&mut under, Access::LOCAL_WRITE).map_err(|e| format!("registering half the limit: {e}"))?;
     println!("ok: registering half the limit -> STag {:#x}", mr.stag());
     let mut rest = vec![0u8; kib * 1024];
-    expect_errno("registering past the limit with another region", dev.register(&mut rest, Access::LOCAL_WRITE).map(|m| m.stag()), libc::ENOMEM)
+    expect_errno("registering past the limit with another region", pd.register(&mut rest, Access::LOCAL_WRITE).map(|m| m.stag()), libc::ENOMEM)
 }
 
 fn hold(mib: usize) -> Check {
     let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
     let mut buf = vec![1u8; mib << 20];
-    let mr = dev.register(&mut buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE).map_err(|e| e.to_string())?;
+    let mr = pd.register(&mut buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE).map_err(|e| e.to_string())?;
     println!("holding {mib} MiB registered as STag {:#x}", mr.stag());
     loop {
         std::thread::sleep(std::time::Duration::from_secs(3600));
@@ -257,23 +273,25 @@ fn dial(host: &str, port: &str) -> Result<TcpStream, String> {
 }
 
 /// Queue sizes for QPs that only run the MPA exchange or send.
-fn small<'a>(cq: &'a CompletionQueue<'a>) -> QpInit<'a> {
-    QpInit { send_cq: cq, recv_cq: cq, max_recv_wr: 4, max_send_wr: 4 }
+fn small<'a>(pd: &'a ProtectionDomain<'a>, cq: &'a CompletionQueue<'a>) -> QpInit<'a> {
+    QpInit { pd, send_cq: cq, recv_cq: cq, max_recv_wr: 4, max_send_wr: 4 }
 }
 
 fn accept(port: &str, opts: &str) -> Result<String, String> {
     let o = options(Role::Responder, opts)?;
     let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
     let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
-    let qp = dev.adopt(listen(port)?, &o, &small(&cq)).map_err(|e| format!("adopt as responder: {e}"))?;
+    let qp = dev.adopt(listen(port)?, &o, &small(&pd, &cq)).map_err(|e| format!("adopt as responder: {e}"))?;
     Ok(settled(qp.negotiated().ok_or("no negotiation")?))
 }
 
 fn connect(host: &str, port: &str, opts: &str) -> Result<String, String> {
     let o = options(Role::Initiator, opts)?;
     let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
     let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
-    let qp = dev.adopt(dial(host, port)?, &o, &small(&cq)).map_err(|e| format!("adopt as initiator: {e}"))?;
+    let qp = dev.adopt(dial(host, port)?, &o, &small(&pd, &cq)).map_err(|e| format!("adopt as initiator: {e}"))?;
     Ok(settled(qp.negotiated().ok_or("no negotiation")?))
 }
 
@@ -281,8 +299,9 @@ fn accept_fail(port: &str, opts: &str, errno: &str) -> Check {
     let o = options(Role::Responder, opts)?;
     let errno: i32 = errno.parse().map_err(|_| format!("bad errno {errno}"))?;
     let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
     let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
-    expect_errno("adopting a connection whose peer breaks MPA", dev.adopt(listen(port)?, &o, &small(&cq)).map(|q| q.handle()), errno)?;
+    expect_errno("adopting a connection whose peer breaks MPA", dev.adopt(listen(port)?, &o, &small(&pd, &cq)).map(|q| q.handle()), errno)?;
     ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 0, "no QP left behind")
 }
 
@@ -308,13 +327,18 @@ fn adopt_errors() -> Check {
     let dev = open()?;
     let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
     let h = cq.handle();
-    let good = CreateQp { send_cq: h, recv_cq: h, max_recv_wr: 1, max_send_wr: 1, ..CreateQp::default() };
+    let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
+    let gone = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
+    dev.dealloc_pd_raw(gone.handle()).map_err(|e| format!("DEALLOC_PD: {e}"))?;
+    let good = CreateQp { send_cq: h, recv_cq: h, max_recv_wr: 1, max_send_wr: 1, pd: pd.handle(), ..CreateQp::default() };
     for (what, req) in [
         ("unknown send CQ", CreateQp { send_cq: h ^ 0x80, ..good }),
         ("unknown receive CQ", CreateQp { recv_cq: 0, ..good }),
         ("receive queue of 0", CreateQp { max_recv_wr: 0, ..good }),
         ("send queue over max_qp_wr", CreateQp { max_send_wr: abi::MAX_QP_WR + 1, ..good }),
         ("handle not zero", CreateQp { qp: 1, ..good }),
+        ("no PD", CreateQp { pd: 0, ..good }),
+        ("a freed PD", CreateQp { pd: gone.handle(), ..good }),
     ] {
         expect_errno(what, dev.create_qp_raw(&mut req.clone()), libc::EINVAL)?;
     }
@@ -341,6 +365,7 @@ fn adopt_errors() -> Check {
         expect_errno(what, dev.adopt_qp_raw(&mut req.clone()), libc::EINVAL)?;
     }
     ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 1, "failed adoptions leave the QP as it was")?;
+    expect_errno("freeing the PD of a QP", dev.dealloc_pd_raw(pd.handle()), libc::EBUSY)?;
     dev.destroy_qp_raw(made.qp).map_err(|e| format!("DESTROY_QP: {e}"))?;
     ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 0, "no QP left")
 }
@@ -355,10 +380,11 @@ const WRITE_TO: u64 = 0x10000;
 
 fn send_kernel(host: &str, port: &str, size: usize) -> Check {
     let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
     let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
-    let qp = dev.adopt(dial(host, port)?, &options(Role::Initiator, "markers=0,crc=1,rev=2")?, &small(&cq)).map_err(|e| format!("adopt: {e}"))?;
+    let qp = dev.adopt(dial(host, port)?, &options(Role::Initiator, "markers=0,crc=1,rev=2")?, &small(&pd, &cq)).map_err(|e| format!("adopt: {e}"))?;
     let mut buf = pattern(size);
-    let mr = dev.register(&mut buf, Access::NONE).map_err(|e| format!("register: {e}"))?;
+    let mr = pd.register(&mut buf, Access::NONE).map_err(|e| format!("register: {e}"))?;
     let write = SendOp::Write(libiwarp::Remote { addr: WRITE_TO, rkey: WRITE_STAG });
     qp.post_send(&SendWr { wr_id: 1, op: write, sge: &[mr.sge(0..size)], signaled: false }).map_err(|e| format!("post RDMA Write: {e}"))?;
     let third = (size / 3 + 1).min(size);

@@ -5,8 +5,8 @@
 use super::{dial, ensure, expect_errno, listen, open, options, Check};
 use iwarp_proto::terminate::Cause;
 use libiwarp::{
-    Access, CompletionQueue, Device, MemoryRegion, QpInit, QpState, QueuePair, RecvWr, Remote, Role, SendOp, SendWr, Sge, WaitMode, WcOpcode, WcStatus,
-    WorkCompletion,
+    Access, CompletionQueue, Device, MemoryRegion, ProtectionDomain, QpInit, QpState, QueuePair, RecvWr, Remote, Role, SendOp, SendWr, Sge, WaitMode, WcOpcode,
+    WcStatus, WorkCompletion,
 };
 use std::net::{SocketAddrV4, TcpStream};
 use std::time::Duration;
@@ -33,7 +33,7 @@ const WAIT: Duration = Duration::from_secs(120);
 const SPIN: WaitMode = WaitMode::SpinThenBlock(Duration::from_micros(15));
 
 /// Waits for the next completion on `cq`, which must be a successful `op`.
-fn done(cq: &CompletionQueue<'_>, op: WcOpcode) -> Result<WorkCompletion, String> {
+pub(crate) fn done(cq: &CompletionQueue<'_>, op: WcOpcode) -> Result<WorkCompletion, String> {
     let mut wc = [WorkCompletion::EMPTY];
     let n = cq.wait(&mut wc, SPIN, WAIT).map_err(|e| format!("wait for {op:?}: {e}"))?;
     if n == 0 {
@@ -59,12 +59,15 @@ struct Buffers<'d> {
     ctl: MemoryRegion<'d>,
 }
 
-/// Registers four buffers of `max` bytes and a small one for control messages (leaked: they live as long as the process).
-fn buffers(dev: &Device, max: usize) -> Result<Buffers<'_>, String> {
-    let reg = |access: Access, len: usize| {
-        let buf: &'static mut [u8] = Vec::leak(vec![0u8; len]);
-        dev.register(buf, access).map_err(|e| format!("register {max} bytes: {e}"))
-    };
+/// A region of `len` zeroed bytes in `pd` (leaked: it lives as long as the process).
+fn region<'d>(pd: &'d ProtectionDomain<'d>, access: Access, len: usize) -> Result<MemoryRegion<'d>, String> {
+    let buf: &'static mut [u8] = Vec::leak(vec![0u8; len]);
+    pd.register(buf, access).map_err(|e| format!("register {len} bytes: {e}"))
+}
+
+/// Registers four buffers of `max` bytes and a small one for control messages in `pd`.
+fn buffers<'d>(pd: &'d ProtectionDomain<'d>, max: usize) -> Result<Buffers<'d>, String> {
+    let reg = |access: Access, len: usize| region(pd, access, len);
     Ok(Buffers {
         src: reg(Access::REMOTE_READ, max.max(64))?,
         dst: reg(Access::LOCAL_WRITE | Access::REMOTE_WRITE, max.max(64))?,
@@ -154,20 +157,19 @@ enum Via {
 /// `via` a stream or the module (each side tells the other its regions in the MPA private data).
 #[allow(clippy::too_many_arguments)]
 fn connect<'d>(
-    dev: &'d Device,
+    pd: &'d ProtectionDomain<'d>,
     cqs: (&'d CompletionQueue<'d>, &'d CompletionQueue<'d>),
     via: Via,
     role: Role,
     opts: &str,
-    max: usize,
+    b: Buffers<'d>,
     max_recv_wr: u32,
     posted: usize,
 ) -> Result<Session<'d>, String> {
-    let b = buffers(dev, max)?;
     let mut o = options(role, opts)?;
     o.private_data = advertise(&b);
-    let init = QpInit { send_cq: cqs.0, recv_cq: cqs.1, max_recv_wr, max_send_wr: 16 };
-    let qp = dev.create_qp(&init).map_err(|e| format!("create QP: {e}"))?;
+    let init = QpInit { pd, send_cq: cqs.0, recv_cq: cqs.1, max_recv_wr, max_send_wr: 16 };
+    let qp = pd.device().create_qp(&init).map_err(|e| format!("create QP: {e}"))?;
     let mut s = Session { qp, scq: cqs.0, rcq: cqs.1, b, peer_dst: Remote::default(), peer_src: Remote::default() };
     for _ in 0..posted {
         s.post_recv()?;
@@ -206,6 +208,10 @@ pub(crate) fn serve(port: &str, max: usize, opts: &str) -> Check {
     serve_on(&dev, listen(port)?, max, opts)
 }
 
+/// MPA options of the many-QP test: one virtual CPU under TCG sets up 64 QPs at once while the
+/// first ones already move data, so a QP may wait longer than the default 10 s for its peer.
+const MANY_OPTS: &str = "timeout=60000";
+
 /// Guest B: `many` connections at once, one thread and QP each.
 pub(crate) fn many_serve(port: &str, many: usize) -> Check {
     let dev = open()?;
@@ -213,7 +219,7 @@ pub(crate) fn many_serve(port: &str, many: usize) -> Check {
     println!("listening on {port}");
     let _ = std::io::Write::flush(&mut std::io::stdout());
     std::thread::scope(|sc| {
-        let runs: Vec<_> = (0..many).map(|_| sc.spawn(|| serve_on(&dev, l.accept().map_err(|e| e.to_string())?.0, 1 << 16, ""))).collect();
+        let runs: Vec<_> = (0..many).map(|_| sc.spawn(|| serve_on(&dev, l.accept().map_err(|e| e.to_string())?.0, 1 << 16, MANY_OPTS))).collect();
         runs.into_iter().try_for_each(|r| r.join().map_err(|_| "thread panicked".to_string())?)
     })?;
     ensure(true, format!("B: {many} QPs served at once"))
@@ -223,7 +229,7 @@ pub(crate) fn many_serve(port: &str, many: usize) -> Check {
 pub(crate) fn many_drive(host: &str, port: &str, many: usize) -> Check {
     let dev = open()?;
     std::thread::scope(|sc| {
-        let runs: Vec<_> = (0..many).map(|_| sc.spawn(|| drive_on(&dev, Via::Stream(dial(host, port)?), &[4096, 1 << 16], 0, ""))).collect();
+        let runs: Vec<_> = (0..many).map(|_| sc.spawn(|| drive_on(&dev, Via::Stream(dial(host, port)?), &[4096, 1 << 16], 0, MANY_OPTS))).collect();
         runs.into_iter().try_for_each(|r| r.join().map_err(|_| "thread panicked".to_string())?)
     })?;
     let qps = dev.stats().map_err(|e| e.to_string())?.queue_pairs;
@@ -232,7 +238,8 @@ pub(crate) fn many_drive(host: &str, port: &str, many: usize) -> Check {
 
 fn serve_on(dev: &Device, stream: TcpStream, max: usize, opts: &str) -> Check {
     let (scq, rcq) = (dev.create_cq(64).map_err(|e| e.to_string())?, dev.create_cq(4096).map_err(|e| e.to_string())?);
-    let mut s = connect(dev, (&scq, &rcq), Via::Stream(stream), Role::Responder, opts, max, 2048, POSTED)?;
+    let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
+    let mut s = connect(&pd, (&scq, &rcq), Via::Stream(stream), Role::Responder, opts, buffers(&pd, max)?, 2048, POSTED)?;
     s.tell(0, 0)?;
     loop {
         let (_, size, sum) = s.hear()?;
@@ -260,7 +267,7 @@ fn serve_on(dev: &Device, stream: TcpStream, max: usize, opts: &str) -> Check {
             checksum(&s.b.dst.as_slice()[..n]) == sum && s.b.dst.as_slice()[..n] == want[..],
             format!("B: RDMA Write of {n} bytes from A placed intact (checksum {sum:#x})"),
         )?;
-        s.read_and_check(n, &want, "B")?;
+        s.read_and_check(n, &random(n, b'S'), "B")?;
         let mine = random(n, b'B');
         s.b.src.as_mut_slice()[..n].copy_from_slice(&mine);
         let (x, y) = (n / 2, 3 * n / 4);
@@ -281,16 +288,26 @@ pub(crate) fn drive(host: &str, port: &str, sizes: &str, deep: usize, opts: &str
     drive_on(&dev, via, &sizes, deep, &opts.join(","))
 }
 
+/// The module sends payloads from this size on from the registered pages (qp/payload.rs).
+const ZERO_COPY_MIN: usize = 4096;
+
 fn drive_on(dev: &Device, via: Via, sizes: &[usize], deep: usize, opts: &str) -> Check {
     let max = sizes.iter().copied().max().unwrap_or(16).max(16 * (deep + 4)).max(16);
     let (scq, rcq) = (dev.create_cq(64).map_err(|e| e.to_string())?, dev.create_cq(64).map_err(|e| e.to_string())?);
-    let mut s = connect(dev, (&scq, &rcq), via, Role::Initiator, opts, max, 16, POSTED)?;
+    let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
+    let mut s = connect(&pd, (&scq, &rcq), via, Role::Initiator, opts, buffers(&pd, max)?, 16, POSTED)?;
     s.hear()?; // B is ready
+    let before = s.qp.sent_octets().map_err(|e| e.to_string())?;
     for &n in sizes {
         let mine = random(n, b'A');
         s.b.src.as_mut_slice()[..n].copy_from_slice(&mine);
         let sge = [s.b.src.sge(0..n)];
-        s.qp.post_send(&SendWr { wr_id: 2, op: SendOp::Write(s.peer_dst), sge: &sge, signaled: false }).map_err(|e| format!("post Write: {e}"))?;
+        s.qp.post_send(&SendWr { wr_id: 2, op: SendOp::Write(s.peer_dst), sge: &sge, signaled: true }).map_err(|e| format!("post Write: {e}"))?;
+        done(s.scq, WcOpcode::RdmaWrite)?;
+        // Once the Write completes its buffer is ours again (from a page on it was sent from
+        // the buffer itself, so the module waits for TCP's acknowledgement): new contents must
+        // not reach B's copy, and B's Read below must see them.
+        s.b.src.as_mut_slice()[..n].copy_from_slice(&random(n, b'S'));
         // The control message goes after the Write on the same stream, so it is placed after it.
         s.tell(n as u64, checksum(&mine))?;
         let (wc, _, _) = s.hear()?;
@@ -299,6 +316,16 @@ fn drive_on(dev: &Device, via: Via, sizes: &[usize], deep: usize, opts: &str) ->
         ensure(wc.byte_len as usize == n && s.b.rcv.as_slice()[..n] == want[..], format!("A: Send of {n} bytes from B in three SGEs placed intact"))?;
         s.read_and_check(n, &want, "A")?;
     }
+    // Each size was sent twice (our Write, our answer to B's Read): payloads of a page or more
+    // left from the registered pages, smaller ones and the 16-octet control messages were
+    // copied.
+    let after = s.qp.sent_octets().map_err(|e| e.to_string())?;
+    let big = 2 * sizes.iter().filter(|&&n| n >= ZERO_COPY_MIN).sum::<usize>() as u64;
+    let small = 2 * sizes.iter().filter(|&&n| n < ZERO_COPY_MIN).sum::<usize>() as u64;
+    let control = 16 * sizes.len() as u64;
+    let (zc, copied) = (after.0 - before.0, after.1 - before.1);
+    ensure(zc == big, format!("A: {zc} octets sent zero copy, want {big}"))?;
+    ensure(copied == small + control, format!("A: {copied} octets copied, want {small} + {control} of control messages"))?;
     if let Some(&n) = sizes.iter().max().filter(|&&n| n >= 1 << 20) {
         // Both sides Read each other's largest buffer at once, many times over: far more than
         // the sockets buffer, so each module must answer Reads while its own responses wait.
@@ -392,7 +419,13 @@ pub(crate) fn fault_serve(port: &str, case: &str) -> Check {
     let dev = open()?;
     let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
     let posted = if case == "no-recv" { 0 } else { 2 };
-    let s = connect(&dev, (&scq, &rcq), Via::Stream(listen(port)?), Role::Responder, "", 4096, 16, posted)?;
+    let (pd, other) = (dev.alloc_pd().map_err(|e| e.to_string())?, dev.alloc_pd().map_err(|e| e.to_string())?);
+    let mut b = buffers(&pd, 4096)?;
+    if case == "other-pd" {
+        // What we advertise as our Write target is in a PD our QP is not in.
+        b.dst = region(&other, Access::LOCAL_WRITE | Access::REMOTE_WRITE, 4096)?;
+    }
+    let s = connect(&pd, (&scq, &rcq), Via::Stream(listen(port)?), Role::Responder, "", b, 16, posted)?;
     // The initiator starts after our go-ahead (it posted a receive for it).
     s.send(&[s.b.src.sge(0..16)], true)?;
     let (expect, _) = fault_cause(case)?;
@@ -416,6 +449,7 @@ fn fault_cause(case: &str) -> Result<(Cause, &'static str), String> {
         "read-rights" => (Cause::RdmapAccessRights, "RDMA Read of B's region that lacks REMOTE_READ"),
         "no-recv" => (Cause::DdpNoBuffer, "Send while B has no receive posted"),
         "invalidated-stag" => (Cause::DdpInvalidStag, "Send with Invalidate of B's STag, then an RDMA Write to it"),
+        "other-pd" => (Cause::DdpStagNotAssociated, "RDMA Write to a region of B's in another protection domain"),
         _ => match super::wire::cause(case) {
             Some(c) => (c, "a malformed FPDU from a user-level peer"),
             None => return Err(format!("unknown fault case {case}")),
@@ -429,7 +463,8 @@ pub(crate) fn fault_drive(host: &str, port: &str, case: &str) -> Check {
     let (cause, what) = fault_cause(case)?;
     let dev = open()?;
     let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
-    let s = connect(&dev, (&scq, &rcq), Via::Stream(dial(host, port)?), Role::Initiator, "", 4096, 16, 2)?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let s = connect(&pd, (&scq, &rcq), Via::Stream(dial(host, port)?), Role::Initiator, "", buffers(&pd, 4096)?, 16, 2)?;
     s.hear()?; // B's go-ahead (reposts one: two posted again)
     let sge = [s.b.src.sge(0..64)];
     if case == "invalidated-stag" {
@@ -438,7 +473,7 @@ pub(crate) fn fault_drive(host: &str, port: &str, case: &str) -> Check {
         done(s.scq, WcOpcode::Send)?;
     }
     let op = match case {
-        "invalidated-stag" => SendOp::Write(s.peer_dst),
+        "invalidated-stag" | "other-pd" => SendOp::Write(s.peer_dst),
         "bad-stag" => SendOp::Write(Remote { addr: s.peer_dst.addr, rkey: s.peer_dst.rkey ^ 0x5a00 }),
         "write-bounds" => SendOp::Write(Remote { addr: s.peer_dst.addr + 4096 - 32, rkey: s.peer_dst.rkey }),
         "read-rights" => SendOp::Read(s.peer_dst),
@@ -460,7 +495,7 @@ pub(crate) fn fault_drive(host: &str, port: &str, case: &str) -> Check {
     expect_errno("A: posting on the ended QP", s.qp.post_send(&wr), libc::ENOTCONN)
 }
 
-fn wait_ended(qp: &QueuePair<'_>) -> Result<QpState, String> {
+pub(crate) fn wait_ended(qp: &QueuePair<'_>) -> Result<QpState, String> {
     for _ in 0..600 {
         let st = qp.state().map_err(|e| e.to_string())?;
         if st != QpState::Connected {
@@ -472,7 +507,7 @@ fn wait_ended(qp: &QueuePair<'_>) -> Result<QpState, String> {
 }
 
 /// `n` receives came back flushed.
-fn flushed(cq: &CompletionQueue<'_>, n: usize, who: &str) -> Check {
+pub(crate) fn flushed(cq: &CompletionQueue<'_>, n: usize, who: &str) -> Check {
     let mut wc = [WorkCompletion::EMPTY; 8];
     let k = cq.poll(&mut wc);
     ensure(
@@ -488,12 +523,13 @@ pub(crate) fn local_errors() -> Check {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let peer = std::thread::spawn(move || -> Check {
         let dev = open()?;
+        let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
         let cq = dev.create_cq(64).map_err(|e| e.to_string())?;
-        let init = QpInit { send_cq: &cq, recv_cq: &cq, max_recv_wr: 64, max_send_wr: 4 };
+        let init = QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 64, max_send_wr: 4 };
         let stream = listener.accept().map_err(|e| e.to_string())?.0;
         let qp = dev.adopt(stream, &options(Role::Responder, "")?, &init).map_err(|e| format!("peer adopt: {e}"))?;
         let mut buf = vec![0u8; 4096];
-        let mr = dev.register(&mut buf, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
+        let mr = pd.register(&mut buf, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
         for i in 0..64 {
             qp.post_recv(i, &[mr.sge(0..4096)]).map_err(|e| e.to_string())?;
         }
@@ -506,7 +542,8 @@ pub(crate) fn local_errors() -> Check {
     expect_errno("CQ deeper than max_cqe", dev.create_cq(libiwarp::abi::MAX_CQE + 1).map(|c| c.depth()), libc::EINVAL)?;
     let tiny = dev.create_cq(1).map_err(|e| e.to_string())?;
     let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
-    let init = QpInit { send_cq: &tiny, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 };
+    let (pd, other) = (dev.alloc_pd().map_err(|e| e.to_string())?, dev.alloc_pd().map_err(|e| e.to_string())?);
+    let init = QpInit { pd: &pd, send_cq: &tiny, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 };
     let std::net::SocketAddr::V4(to) = addr else { return Err("the listener is not IPv4".into()) };
     let initiator = options(Role::Initiator, "")?;
     // The module makes this connection itself (CONNECT_QP): first the refusals.
@@ -520,8 +557,10 @@ pub(crate) fn local_errors() -> Check {
     expect_errno("connecting a connected QP again", qp.connect(to, &initiator).map(drop), libc::EINVAL)?;
     let mut ro = vec![1u8; 4096];
     let mut rw = vec![0u8; 4096];
-    let ro = dev.register(&mut ro, Access::NONE).map_err(|e| e.to_string())?;
-    let rw = dev.register(&mut rw, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
+    let mut elsewhere = vec![0u8; 4096];
+    let ro = pd.register(&mut ro, Access::NONE).map_err(|e| e.to_string())?;
+    let rw = pd.register(&mut rw, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
+    let elsewhere = other.register(&mut elsewhere, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
     let send = |sge: &[Sge], op: SendOp| qp.post_send(&SendWr { wr_id: 1, op, sge, signaled: false });
     let plain = SendOp::Send { solicited: false };
     let bad_lkey = Sge { lkey: ro.lkey() ^ 0x40, ..ro.sge(0..16) };
@@ -531,6 +570,8 @@ pub(crate) fn local_errors() -> Check {
     expect_errno("Read into a region without LOCAL_WRITE", send(&[ro.sge(0..16)], SendOp::Read(Remote { addr: 0, rkey: 1 })), libc::EACCES)?;
     expect_errno("Read into two SGEs", send(&[rw.sge(0..8), rw.sge(8..16)], SendOp::Read(Remote { addr: 0, rkey: 1 })), libc::EINVAL)?;
     expect_errno("receive into a region without LOCAL_WRITE", qp.post_recv(1, &[ro.sge(0..16)]), libc::EACCES)?;
+    expect_errno("Send from a region of another PD", send(&[elsewhere.sge(0..16)], plain), libc::EINVAL)?;
+    expect_errno("receive into a region of another PD", qp.post_recv(1, &[elsewhere.sge(0..16)]), libc::EINVAL)?;
     let raw = |f: &dyn Fn(&mut libiwarp::abi::PostSend)| {
         let mut req = libiwarp::abi::PostSend { num_sge: 1, sge: [ro.sge(0..16); 4], ..Default::default() };
         f(&mut req);

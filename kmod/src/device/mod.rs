@@ -1,18 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! `/dev/iwarp`: one [`Context`] per open file; every ioctl argument is copied in, validated,
-//! and answered here. Rings (completion, send, receive) are mapped with `mmap` at the offsets
-//! CREATE_CQ and CREATE_QP returned.
+//! and answered here (connection management in `connection.rs`). Rings (completion, send,
+//! receive) are mapped with `mmap` at the offsets CREATE_CQ and CREATE_QP returned.
 //! Closing the file tears down everything the context holds.
 
+mod connection;
+
 use crate::abi::{
-    self, conn, ring_kind, AdoptQp, ConnectQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, QueryQp, QueryStats, RegMr, MAX_CQ, MAX_PRIVATE_DATA,
-    MAX_QP, MAX_QP_WR,
+    self, ring_kind, Accept, AdoptQp, ConnectQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, GetRequest, HandleOp, Listen, PdOp, QueryQp,
+    QueryStats, RegMr, MAX_CQ, MAX_LISTEN, MAX_QP, MAX_QP_WR,
 };
 use crate::cq::Cq;
 use crate::handles::Handles;
-use crate::mpa::frame::{RtrTypes, MAX_IRD_ORD};
-use crate::mpa::negotiate::Local;
+use crate::listen::Pending;
 use crate::mr::MrTable;
 use crate::qp::{self, Limits, QueuePair};
 use crate::ring;
@@ -57,6 +58,12 @@ pub(crate) struct Context {
     cqs: Mutex<Handles<Arc<Cq>>>,
     #[pin]
     qps: Mutex<Handles<Entry>>,
+    /// Listening sockets; shared with GET_REQUESTs waiting on them.
+    #[pin]
+    listeners: Mutex<Handles<Arc<TcpSocket>>>,
+    /// Connections waiting for ACCEPT or REJECT.
+    #[pin]
+    requests: Mutex<Handles<Pending>>,
 }
 
 #[vtable]
@@ -65,8 +72,16 @@ impl MiscDevice for Context {
 
     fn open(_file: &kernel::fs::File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         let mrs = Arc::pin_init(new_mutex!(MrTable::new()), GFP_KERNEL)?;
-        let ctx =
-            KBox::try_pin_init(try_pin_init!(Context { mrs, cqs <- new_mutex!(Handles::new(MAX_CQ)), qps <- new_mutex!(Handles::new(MAX_QP)) }), GFP_KERNEL)?;
+        let ctx = KBox::try_pin_init(
+            try_pin_init!(Context {
+                mrs,
+                cqs <- new_mutex!(Handles::new(MAX_CQ)),
+                qps <- new_mutex!(Handles::new(MAX_QP)),
+                listeners <- new_mutex!(Handles::new(MAX_LISTEN)),
+                requests <- new_mutex!(Handles::new(MAX_LISTEN)),
+            }),
+            GFP_KERNEL,
+        )?;
         CONTEXTS.fetch_add(1, Ordering::Relaxed);
         Ok(ctx)
     }
@@ -96,10 +111,10 @@ impl MiscDevice for Context {
             abi::IOCTL_REG_MR => {
                 let (mut r, mut w) = user.reader_writer();
                 let mut req: RegMr = r.read()?;
-                if req.reserved != 0 || req.lkey != 0 || req.stag != 0 {
+                if req.lkey != 0 || req.stag != 0 {
                     return Err(EINVAL);
                 }
-                let stag = me.mrs.lock().register(req.addr, req.length, req.access)?;
+                let stag = me.mrs.lock().register(req.pd, req.addr, req.length, req.access)?;
                 req.lkey = stag;
                 req.stag = stag;
                 if let Err(e) = w.write(&req) {
@@ -107,6 +122,30 @@ impl MiscDevice for Context {
                     let _ = me.mrs.lock().deregister(stag);
                     return Err(e);
                 }
+            }
+            abi::IOCTL_ALLOC_PD => {
+                let (mut r, mut w) = user.reader_writer();
+                let mut req: PdOp = r.read()?;
+                if req.pd != 0 || req.reserved != 0 {
+                    return Err(EINVAL);
+                }
+                req.pd = me.mrs.lock().alloc_pd()?;
+                if let Err(e) = w.write(&req) {
+                    let _ = me.mrs.lock().dealloc_pd(req.pd);
+                    return Err(e);
+                }
+            }
+            abi::IOCTL_DEALLOC_PD => {
+                let req: PdOp = user.reader().read()?;
+                if req.reserved != 0 {
+                    return Err(EINVAL);
+                }
+                // Both tables are held (in create_qp's order) so nothing joins the domain meanwhile.
+                let mut mrs = me.mrs.lock();
+                if me.qps.lock().values().any(|e| e.qp.pd() == req.pd) {
+                    return Err(EBUSY);
+                }
+                mrs.dealloc_pd(req.pd)?;
             }
             abi::IOCTL_DEREG_MR => {
                 let req: DeregMr = user.reader().read()?;
@@ -159,21 +198,31 @@ impl MiscDevice for Context {
                     return Err(e);
                 }
             }
-            abi::IOCTL_ADOPT_QP => {
+            abi::IOCTL_ADOPT_QP => me.connect_ioctl(user.reader_writer(), |c, req: &mut AdoptQp| c.adopt(req))?,
+            abi::IOCTL_CONNECT_QP => me.connect_ioctl(user.reader_writer(), |c, req: &mut ConnectQp| c.connect(req))?,
+            abi::IOCTL_ACCEPT => me.connect_ioctl(user.reader_writer(), |c, req: &mut Accept| c.accept(req))?,
+            abi::IOCTL_LISTEN => {
                 let (mut r, mut w) = user.reader_writer();
-                let req: AdoptQp = r.read()?;
-                w.write(&me.adopt_qp(req, SocketFrom::Fd)?)?;
-            }
-            abi::IOCTL_CONNECT_QP => {
-                let (mut r, mut w) = user.reader_writer();
-                let mut req: ConnectQp = r.read()?;
-                let port = u16::try_from(req.port).map_err(|_| EINVAL)?;
-                if req.adopt.role != abi::role::INITIATOR || port == 0 || req.adopt.fd != 0 {
-                    return Err(EINVAL);
+                let mut req: Listen = r.read()?;
+                me.listen(&mut req)?;
+                if let Err(e) = w.write(&req) {
+                    let _ = me.close_listener(&HandleOp { handle: req.listener, reserved: 0 });
+                    return Err(e);
                 }
-                req.adopt = me.adopt_qp(req.adopt, SocketFrom::Connect { addr: req.addr, port })?;
-                w.write(&req)?;
             }
+            abi::IOCTL_CLOSE_LISTENER => me.close_listener(&user.reader().read()?)?,
+            abi::IOCTL_GET_REQUEST => {
+                let (mut r, mut w) = user.reader_writer();
+                let mut req: GetRequest = r.read()?;
+                me.get_request(&mut req)?;
+                if let Err(e) = w.write(&req) {
+                    // The caller cannot name it: close the connection.
+                    drop(me.requests.lock().remove(req.request));
+                    return Err(e);
+                }
+            }
+            abi::IOCTL_REJECT => me.reject(&user.reader().read()?)?,
+            abi::IOCTL_DISCONNECT => me.disconnect(&user.reader().read()?)?,
             abi::IOCTL_DESTROY_QP => {
                 let req: DestroyQp = user.reader().read()?;
                 if req.reserved != 0 {
@@ -185,10 +234,7 @@ impl MiscDevice for Context {
             abi::IOCTL_QUERY_QP => {
                 let (mut r, mut w) = user.reader_writer();
                 let mut req: QueryQp = r.read()?;
-                let (state, terminate, sent) = me.qp(req.qp)?.query();
-                req.state = state;
-                req.terminate = terminate;
-                req.terminate_sent = sent as u32;
+                me.qp(req.qp)?.query(&mut req);
                 w.write(&req)?;
             }
             abi::IOCTL_DOORBELL => {
@@ -211,7 +257,7 @@ impl Context {
 
     /// A QP not connected yet, reporting to two of this context's CQs.
     fn create_qp(&self, mut req: CreateQp) -> Result<CreateQp> {
-        let outs_zero = req.qp == 0 && req.reserved == 0 && req.sq_offset == 0 && req.rq_offset == 0 && req.sq_len == 0 && req.rq_len == 0;
+        let outs_zero = req.qp == 0 && req.sq_offset == 0 && req.rq_offset == 0 && req.sq_len == 0 && req.rq_len == 0;
         let valid = (1..=MAX_QP_WR).contains(&req.max_recv_wr) && (1..=MAX_QP_WR).contains(&req.max_send_wr) && outs_zero;
         if !valid {
             return Err(EINVAL);
@@ -221,9 +267,16 @@ impl Context {
             (cqs.get(req.send_cq)?.clone(), cqs.get(req.recv_cq)?.clone())
         };
         let limits = Limits { max_recv_wr: req.max_recv_wr, max_send_wr: req.max_send_wr };
+        // The regions are held until the QP is in the table, so DEALLOC_PD cannot free the
+        // domain meanwhile. Lock order: regions, then QPs (mmap takes the QPs under mmap_lock,
+        // and REG_MR pins, taking mmap_lock, under the regions).
+        let mrs = self.mrs.lock();
+        if !mrs.has_pd(req.pd) {
+            return Err(EINVAL);
+        }
         let mut qps = self.qps.lock();
         let handle = qps.next_handle()?;
-        let qp = QueuePair::new(handle, self.mrs.clone(), &send_cq, &recv_cq, limits)?;
+        let qp = QueuePair::new(handle, req.pd, self.mrs.clone(), &send_cq, &recv_cq, limits)?;
         req.sq_len = qp.send_ring().len() as u64;
         req.rq_len = qp.recv_ring().len() as u64;
         req.qp = qps.insert(Entry { hook: None, qp })?;
@@ -231,83 +284,6 @@ impl Context {
         req.rq_offset = (ring_kind::RQ << ring_kind::SHIFT | req.qp as u64) << PAGE_SHIFT;
         Ok(req)
     }
-
-    /// Validates an ADOPT_QP or CONNECT_QP request, takes the socket `from` where it says, runs
-    /// the MPA exchange (without holding any lock: it blocks on the network), then hooks the
-    /// socket so data is received.
-    fn adopt_qp(&self, mut req: AdoptQp, from: SocketFrom) -> Result<AdoptQp> {
-        let valid = req.role <= abi::role::RESPONDER
-            && req.flags & !conn::ASKABLE == 0
-            && (1..=2).contains(&req.mpa_rev)
-            && req.private_len <= MAX_PRIVATE_DATA
-            && (1..=60_000).contains(&req.timeout_ms)
-            && req.ird <= MAX_IRD_ORD as u32
-            && req.ord <= MAX_IRD_ORD as u32
-            && req.reserved == 0;
-        if !valid {
-            return Err(EINVAL);
-        }
-        let qp = self.qp(req.qp)?;
-        qp.claim()?;
-        let est = match self.exchange(&mut req, from) {
-            Ok(est) => est,
-            Err(e) => {
-                qp.abandon();
-                return Err(e);
-            }
-        };
-        let c = est.conn;
-        req.peer_private_len = est.peer_private.len() as u32;
-        req.negotiated =
-            (if c.rx_markers { conn::RX_MARKERS } else { 0 }) | (if c.tx_markers { conn::TX_MARKERS } else { 0 }) | (if c.crc { conn::CRC } else { 0 });
-        req.rev = c.rev as u32;
-        req.neg_ird = c.ird as u32;
-        req.neg_ord = c.ord as u32;
-        let hooked = qp.connect(est).and_then(|()| {
-            let mut qps = self.qps.lock();
-            // Destroyed meanwhile: EINVAL, and closing below ends the connection.
-            let entry = qps.get_mut(req.qp)?;
-            entry.hook = Some(Hook::install(qp.socket()?, qp.clone())?);
-            Ok(())
-        });
-        if let Err(e) = hooked {
-            qp.close();
-            return Err(e);
-        }
-        Ok(req)
-    }
-
-    /// Gets the connected socket and runs the MPA exchange.
-    fn exchange(&self, req: &mut AdoptQp, from: SocketFrom) -> Result<qp::Established> {
-        let mut private = KVec::from_elem(0u8, req.private_len as usize, GFP_KERNEL)?;
-        UserSlice::new(UserPtr::from_addr(req.private_data as usize), private.len()).reader().read_slice(&mut private)?;
-        let local = Local {
-            markers: req.flags & conn::RX_MARKERS != 0,
-            crc: req.flags & conn::CRC != 0,
-            rev: req.mpa_rev as u8,
-            ird: req.ird as u16,
-            ord: req.ord as u16,
-            p2p: false,
-            rtr: RtrTypes::default(),
-        };
-        let sock = match from {
-            SocketFrom::Fd => TcpSocket::adopt(req.fd)?,
-            SocketFrom::Connect { addr, port } => TcpSocket::connect(addr, port, req.timeout_ms)?,
-        };
-        let est = qp::establish(sock, req.role == abi::role::INITIATOR, &local, &private, req.timeout_ms)?;
-        let n = est.peer_private.len().min(req.peer_private_cap as usize);
-        UserSlice::new(UserPtr::from_addr(req.peer_private as usize), n).writer().write_slice(&est.peer_private[..n])?;
-        Ok(est)
-    }
-}
-
-/// Where a QP's TCP connection comes from.
-#[derive(Clone, Copy)]
-enum SocketFrom {
-    /// The caller's connected socket (ADOPT_QP).
-    Fd,
-    /// A connection the module makes (CONNECT_QP).
-    Connect { addr: u32, port: u16 },
 }
 
 #[pinned_drop]

@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Connection management ioctls: a QP gets its TCP connection from the caller (ADOPT_QP), from
+//! the module connecting (CONNECT_QP) or from a request that arrived on a listener (LISTEN,
+//! GET_REQUEST, then ACCEPT or REJECT), and runs the MPA exchange without holding any lock (it
+//! blocks on the network); DISCONNECT ends a connected QP.
+
+use super::{Context, Entry};
+use crate::abi::{self, conn, Accept, AdoptQp, ConnectQp, GetRequest, HandleOp, Listen, Reject, MAX_IRD_ORD, MAX_PRIVATE_DATA};
+use crate::listen::Pending;
+use crate::mpa::frame::RtrTypes;
+use crate::mpa::negotiate::Local;
+use crate::qp::{self, Failed, Side};
+use crate::socket::{Hook, TcpSocket};
+use kernel::prelude::*;
+use kernel::sync::Arc;
+use kernel::uaccess::{UserPtr, UserSlice, UserSliceReader, UserSliceWriter};
+
+fn econnrefused() -> Error {
+    Error::from_errno(-(kernel::bindings::ECONNREFUSED as i32))
+}
+
+/// Where a QP's TCP connection comes from.
+enum SocketFrom {
+    /// The caller's connected socket (ADOPT_QP).
+    Fd,
+    /// A connection the module makes (CONNECT_QP).
+    Connect { addr: u32, port: u16 },
+    /// A request that arrived on a listener (ACCEPT).
+    Request(Pending),
+}
+
+/// Copies up to `cap` octets of `data` to user address `to`.
+fn give(data: &[u8], to: u64, cap: u32) -> Result {
+    let n = data.len().min(cap as usize);
+    UserSlice::new(UserPtr::from_addr(to as usize), n).writer().write_slice(&data[..n])
+}
+
+impl Context {
+    /// ADOPT_QP, CONNECT_QP, ACCEPT: runs `f` on the argument and writes it back, also after the
+    /// peer rejected us (it then carries the length of the reject's private data).
+    pub(super) fn connect_ioctl<T: kernel::transmute::FromBytes + kernel::transmute::AsBytes>(
+        &self,
+        (mut r, mut w): (UserSliceReader, UserSliceWriter),
+        f: impl FnOnce(&Self, &mut T) -> Result,
+    ) -> Result {
+        let mut req: T = r.read()?;
+        let done = f(self, &mut req);
+        if done.is_ok() || done == Err(econnrefused()) {
+            w.write(&req)?;
+        }
+        done
+    }
+
+    pub(super) fn adopt(&self, req: &mut AdoptQp) -> Result {
+        self.adopt_qp(req, SocketFrom::Fd)
+    }
+
+    pub(super) fn connect(&self, req: &mut ConnectQp) -> Result {
+        let port = u16::try_from(req.port).map_err(|_| EINVAL)?;
+        if req.adopt.role != abi::role::INITIATOR || port == 0 || req.adopt.fd != 0 {
+            return Err(EINVAL);
+        }
+        self.adopt_qp(&mut req.adopt, SocketFrom::Connect { addr: req.addr, port })
+    }
+
+    /// ACCEPT: the pending request is used up whatever happens.
+    pub(super) fn accept(&self, req: &mut Accept) -> Result {
+        let pending = self.requests.lock().remove(req.request)?;
+        if req.adopt.role != abi::role::RESPONDER || req.adopt.fd != 0 || req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        self.adopt_qp(&mut req.adopt, SocketFrom::Request(pending))
+    }
+
+    /// Validates the request, takes the socket `from` where it says, runs the MPA exchange,
+    /// then hooks the socket so data is received.
+    fn adopt_qp(&self, req: &mut AdoptQp, from: SocketFrom) -> Result {
+        let valid = req.role <= abi::role::RESPONDER
+            && req.flags & !conn::ASKABLE == 0
+            && (1..=2).contains(&req.mpa_rev)
+            && req.private_len <= MAX_PRIVATE_DATA
+            && (1..=60_000).contains(&req.timeout_ms)
+            && req.ird <= MAX_IRD_ORD as u32
+            && req.ord <= MAX_IRD_ORD as u32
+            && req.reserved == 0;
+        if !valid {
+            return Err(EINVAL);
+        }
+        let qp = self.qp(req.qp)?;
+        qp.claim()?;
+        let est = match self.exchange(req, from) {
+            Ok(est) => est,
+            Err(e) => {
+                qp.abandon();
+                return Err(e);
+            }
+        };
+        let c = est.conn;
+        req.peer_private_len = est.peer_private.len() as u32;
+        req.negotiated =
+            (if c.rx_markers { conn::RX_MARKERS } else { 0 }) | (if c.tx_markers { conn::TX_MARKERS } else { 0 }) | (if c.crc { conn::CRC } else { 0 });
+        req.rev = c.rev as u32;
+        req.neg_ird = c.ird as u32;
+        req.neg_ord = c.ord as u32;
+        let hooked = qp.connect(est).and_then(|()| {
+            let mut qps = self.qps.lock();
+            // Destroyed meanwhile: EINVAL, and closing below ends the connection.
+            let entry: &mut Entry = qps.get_mut(req.qp)?;
+            entry.hook = Some(Hook::install(qp.socket()?, qp.clone())?);
+            Ok(())
+        });
+        if let Err(e) = hooked {
+            qp.close();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Gets the connected socket and runs the MPA exchange.
+    fn exchange(&self, req: &mut AdoptQp, from: SocketFrom) -> Result<qp::Established> {
+        let mut private = KVec::from_elem(0u8, req.private_len as usize, GFP_KERNEL)?;
+        UserSlice::new(UserPtr::from_addr(req.private_data as usize), private.len()).reader().read_slice(&mut private)?;
+        let local = Local {
+            markers: req.flags & conn::RX_MARKERS != 0,
+            crc: req.flags & conn::CRC != 0,
+            rev: req.mpa_rev as u8,
+            ird: req.ird as u16,
+            ord: req.ord as u16,
+            p2p: false,
+            rtr: RtrTypes::default(),
+        };
+        let initiator = req.role == abi::role::INITIATOR;
+        let (sock, side) = match from {
+            SocketFrom::Fd => (TcpSocket::adopt(req.fd)?, if initiator { Side::Initiator } else { Side::Responder }),
+            SocketFrom::Connect { addr, port } => (TcpSocket::connect(addr, port, req.timeout_ms)?, Side::Initiator),
+            SocketFrom::Request(p) => (p.sock, Side::Accepting(p.frame)),
+        };
+        match qp::establish(sock, side, &local, &private, req.timeout_ms) {
+            Ok(est) => {
+                give(&est.peer_private, req.peer_private, req.peer_private_cap)?;
+                Ok(est)
+            }
+            Err(Failed::Rejected(theirs)) => {
+                give(&theirs, req.peer_private, req.peer_private_cap)?;
+                req.peer_private_len = theirs.len() as u32;
+                Err(econnrefused())
+            }
+            Err(Failed::Error(e)) => Err(e),
+        }
+    }
+
+    /// LISTEN.
+    pub(super) fn listen(&self, req: &mut Listen) -> Result {
+        let port = u16::try_from(req.port).map_err(|_| EINVAL)?;
+        if req.listener != 0 || !(1..=1024).contains(&req.backlog) {
+            return Err(EINVAL);
+        }
+        let mut listeners = self.listeners.lock();
+        // Checked first, so a socket is not made for nothing.
+        listeners.next_handle()?;
+        let (sock, bound) = TcpSocket::listen(req.addr, port, req.backlog)?;
+        req.port = bound as u32;
+        req.listener = listeners.insert(Arc::new(sock, GFP_KERNEL)?)?;
+        Ok(())
+    }
+
+    /// CLOSE_LISTENER: a GET_REQUEST waiting on the listener returns at once.
+    pub(super) fn close_listener(&self, req: &HandleOp) -> Result {
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let listener = self.listeners.lock().remove(req.handle)?;
+        listener.shutdown();
+        Ok(())
+    }
+
+    /// GET_REQUEST: the next connection on a listener and its MPA request, held as a pending
+    /// request until ACCEPT or REJECT (or until the file closes).
+    pub(super) fn get_request(&self, req: &mut GetRequest) -> Result {
+        let outs_zero = req.peer_private_len == 0
+            && req.request == 0
+            && req.rev == 0
+            && req.flags == 0
+            && req.ird == 0
+            && req.ord == 0
+            && req.peer_addr == 0
+            && req.peer_port == 0
+            && req.reserved == 0;
+        if !outs_zero || !(1..=60_000).contains(&req.timeout_ms) {
+            return Err(EINVAL);
+        }
+        let listener = self.listeners.lock().get(req.listener)?.clone();
+        let (pending, addr, port) = Pending::next(&listener, req.timeout_ms)?;
+        {
+            let asked = pending.request()?;
+            req.rev = asked.rev as u32;
+            req.flags = (if asked.markers { conn::RX_MARKERS } else { 0 }) | (if asked.crc { conn::CRC } else { 0 });
+            if let Some(e) = asked.enhanced {
+                (req.ird, req.ord) = (e.ird as u32, e.ord as u32);
+            }
+            give(asked.private, req.peer_private, req.peer_private_cap)?;
+            req.peer_private_len = asked.private.len() as u32;
+        }
+        (req.peer_addr, req.peer_port) = (addr, port as u32);
+        req.request = self.requests.lock().insert(pending)?;
+        Ok(())
+    }
+
+    /// REJECT: answers a pending request with a reject frame, then closes its connection.
+    pub(super) fn reject(&self, req: &Reject) -> Result {
+        if req.private_len > MAX_PRIVATE_DATA {
+            return Err(EINVAL);
+        }
+        let pending = self.requests.lock().remove(req.request)?;
+        let mut private = KVec::from_elem(0u8, req.private_len as usize, GFP_KERNEL)?;
+        UserSlice::new(UserPtr::from_addr(req.private_data as usize), private.len()).reader().read_slice(&mut private)?;
+        pending.reject(&private)
+    }
+
+    /// DISCONNECT.
+    pub(super) fn disconnect(&self, req: &HandleOp) -> Result {
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        self.qp(req.handle)?.disconnect()
+    }
+}

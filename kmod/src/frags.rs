@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What TCP sends by reference: runs of octets in pages ([`PageFrag`], laid out as the kernel's
+//! `struct bio_vec`), and an [`Arena`] of fresh pages for the octets the module makes itself
+//! (headers, markers, pad, CRCs, small payloads copied out of user memory). TCP takes its own
+//! page references when it queues a fragment (MSG_SPLICE_PAGES), so an arena drops its pages as
+//! soon as the send call returns and they live on exactly as long as TCP needs them.
+
+use core::ffi::c_void;
+use kernel::page::{Page, PAGE_SIZE};
+use kernel::prelude::*;
+
+mod ffi {
+    use core::ffi::c_void;
+    extern "C" {
+        pub(super) fn iwarp_shim_page_address(page: *mut c_void) -> *mut u8;
+    }
+}
+
+/// Octets `[offset, offset + len)` of one page (`struct bio_vec`; the shim checks the layout).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct PageFrag {
+    page: *mut c_void,
+    len: u32,
+    offset: u32,
+}
+
+// SAFETY: a fragment only names a page; the page may be read from any thread.
+unsafe impl Send for PageFrag {}
+
+impl PageFrag {
+    /// A fragment of `page`.
+    ///
+    /// # Safety
+    ///
+    /// `page` must be a valid `struct page` that stays allocated for as long as the fragment (or
+    /// any copy of it) is used, and `offset + len` must not exceed `PAGE_SIZE`.
+    pub(crate) unsafe fn new(page: *mut c_void, offset: u32, len: u32) -> PageFrag {
+        PageFrag { page, len, offset }
+    }
+
+    /// Octets in the fragment.
+    pub(crate) fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// The octets, to compute CRCs over. For pinned user pages they are what the application's
+    /// buffer holds now: one that changes them before its work request completes breaks only
+    /// its own message (the CRC no longer matches), as with an RNIC's DMA.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: by the constructor's contract the page is allocated while the fragment is
+        // used and the range lies inside it; every page has a kernel address (no HIGHMEM, which
+        // the shim refuses at build time).
+        unsafe { core::slice::from_raw_parts(ffi::iwarp_shim_page_address(self.page).add(self.offset as usize), self.len as usize) }
+    }
+
+    /// Octets `[from, from + len)` of this fragment (clamped to it).
+    pub(crate) fn slice(&self, from: u32, len: u32) -> PageFrag {
+        let from = from.min(self.len);
+        PageFrag { page: self.page, offset: self.offset + from, len: len.min(self.len - from) }
+    }
+
+    /// Grows this fragment by `next` if `next` continues it in the same page.
+    pub(crate) fn absorb(&mut self, next: &PageFrag) -> bool {
+        let joins = next.page == self.page && next.offset == self.offset + self.len;
+        if joins {
+            self.len += next.len;
+        }
+        joins
+    }
+}
+
+/// Fresh kernel pages, filled front to back.
+pub(crate) struct Arena {
+    pages: KVec<Page>,
+    /// Octets used in the last page.
+    used: usize,
+}
+
+impl Arena {
+    pub(crate) fn new() -> Arena {
+        Arena { pages: KVec::new(), used: PAGE_SIZE }
+    }
+
+    /// Octets left in the current page (a whole page when a new one would be started).
+    pub(crate) fn room(&self) -> usize {
+        match PAGE_SIZE - self.used {
+            0 => PAGE_SIZE,
+            n => n,
+        }
+    }
+
+    /// `len` octets (at most a page) of fresh space: its fragment and the octets to fill in.
+    /// The fragment stays valid until [`Arena::clear`] or drop.
+    pub(crate) fn take(&mut self, len: usize) -> Result<(PageFrag, &mut [u8])> {
+        if len > PAGE_SIZE {
+            return Err(EINVAL);
+        }
+        if self.used + len > PAGE_SIZE {
+            self.pages.push(Page::alloc_page(GFP_KERNEL)?, GFP_KERNEL)?;
+            self.used = 0;
+        }
+        let page = self.pages.last().ok_or(EINVAL)?.as_ptr().cast::<c_void>();
+        let at = self.used;
+        self.used += len;
+        // SAFETY: the page is owned by the arena until clear()/drop, and `at + len` is within it.
+        let frag = unsafe { PageFrag::new(page, at as u32, len as u32) };
+        // SAFETY: the page has a kernel address (no HIGHMEM); the range lies inside it and was
+        // handed out to nobody else (the fill point only moves forward); TCP reads it only after
+        // it is filled, because it is queued later.
+        let bytes = unsafe { core::slice::from_raw_parts_mut(ffi::iwarp_shim_page_address(page).add(at), len) };
+        Ok((frag, bytes))
+    }
+
+    /// A copy of `src` (at most a page).
+    pub(crate) fn push(&mut self, src: &[u8]) -> Result<PageFrag> {
+        let (frag, dst) = self.take(src.len())?;
+        dst.copy_from_slice(src);
+        Ok(frag)
+    }
+
+    /// Drops the arena's references to its pages (TCP keeps its own to what it queued).
+    pub(crate) fn clear(&mut self) {
+        self.pages.clear();
+        self.used = PAGE_SIZE;
+    }
+}

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The payload of one outgoing message as page fragments. From [`ZERO_COPY_MIN`] octets on it
+//! references the registered pages themselves: zero copy, TCP sends straight from the
+//! application's memory, so the work request completes only once TCP has the peer's
+//! acknowledgement (`unacked.rs`). Smaller payloads are copied into fresh pages, which costs
+//! less than referencing pages and lets their work requests complete at once.
+
+use crate::abi::Sge;
+use crate::frags::{Arena, PageFrag};
+use crate::mr::Domain;
+use crate::pinned::PinnedPages;
+use crate::tx::Payload;
+use core::cell::Cell;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// Payloads this long or longer are sent from the registered pages.
+pub(super) const ZERO_COPY_MIN: u64 = 4096;
+
+pub(super) struct OutPayload {
+    frags: KVec<PageFrag>,
+    len: u64,
+    /// Keeps referenced pages pinned until TCP holds them (a region may be deregistered while
+    /// its message is still being queued).
+    pinned: KVec<Arc<PinnedPages>>,
+    /// Holds copied octets.
+    copies: Arena,
+    /// FPDUs walk the payload forward: the fragment the last walk ended in, and its offset.
+    cursor: Cell<(usize, u64)>,
+}
+
+impl OutPayload {
+    /// No payload (Read Requests, Terminates).
+    pub(super) fn empty() -> OutPayload {
+        OutPayload { frags: KVec::new(), len: 0, pinned: KVec::new(), copies: Arena::new(), cursor: Cell::new((0, 0)) }
+    }
+
+    /// The octets `sges` name in regions of `mrs` with `need` rights, which the caller checked
+    /// under the same lock: referenced from [`ZERO_COPY_MIN`] octets on, copied below that.
+    pub(super) fn gather(sges: &[Sge], mrs: &Domain<'_>, need: u32) -> Result<OutPayload> {
+        let mut p = OutPayload::empty();
+        p.len = sges.iter().map(|s| s.length as u64).sum();
+        let by_reference = p.zero_copy();
+        for s in sges {
+            if by_reference {
+                let (pages, off) = mrs.pages(s.lkey, s.addr, s.length as u64, need).map_err(|_| EINVAL)?;
+                pages.frags(off, s.length as u64, |f| push(&mut p.frags, f))?;
+                p.pinned.push(pages, GFP_KERNEL)?;
+                continue;
+            }
+            let mut done = 0u64;
+            while done < s.length as u64 {
+                let n = (s.length as u64 - done).min(p.copies.room() as u64) as usize;
+                let (frag, dst) = p.copies.take(n)?;
+                mrs.read(s.lkey, s.addr + done, dst, need).map_err(|_| EINVAL)?;
+                push(&mut p.frags, frag)?;
+                done += n as u64;
+            }
+        }
+        Ok(p)
+    }
+
+    /// Octets in all.
+    pub(super) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the payload is sent from the registered pages.
+    pub(super) fn zero_copy(&self) -> bool {
+        self.len >= ZERO_COPY_MIN
+    }
+
+    /// Calls `f` with the fragments covering payload octets `[off, off + len)`, in order.
+    pub(super) fn frags(&self, off: u64, len: u64, mut f: impl FnMut(PageFrag) -> Result) -> Result {
+        let (mut i, mut start) = self.cursor.get();
+        if off < start {
+            (i, start) = (0, 0);
+        }
+        let end = off + len;
+        while i < self.frags.len() && start < end {
+            let frag = self.frags[i];
+            let frag_end = start + frag.len() as u64;
+            if frag_end > off {
+                let from = off.max(start) - start;
+                let to = end.min(frag_end) - start;
+                f(frag.slice(from as u32, (to - from) as u32))?;
+            }
+            if frag_end > end {
+                break;
+            }
+            i += 1;
+            start = frag_end;
+        }
+        self.cursor.set((i, start));
+        Ok(())
+    }
+}
+
+impl Payload for OutPayload {
+    fn for_each(&self, off: u64, len: u32, f: &mut dyn FnMut(&[u8])) {
+        // The closure never fails.
+        let _ = self.frags(off, len as u64, |frag| {
+            f(frag.bytes());
+            Ok(())
+        });
+    }
+}
+
+/// Appends `f` to `frags`, merged into the last fragment when it continues it.
+pub(super) fn push(frags: &mut KVec<PageFrag>, f: PageFrag) -> Result {
+    if let Some(last) = frags.last_mut() {
+        if last.absorb(&f) {
+            return Ok(());
+        }
+    }
+    frags.push(f, GFP_KERNEL)?;
+    Ok(())
+}

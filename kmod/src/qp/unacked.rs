@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Send completions that wait for TCP. A Send or Write sent from the registered pages (zero
+//! copy) may complete only once the peer has acknowledged its last octet: until then TCP may
+//! have to send those pages again, and the application must not reuse them. A completion
+//! after such a request waits behind it, so completions stay in order, and so does an
+//! unsignaled zero-copy request, because a later completion tells the application that the
+//! earlier buffers are free too. TCP reports acknowledgements through the hook's transmit work
+//! (`TcpSocket::watch_acks`); receiving checks too, since arriving data carries them.
+
+use super::receive::Queues;
+use super::{Phase, QueuePair};
+use crate::abi::wc_status;
+use crate::cq::Overrun;
+use crate::terminate::{Cause, Terminate};
+use kernel::prelude::*;
+
+/// A queued Send or Write whose completion waits for the peer's acknowledgement.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Unacked {
+    pub(crate) wr_id: u64,
+    /// TCP sequence number just past its last octet.
+    pub(crate) end_seq: u32,
+    /// The completion's opcode and length.
+    pub(crate) opcode: u32,
+    pub(crate) len: u32,
+    /// Whether a completion is written (unsignaled ones only hold later completions back).
+    pub(crate) signaled: bool,
+}
+
+/// Whether sequence number `una` is at or past `seq` (modulo 2^32).
+fn reached(una: u32, seq: u32) -> bool {
+    una.wrapping_sub(seq) as i32 >= 0
+}
+
+impl QueuePair {
+    /// Completes the waiting requests TCP has acknowledged, oldest first, and has the transmit
+    /// work run when the oldest still waiting is acknowledged. Err: the send CQ is full.
+    pub(super) fn complete_acked(&self, q: &mut Queues) -> Result<(), Overrun> {
+        let Some(sock) = self.sock.as_ref() else { return Ok(()) };
+        while let Some(u) = q.unacked.get(0).copied() {
+            sock.watch_acks(u.end_seq);
+            if !reached(sock.snd_una(), u.end_seq) {
+                break;
+            }
+            q.unacked.pop();
+            if u.signaled {
+                self.send_cq.push(&self.cqe(u.wr_id, wc_status::SUCCESS, u.opcode, u.len))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A Send or Write is queued to TCP (`zero_copy`: from the registered pages): complete it
+    /// now, or record it to complete when acknowledged. [`QueuePair::ready_to_send`] made room.
+    pub(super) fn sent(&self, wr: Unacked, zero_copy: bool) {
+        let mut guard = self.rx.lock();
+        let rx = &mut *guard;
+        let mut overrun = self.complete_acked(&mut rx.queues).is_err();
+        let q = &mut rx.queues.unacked;
+        let wait = zero_copy || (wr.signaled && q.len() > 0);
+        if wait && rx.phase == Phase::Connected {
+            match q.last_mut() {
+                // Consecutive unsignaled requests need only the newest end.
+                Some(last) if !last.signaled && !wr.signaled => last.end_seq = wr.end_seq,
+                // ready_to_send() checked for room, and only sending adds entries.
+                _ => {
+                    let _ = q.push(wr);
+                }
+            }
+            overrun |= self.complete_acked(&mut rx.queues).is_err();
+        } else if wr.signaled {
+            // Nothing to wait for, or the QP ended while we sent (end() flushed what waited, and
+            // the peer may have answered this one already): it succeeded if TCP took a copy or
+            // has the acknowledgement.
+            let ok = !wait || self.sock.as_ref().is_some_and(|s| reached(s.snd_una(), wr.end_seq));
+            let cqe = if ok { self.cqe(wr.wr_id, wc_status::SUCCESS, wr.opcode, wr.len) } else { self.cqe(wr.wr_id, wc_status::WR_FLUSH_ERR, wr.opcode, 0) };
+            overrun |= self.send_cq.push(&cqe).is_err();
+        }
+        drop(guard);
+        if overrun {
+            self.fail(Terminate::new(Cause::RdmapCatastrophic));
+        }
+    }
+
+    /// Flushes the waiting requests (the QP ended), after completing what was acknowledged.
+    pub(super) fn flush_unacked(&self, q: &mut Queues) {
+        // A full CQ loses these entries; the QP is in error either way.
+        let _ = self.complete_acked(q);
+        while let Some(u) = q.unacked.pop() {
+            if u.signaled {
+                let _ = self.send_cq.push(&self.cqe(u.wr_id, wc_status::WR_FLUSH_ERR, u.opcode, 0));
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Connection management in the module, between the guests: B listens (LISTEN), sees each
+//! request's private data (GET_REQUEST), rejects the first (REJECT, with private data A must
+//! receive) and accepts the second on a QP (ACCEPT); A connects from the kernel (CONNECT_QP),
+//! sends, then disconnects (DISCONNECT), which B sees as the end of its QP.
+
+use super::{ensure, expect_errno, open, options, Check};
+use crate::verbs::{done, flushed, wait_ended};
+use libiwarp::{Access, QpInit, QpState, Role, SendOp, SendWr, WcOpcode};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+const FIRST: &[u8] = b"first, to be turned away";
+const NOT_YOU: &[u8] = b"not you";
+const SECOND: &[u8] = b"second, to be let in";
+const WELCOME: &[u8] = b"welcome";
+const HELLO: &[u8] = b"hello over an accepted connection";
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Guest B.
+pub(crate) fn serve(port: &str) -> Check {
+    let port: u16 = port.parse().map_err(|_| format!("bad port {port}"))?;
+    let dev = open()?;
+    let listener = dev.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 8).map_err(|e| format!("LISTEN: {e}"))?;
+    println!("listening on {port}");
+    expect_errno("listening on a port in use", dev.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 8).map(|l| l.port()), libc::EADDRINUSE)?;
+    expect_errno("a backlog of 0", dev.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), 0).map(|l| l.port()), libc::EINVAL)?;
+    let other = dev.listen(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), 1).map_err(|e| format!("LISTEN on any port: {e}"))?;
+    ensure(other.port() != 0, format!("a port was picked ({})", other.port()))?;
+    expect_errno("waiting for a request that never comes", other.get_request(Duration::from_millis(300)).map(|r| r.peer), libc::ETIMEDOUT)?;
+
+    let first = listener.get_request(WAIT).map_err(|e| format!("GET_REQUEST: {e}"))?;
+    ensure(
+        first.private_data == FIRST && first.mpa_rev == 2 && first.crc && first.markers,
+        format!(
+            "B: the first request's private data and options ({:?}, rev {}, CRC {}, markers {})",
+            first.private_data, first.mpa_rev, first.crc, first.markers
+        ),
+    )?;
+    first.reject(NOT_YOU).map_err(|e| format!("REJECT: {e}"))?;
+    println!("ok: B: rejected the first request");
+
+    let second = listener.get_request(WAIT).map_err(|e| format!("GET_REQUEST: {e}"))?;
+    ensure(second.private_data == SECOND, format!("B: the second request's private data ({:?}, from {})", second.private_data, second.peer))?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
+    let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 }).map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 4096];
+    let mr = pd.register(&mut buf, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
+    qp.post_recv(1, &[mr.sge(0..2048)]).map_err(|e| e.to_string())?;
+    qp.post_recv(2, &[mr.sge(2048..4096)]).map_err(|e| e.to_string())?;
+    let mut o = options(Role::Responder, "")?;
+    o.private_data = WELCOME.to_vec();
+    let n = second.accept(&mut qp, &o).map_err(|e| format!("ACCEPT: {e}"))?;
+    ensure(n.peer_private == SECOND && n.crc && n.tx_markers, format!("B: accepted ({n:?})"))?;
+    let wc = done(&cq, WcOpcode::Recv)?;
+    ensure(wc.wr_id == 1 && &mr.as_slice()[..HELLO.len()] == HELLO, "B: A's Send arrived over the accepted connection")?;
+    let state = wait_ended(&qp)?;
+    ensure(state == QpState::Error { terminate: None, sent: false }, format!("B: A's disconnect ended our QP ({state:?})"))?;
+    flushed(&cq, 1, "B")
+}
+
+/// Guest A.
+pub(crate) fn drive(host: &str, port: &str) -> Check {
+    let to: SocketAddrV4 = format!("{host}:{port}").parse().map_err(|e| format!("{host}:{port}: {e}"))?;
+    let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
+    let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 }).map_err(|e| e.to_string())?;
+    let mut buf = HELLO.to_vec();
+    buf.resize(4096, 0);
+    let mr = pd.register(&mut buf, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
+    qp.post_recv(9, &[mr.sge(2048..4096)]).map_err(|e| e.to_string())?;
+    expect_errno("disconnecting a QP never connected", qp.disconnect(), libc::ENOTCONN)?;
+
+    let mut o = options(Role::Initiator, "")?;
+    o.private_data = FIRST.to_vec();
+    // TCP refuses until B listens; B's reject also says ECONNREFUSED, but carries private data.
+    let start = Instant::now();
+    loop {
+        match qp.connect(to, &o).map(drop) {
+            Ok(_) => return Err("A: the first connect was accepted".into()),
+            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) && qp.reject_private_data().is_none() && start.elapsed() < WAIT => {
+                std::thread::sleep(Duration::from_millis(200))
+            }
+            Err(e) => {
+                let theirs = qp.reject_private_data();
+                ensure(
+                    e.raw_os_error() == Some(libc::ECONNREFUSED) && theirs == Some(NOT_YOU),
+                    format!("A: rejected with B's private data ({e}, {theirs:?})"),
+                )?;
+                break;
+            }
+        }
+    }
+    o.private_data = SECOND.to_vec();
+    let n = qp.connect(to, &o).map_err(|e| format!("A: connect after the reject: {e}"))?;
+    ensure(n.peer_private == WELCOME, format!("A: accepted with B's private data ({:?})", n.peer_private))?;
+    qp.post_send(&SendWr { wr_id: 3, op: SendOp::Send { solicited: false }, sge: &[mr.sge(0..HELLO.len())], signaled: true })
+        .map_err(|e| format!("post Send: {e}"))?;
+    done(&cq, WcOpcode::Send)?;
+    qp.disconnect().map_err(|e| format!("DISCONNECT: {e}"))?;
+    let state = qp.state().map_err(|e| e.to_string())?;
+    ensure(state == QpState::Error { terminate: None, sent: false }, format!("A: disconnected ({state:?})"))?;
+    flushed(&cq, 1, "A")?;
+    expect_errno("disconnecting twice", qp.disconnect(), libc::ENOTCONN)
+}
