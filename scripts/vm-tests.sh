@@ -106,9 +106,10 @@ verbs() {
 }
 check verbs-markers-crc-1B-to-4MiB verbs 7100 "markers=1,crc=1,rev=2" 1,7,4096,65549,1048576,4194304
 check verbs-plain-mpa-v1 verbs 7101 "markers=0,crc=0,rev=1" 1,1500,65536,1048583
-# The same rounds over a TCP connection the module makes itself (CONNECT_QP).
+# The same rounds over a TCP connection the module makes itself (CONNECT_QP), A copying every
+# payload it sends (COPY_SEND) instead of sending from its registered pages.
 check verbs-kernel-connect vm_pair B "$check verbs-serve 7110 $((4 << 20)) 'markers=1,crc=1'" \
-    A "$check verbs-drive $(vm_ip B) 7110 1,4096,65536,1048576 64 'markers=1,crc=1,kernel-connect=1'"
+    A "$check verbs-drive $(vm_ip B) 7110 1,4096,65536,1048576 64 'markers=1,crc=1,kernel-connect=1,copy=1'"
 check verbs-64-qps-at-once vm_pair B "$check many-serve 7102 64" A "$check many-drive $(vm_ip B) 7102 64"
 fault() {
     vm_pair B "$check fault-serve $1 $2" A "$check fault-drive $(vm_ip B) $1 $2"

@@ -183,8 +183,11 @@ pub mod conn {
     pub const CRC: u32 = 1 << 1;
     /// Negotiated only: the peer asked for markers, so ours carry them.
     pub const TX_MARKERS: u32 = 1 << 2;
+    /// Local only, not negotiated: copy every payload before sending it, also those of a page
+    /// or more that are otherwise sent straight from the registered pages (zero copy).
+    pub const COPY_SEND: u32 = 1 << 3;
     /// Every bit a caller may ask for.
-    pub const ASKABLE: u32 = RX_MARKERS | CRC;
+    pub const ASKABLE: u32 = RX_MARKERS | CRC | COPY_SEND;
 }
 
 /// Argument of [`IOCTL_CREATE_QP`]: a queue pair not connected yet, with its send and receive

@@ -45,12 +45,24 @@ pub struct ConnectOptions {
     pub private_data: Vec<u8>,
     /// How long to wait for the peer's frame.
     pub timeout: Duration,
+    /// Copy every payload before sending (no zero copy), e.g. to compare the two.
+    pub copy_send: bool,
 }
 
 impl ConnectOptions {
     /// Markers and CRC on, MPA revision 2, 16 Reads each way, 10 s timeout.
     pub fn new(role: Role) -> ConnectOptions {
-        ConnectOptions { role, markers: true, crc: true, mpa_rev: 2, ird: 16, ord: 16, private_data: Vec::new(), timeout: Duration::from_secs(10) }
+        ConnectOptions {
+            role,
+            markers: true,
+            crc: true,
+            mpa_rev: 2,
+            ird: 16,
+            ord: 16,
+            private_data: Vec::new(),
+            timeout: Duration::from_secs(10),
+            copy_send: false,
+        }
     }
 }
 
@@ -299,7 +311,9 @@ impl<'a> QueuePair<'a> {
     fn mpa_request(&self, opts: &ConnectOptions, peer: &mut [u8]) -> AdoptQp {
         AdoptQp {
             role: if opts.role == Role::Initiator { role::INITIATOR } else { role::RESPONDER },
-            flags: (if opts.markers { conn::RX_MARKERS } else { 0 }) | (if opts.crc { conn::CRC } else { 0 }),
+            flags: (if opts.markers { conn::RX_MARKERS } else { 0 })
+                | (if opts.crc { conn::CRC } else { 0 })
+                | (if opts.copy_send { conn::COPY_SEND } else { 0 }),
             mpa_rev: opts.mpa_rev as u32,
             ird: opts.ird as u32,
             ord: opts.ord as u32,

@@ -23,7 +23,7 @@ use crate::mr::MrTable;
 use crate::socket::TcpSocket;
 use crate::terminate::Terminate;
 use crate::tx::{self, Transmitter};
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use doorbell::{Heads, RecvRing, SendRing};
 use kernel::new_mutex;
 use kernel::prelude::*;
@@ -107,6 +107,8 @@ pub(crate) struct QueuePair {
     pd: u32,
     /// Set once, when connected.
     sock: SetOnce<TcpSocket>,
+    /// Copy every payload before sending (set when connected).
+    copy_send: AtomicBool,
     mrs: Arc<Mutex<MrTable>>,
     send_cq: Attached,
     recv_cq: Attached,
@@ -135,6 +137,7 @@ impl QueuePair {
                 handle,
                 pd,
                 sock: SetOnce::new(),
+                copy_send: AtomicBool::new(false),
                 mrs,
                 send_cq: send_cq.attach(),
                 recv_cq: recv_cq.attach(),
@@ -168,9 +171,10 @@ impl QueuePair {
         }
     }
 
-    /// Takes the established stream: framing for what we send, the receive engine for what
-    /// arrives. The caller then hooks the socket.
-    pub(crate) fn connect(&self, est: Established) -> Result {
+    /// Takes the established stream: framing for what we send (`copy_send`: copy every
+    /// payload, no zero copy), the receive engine for what arrives. The caller then hooks the
+    /// socket.
+    pub(crate) fn connect(&self, est: Established, copy_send: bool) -> Result {
         let c: Connection = est.conn;
         // FPDUs sized to the connection's MSS, with room for the markers the peer asked for.
         let tx_marks = if c.tx_markers { Markers::RFC } else { Markers::NONE };
@@ -185,6 +189,7 @@ impl QueuePair {
         if !self.sock.populate(est.sock) {
             return Err(EINVAL);
         }
+        self.copy_send.store(copy_send, Ordering::Relaxed);
         // The send side first (lock order); posting stays refused until the phase changes.
         *self.tx.lock() = Some(tx);
         let mut rx = self.rx.lock();

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The payload of one outgoing message as page fragments. From [`ZERO_COPY_MIN`] octets on it
+//! The payload of one outgoing message as page fragments. From [`ZERO_COPY_MIN`] octets on (unless
+//! the QP was connected with `COPY_SEND`) it
 //! references the registered pages themselves: zero copy, TCP sends straight from the
 //! application's memory, so the work request completes only once TCP has the peer's
 //! acknowledgement (`unacked.rs`). Smaller payloads are copied into fresh pages, which costs
@@ -21,6 +22,7 @@ pub(super) const ZERO_COPY_MIN: u64 = 4096;
 pub(super) struct OutPayload {
     frags: KVec<PageFrag>,
     len: u64,
+    by_reference: bool,
     /// Keeps referenced pages pinned until TCP holds them (a region may be deregistered while
     /// its message is still being queued).
     pinned: KVec<Arc<PinnedPages>>,
@@ -33,15 +35,17 @@ pub(super) struct OutPayload {
 impl OutPayload {
     /// No payload (Read Requests, Terminates).
     pub(super) fn empty() -> OutPayload {
-        OutPayload { frags: KVec::new(), len: 0, pinned: KVec::new(), copies: Arena::new(), cursor: Cell::new((0, 0)) }
+        OutPayload { frags: KVec::new(), len: 0, by_reference: false, pinned: KVec::new(), copies: Arena::new(), cursor: Cell::new((0, 0)) }
     }
 
     /// The octets `sges` name in regions of `mrs` with `need` rights, which the caller checked
-    /// under the same lock: referenced from [`ZERO_COPY_MIN`] octets on, copied below that.
-    pub(super) fn gather(sges: &[Sge], mrs: &Domain<'_>, need: u32) -> Result<OutPayload> {
+    /// under the same lock: referenced from [`ZERO_COPY_MIN`] octets on unless `copy` says
+    /// otherwise, copied below that.
+    pub(super) fn gather(sges: &[Sge], mrs: &Domain<'_>, need: u32, copy: bool) -> Result<OutPayload> {
         let mut p = OutPayload::empty();
         p.len = sges.iter().map(|s| s.length as u64).sum();
-        let by_reference = p.zero_copy();
+        p.by_reference = !copy && p.len >= ZERO_COPY_MIN;
+        let by_reference = p.by_reference;
         for s in sges {
             if by_reference {
                 let (pages, off) = mrs.pages(s.lkey, s.addr, s.length as u64, need).map_err(|_| EINVAL)?;
@@ -68,7 +72,7 @@ impl OutPayload {
 
     /// Whether the payload is sent from the registered pages.
     pub(super) fn zero_copy(&self) -> bool {
-        self.len >= ZERO_COPY_MIN
+        self.by_reference
     }
 
     /// Calls `f` with the fragments covering payload octets `[off, off + len)`, in order.

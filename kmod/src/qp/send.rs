@@ -19,6 +19,7 @@ use crate::shim::KernelCrc;
 use crate::socket::TcpSocket;
 use crate::terminate::{Cause, Terminate};
 use crate::tx::{Fpdu, Message, Piece, Transmitter};
+use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 
 /// What the send side keeps.
@@ -113,7 +114,7 @@ impl QueuePair {
             let mut table = self.mrs.lock();
             let mrs = table.domain(self.pd);
             let sgl = Sgl::new(&req.sge, req.num_sge, &mrs, 0)?;
-            OutPayload::gather(sgl.entries(), &mrs, 0)?
+            OutPayload::gather(sgl.entries(), &mrs, 0, self.copy_send.load(Ordering::Relaxed))?
         };
         self.rx.lock().ready_to_send()?;
         let sent = self.send_message(msg, &payload);
@@ -181,7 +182,8 @@ impl QueuePair {
                         Fault::Access => Cause::RdmapAccessRights,
                         Fault::OtherPd => Cause::RdmapStagNotAssociated,
                     })),
-                    Ok(()) => OutPayload::gather(&[source], &mrs, access::REMOTE_READ).map_err(|_| refuse(Cause::RdmapCatastrophic)),
+                    Ok(()) => OutPayload::gather(&[source], &mrs, access::REMOTE_READ, self.copy_send.load(Ordering::Relaxed))
+                        .map_err(|_| refuse(Cause::RdmapCatastrophic)),
                 }
             };
             match payload {

@@ -32,7 +32,7 @@
 //!   bad-frame HOST PORT CASE   a user-level peer sends a malformed FPDU (CASE: crc-error) to
 //!                    fault-serve, and must get the module's Terminate back
 //!
-//! OPTS: markers=0|1,crc=0|1,rev=1|2,pd=TEXT,timeout=MS. EXPECT: rev=N,crc=0|1,rx_markers=0|1,
+//! OPTS: markers=0|1,crc=0|1,rev=1|2,pd=TEXT,timeout=MS,copy=0|1 (no zero copy). EXPECT: rev=N,crc=0|1,rx_markers=0|1,
 //! tx_markers=0|1,peer=TEXT (what the exchange must settle).
 
 mod cm;
@@ -232,6 +232,7 @@ fn options(role: Role, spec: &str) -> Result<ConnectOptions, String> {
             "rev" => o.mpa_rev = v.parse().map_err(|_| format!("bad rev {v}"))?,
             "pd" => o.private_data = v.as_bytes().to_vec(),
             "timeout" => o.timeout = Duration::from_millis(v.parse().map_err(|_| format!("bad timeout {v}"))?),
+            "copy" => o.copy_send = bit(),
             _ => return Err(format!("unknown option {k}")),
         }
     }
