@@ -16,7 +16,7 @@ TESTS=(boot-A boot-B insmod-A-with-tcp-probe insmod-B query-device-A query-devic
        qp-kernel-send-to-user-level-peer verbs-errors-A verbs-markers-crc-1B-to-4MiB verbs-plain-mpa-v1
        verbs-kernel-connect verbs-64-qps-at-once fault-bad-stag fault-write-bounds fault-read-rights fault-no-recv
        fault-crc-error-from-the-wire fault-write-after-invalidate fault-other-pd
-       cm-listen-reject-accept-disconnect
+       cm-listen-reject-accept-disconnect verbs-post-to-a-stalled-peer
        verbs-killed-mid-transfer example-send-recv example-rdma-write example-rdma-read
        nothing-left-A nothing-left-B init-failure-refused
        rmmod-A rmmod-B dmesg-clean)
@@ -121,6 +121,7 @@ check fault-no-recv fault 7106 no-recv
 check fault-write-after-invalidate fault 7109 invalidated-stag
 check fault-other-pd fault 7112 other-pd
 check cm-listen-reject-accept-disconnect vm_pair B "$check cm-serve 7111" A "$check cm-drive $(vm_ip B) 7111"
+check verbs-post-to-a-stalled-peer vm_pair B "$check stalled-peer 7113" A "$check post-to-stalled $(vm_ip B) 7113"
 check fault-crc-error-from-the-wire vm_pair B "$check fault-serve 7108 crc-error" A "$check bad-frame $(vm_ip B) 7108 crc-error"
 # Killing the initiator mid-transfer: its module releases everything; the responder's QP ends
 # with its work flushed (so its program fails), and nothing stays pinned on either side.

@@ -249,26 +249,38 @@ int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsig
 static_assert(sizeof(struct bio_vec) == 16);
 static_assert(offsetof(struct bio_vec, bv_len) == 8 && offsetof(struct bio_vec, bv_offset) == 12);
 
-/*
- * Queues the @n page fragments of @bv (@len bytes in all) by reference (MSG_SPLICE_PAGES: TCP
- * takes its own page references and copies nothing), blocking until all are queued. Reports
- * the sequence number just past them in *@end_seq. Returns 0 or a negative errno.
- */
-int iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, size_t len, u32 *end_seq)
-{
-	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL | MSG_SPLICE_PAGES };
+static void iwarp_hook_set_blocked(struct sock *sk, bool blocked);
 
+/*
+ * Queues as much of the @n page fragments of @bv (@len bytes in all) as the socket buffer takes
+ * now, by reference (MSG_SPLICE_PAGES: TCP takes its own page references and copies nothing).
+ * When it cannot take all, the hook's transmit work runs once TCP frees buffer. Reports the
+ * sequence number just past what TCP has in *@end_seq. Returns the bytes taken or a negative
+ * errno.
+ */
+long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, size_t len, u32 *end_seq)
+{
+	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL | MSG_SPLICE_PAGES | MSG_DONTWAIT };
+	long taken = 0;
+
+	/* Set first: a write_space between a refusal and our return must not be missed. */
+	iwarp_hook_set_blocked(sock->sk, true);
 	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, n, len);
 	while (msg_data_left(&msg)) {
 		int rc = sock_sendmsg(sock, &msg);
 
+		if (rc == -EAGAIN)
+			break;
 		if (rc < 0)
 			return rc;
 		if (rc == 0)
 			return -EPIPE;
+		taken += rc;
 	}
+	if (!msg_data_left(&msg))
+		iwarp_hook_set_blocked(sock->sk, false);
 	*end_seq = READ_ONCE(tcp_sk(sock->sk)->write_seq);
-	return 0;
+	return taken;
 }
 
 /* The oldest sequence number the peer has not acknowledged. */
@@ -318,7 +330,20 @@ struct iwarp_hook {
 	/* Queue the transmit work once snd_una reaches ack_goal (while ack_watch is set). */
 	u32 ack_goal;
 	bool ack_watch;
+	/* The socket refused part of a send: queue the transmit work once it can take more. */
+	bool tx_blocked;
 };
+
+static void iwarp_hook_set_blocked(struct sock *sk, bool blocked)
+{
+	struct iwarp_hook *h;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	h = sk->sk_user_data;
+	if (h && h->sk == sk)
+		WRITE_ONCE(h->tx_blocked, blocked);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
 
 static void iwarp_hook_work(struct work_struct *work)
 {
@@ -383,8 +408,9 @@ static void iwarp_hook_wake(struct sock *sk)
 
 /*
  * Softirq context, socket spinlock held: send buffer was freed (an acknowledgement, or space for
- * a blocked sender). Wakes blocked senders; queues the transmit work when the watched
- * acknowledgement arrived, else keeps SOCK_NOSPACE set so TCP calls again on the next one.
+ * a blocked sender). Wakes blocked senders; queues the transmit work when a refused send can go
+ * on or the watched acknowledgement arrived, else keeps SOCK_NOSPACE set so TCP calls again on
+ * the next one.
  */
 static void iwarp_hook_write_space(struct sock *sk)
 {
@@ -394,6 +420,10 @@ static void iwarp_hook_write_space(struct sock *sk)
 	h = sk->sk_user_data;
 	if (h) {
 		h->old_write_space(sk);
+		if (READ_ONCE(h->tx_blocked) && sk_stream_is_writeable(sk)) {
+			WRITE_ONCE(h->tx_blocked, false);
+			queue_work(system_highpri_wq, &h->tx_work);
+		}
 		if (READ_ONCE(h->ack_watch)) {
 			if (!before(READ_ONCE(tcp_sk(sk)->snd_una), READ_ONCE(h->ack_goal))) {
 				WRITE_ONCE(h->ack_watch, false);
@@ -440,8 +470,9 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 	sk->sk_state_change = iwarp_hook_wake;
 	sk->sk_write_space = iwarp_hook_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);
-	/* Whatever arrived before the hook was in place. */
+	/* Whatever arrived, or could not be sent, before the hook was in place. */
 	queue_work(system_highpri_wq, &h->work);
+	queue_work(system_highpri_wq, &h->tx_work);
 	*err = 0;
 	return h;
 }

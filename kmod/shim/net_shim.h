@@ -17,7 +17,7 @@ void iwarp_shim_sock_put(struct socket *sock);
 int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len);
 struct kvec;
 struct bio_vec;
-int iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, size_t len, u32 *end_seq);
+long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, size_t len, u32 *end_seq);
 u32 iwarp_shim_sock_snd_una(struct socket *sock);
 void iwarp_shim_sock_watch_acks(struct socket *sock, u32 goal);
 u32 iwarp_shim_sock_mss(struct socket *sock);

@@ -37,6 +37,7 @@ pub mod abi;
 mod cq;
 mod device;
 mod eventfd;
+mod events;
 mod frags;
 mod handles;
 mod listen;

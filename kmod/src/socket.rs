@@ -24,7 +24,7 @@ mod ffi {
         pub(super) fn iwarp_shim_sock_accept(listener: *mut Socket, timeout_ms: u32, addr: *mut u32, port: *mut u16, err: *mut i32) -> *mut Socket;
         pub(super) fn iwarp_shim_sock_connect(addr: u32, port: u16, timeout_ms: u32, err: *mut i32) -> *mut Socket;
         pub(super) fn iwarp_shim_sock_send_all(sock: *mut Socket, buf: *const u8, len: usize) -> i32;
-        pub(super) fn iwarp_shim_sock_send_pages(sock: *mut Socket, bv: *mut PageFrag, n: usize, len: usize, end_seq: *mut u32) -> i32;
+        pub(super) fn iwarp_shim_sock_send_pages(sock: *mut Socket, bv: *mut PageFrag, n: usize, len: usize, end_seq: *mut u32) -> isize;
         pub(super) fn iwarp_shim_sock_snd_una(sock: *mut Socket) -> u32;
         pub(super) fn iwarp_shim_sock_watch_acks(sock: *mut Socket, goal: u32);
         pub(super) fn iwarp_shim_sock_mss(sock: *mut Socket) -> u32;
@@ -119,16 +119,20 @@ impl TcpSocket {
         check(unsafe { ffi::iwarp_shim_sock_send_all(self.sock.as_ptr(), buf.as_ptr(), buf.len()) })
     }
 
-    /// Queues `frags`, in order, by reference (TCP takes its own page references and copies
-    /// nothing), blocking while the send buffer is full. Returns the sequence number just past
-    /// them. Every fragment must be valid during the call.
-    pub(crate) fn send_frags(&self, frags: &mut [PageFrag]) -> Result<u32> {
+    /// Queues as much of `frags`, in order, as the send buffer takes now, by reference (TCP
+    /// takes its own page references and copies nothing); when it cannot take all, the hook's
+    /// transmit work runs once it can take more. Returns the octets taken, and sets `end_seq` to
+    /// the sequence number just past what TCP has. Every fragment must be valid during the call.
+    pub(crate) fn send_frags(&self, frags: &mut [PageFrag], end_seq: &mut u32) -> Result<usize> {
         let len = frags.iter().map(|f| f.len() as usize).sum();
-        let mut end_seq = 0;
         // SAFETY: the socket reference is live; each fragment names a page that is allocated
-        // during the call (see above), which TCP references before it returns.
-        check(unsafe { ffi::iwarp_shim_sock_send_pages(self.sock.as_ptr(), frags.as_mut_ptr(), frags.len(), len, &mut end_seq) })?;
-        Ok(end_seq)
+        // during the call (see above), which TCP references before it returns; `end_seq` is a
+        // live exclusive reference.
+        let rc = unsafe { ffi::iwarp_shim_sock_send_pages(self.sock.as_ptr(), frags.as_mut_ptr(), frags.len(), len, end_seq) };
+        if rc < 0 {
+            return Err(Error::from_errno(rc as i32));
+        }
+        Ok(rc as usize)
     }
 
     /// The oldest sequence number the peer has not acknowledged.
@@ -214,7 +218,8 @@ pub(crate) trait OnReceive: Send + Sync {
     /// Called in process context (a workqueue) after data arrived or the connection changed
     /// state; never twice at once.
     fn on_receive(&self);
-    /// Called in process context after [`TcpSocket::kick_transmit`] or the acknowledgement
+    /// Called in process context after [`TcpSocket::kick_transmit`], when the socket can take
+    /// more after [`TcpSocket::send_frags`] could not send all, or on the acknowledgement
     /// [`TcpSocket::watch_acks`] waits for; never twice at once, but
     /// possibly alongside `on_receive`.
     fn on_transmit(&self);

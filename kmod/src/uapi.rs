@@ -4,8 +4,8 @@
 //! `UserSliceWriter::write` can move them across the user boundary.
 
 use crate::abi::{
-    self, Accept, AdoptQp, ConnectQp, CqOp, Cqe, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, GetRequest, HandleOp, Listen, PdOp, PostRecv, PostSend,
-    QueryDevice, QueryQp, QueryStats, RegMr, Reject,
+    self, Accept, AdoptQp, AsyncEvent, ConnectQp, CqOp, Cqe, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, GetRequest, HandleOp, Listen, PdOp, PostRecv,
+    PostSend, QueryDevice, QueryQp, QueryStats, RegMr, Reject, SetEventFd,
 };
 use kernel::transmute::{AsBytes, FromBytes};
 
@@ -30,6 +30,8 @@ const _: () = assert!(core::mem::size_of::<HandleOp>() == abi::HANDLE_OP_SIZE);
 const _: () = assert!(core::mem::size_of::<GetRequest>() == abi::GET_REQUEST_SIZE);
 const _: () = assert!(core::mem::size_of::<Accept>() == abi::ACCEPT_SIZE);
 const _: () = assert!(core::mem::size_of::<Reject>() == abi::REJECT_SIZE);
+const _: () = assert!(core::mem::size_of::<SetEventFd>() == abi::SET_EVENT_FD_SIZE);
+const _: () = assert!(core::mem::size_of::<AsyncEvent>() == abi::ASYNC_EVENT_SIZE);
 
 // SAFETY (all impls below): each struct is `repr(C)`, made only of integers (and arrays of
 // them or of such structs), without padding (sizes pinned above and by libiwarp's layout test to
@@ -60,6 +62,10 @@ unsafe impl AsBytes for Accept {}
 unsafe impl FromBytes for Accept {}
 // SAFETY: see above.
 unsafe impl FromBytes for Reject {}
+// SAFETY: see above.
+unsafe impl FromBytes for SetEventFd {}
+// SAFETY: see above.
+unsafe impl AsBytes for AsyncEvent {}
 // SAFETY: see above.
 unsafe impl FromBytes for PdOp {}
 // SAFETY: see above.

@@ -19,7 +19,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     buf[..text.len()].copy_from_slice(text);
     let access = if role == Role::Responder { Access::REMOTE_READ } else { Access::LOCAL_WRITE };
     let mr = pd.register(&mut buf, access)?;
-    let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 })?;
+    let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4, max_sge: 4, max_inline: 0 })?;
     qp.post_recv(1, &[])?;
     let mut opts = ConnectOptions::new(role);
     opts.private_data = mr.remote(0).to_bytes().to_vec();

@@ -16,7 +16,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let cq = dev.create_cq(16)?;
     let mut buf = vec![0u8; 1 << 20];
     let mut mr = pd.register(&mut buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
-    let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 })?;
+    let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4, max_sge: 4, max_inline: 0 })?;
     qp.post_recv(1, &[])?;
     let mut opts = ConnectOptions::new(role);
     opts.private_data = mr.remote(0).to_bytes().to_vec();

@@ -16,7 +16,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let (mut rbuf, mut sbuf) = (vec![0u8; 4096], vec![0u8; 4096]);
     let rmr = pd.register(&mut rbuf, Access::LOCAL_WRITE)?;
     let mut smr = pd.register(&mut sbuf, Access::NONE)?;
-    let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 })?;
+    let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4, max_sge: 4, max_inline: 0 })?;
     // Receives go in before connecting: the peer may send the moment MPA completes.
     qp.post_recv(1, &[rmr.sge(0..4096)])?;
     qp.adopt(stream, &ConnectOptions::new(role))?;

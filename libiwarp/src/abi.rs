@@ -61,8 +61,12 @@ pub struct QueryDevice {
     pub max_ord: u32,
     /// Largest memory region in octets.
     pub max_mr_size: u64,
+    /// Most inline data per send work request.
+    pub max_inline: u32,
+    /// Most protection domains.
+    pub max_pd: u32,
     /// Zero; room to grow without a version bump.
-    pub reserved: [u64; 4],
+    pub reserved: [u64; 3],
 }
 
 /// Size of [`QueryDevice`], pinned by the layout test and asserted in the module.
@@ -186,6 +190,9 @@ pub mod conn {
     /// Local only, not negotiated: copy every payload before sending it, also those of a page
     /// or more that are otherwise sent straight from the registered pages (zero copy).
     pub const COPY_SEND: u32 = 1 << 3;
+    /// Out only, with ECONNREFUSED: the peer's MPA reject refused us (not TCP); its private
+    /// data length is in `peer_private_len`.
+    pub const REJECTED: u32 = 1 << 4;
     /// Every bit a caller may ask for.
     pub const ASKABLE: u32 = RX_MARKERS | CRC | COPY_SEND;
 }
@@ -218,10 +225,14 @@ pub struct CreateQp {
     pub sq_len: u64,
     /// Out: length of the receive ring mapping.
     pub rq_len: u64,
+    /// Scatter/gather entries per work request, send and receive (1..=[`MAX_SGE`]).
+    pub max_sge: u32,
+    /// Inline data per send work request ([`send_flags::INLINE`]), at most [`MAX_INLINE`].
+    pub max_inline: u32,
 }
 
 /// Size of [`CreateQp`].
-pub const CREATE_QP_SIZE: usize = 56;
+pub const CREATE_QP_SIZE: usize = 64;
 
 /// `_IOWR(0xa7, 0x04, struct CreateQp)`.
 pub const IOCTL_CREATE_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x04, CREATE_QP_SIZE);
@@ -432,6 +443,64 @@ pub const IOCTL_REJECT: u32 = ioc(IOC_WRITE, 0x14, REJECT_SIZE);
 /// sees the connection close, posted work is flushed, and the QP stays for its completions.
 pub const IOCTL_DISCONNECT: u32 = ioc(IOC_WRITE, 0x15, HANDLE_OP_SIZE);
 
+/// Argument of [`IOCTL_SET_EVENT_FD`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetEventFd {
+    /// An eventfd the module signals on every new asynchronous event; -1 to stop.
+    pub eventfd: i32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Size of [`SetEventFd`].
+pub const SET_EVENT_FD_SIZE: usize = 8;
+
+/// `_IOW(0xa7, 0x16, struct SetEventFd)`.
+pub const IOCTL_SET_EVENT_FD: u32 = ioc(IOC_WRITE, 0x16, SET_EVENT_FD_SIZE);
+
+/// An asynchronous event ([`IOCTL_GET_ASYNC_EVENT`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AsyncEvent {
+    /// [`event_kind`].
+    pub kind: u32,
+    /// The QP it concerns.
+    pub qp: u32,
+    /// The Terminate's layer << 16 | type << 8 | code (RFC 5040 section 4.8), for
+    /// [`event_kind::QP_TERMINATED`].
+    pub terminate: u32,
+    /// [`event_flags`].
+    pub flags: u32,
+}
+
+/// Size of [`AsyncEvent`].
+pub const ASYNC_EVENT_SIZE: usize = 16;
+
+/// `_IOR(0xa7, 0x17, struct AsyncEvent)`: the oldest event not fetched yet; EAGAIN if none.
+pub const IOCTL_GET_ASYNC_EVENT: u32 = ioc(IOC_READ, 0x17, ASYNC_EVENT_SIZE);
+
+/// Most asynchronous events a context keeps unfetched (more are dropped, see
+/// [`event_flags::LOST`]).
+pub const MAX_ASYNC_EVENTS: usize = 256;
+
+/// Kinds of asynchronous events ([`AsyncEvent::kind`]).
+pub mod event_kind {
+    /// A Terminate ended the QP (we sent it, or the peer did: [`super::event_flags::SENT`]);
+    /// its posted work was flushed.
+    pub const QP_TERMINATED: u32 = 1;
+    /// The connection closed or broke without a Terminate; posted work was flushed.
+    pub const QP_CONNECTION_LOST: u32 = 2;
+}
+
+/// Flags of an asynchronous event ([`AsyncEvent::flags`]).
+pub mod event_flags {
+    /// We sent the Terminate.
+    pub const SENT: u32 = 1 << 0;
+    /// Events before this one were dropped (the queue was full).
+    pub const LOST: u32 = 1 << 1;
+}
+
 /// Most listeners and pending requests one context may hold, each.
 pub const MAX_LISTEN: u32 = 64;
 
@@ -469,12 +538,17 @@ pub mod send_flags {
     pub const SOLICITED: u32 = 1 << 0;
     /// Report a completion when done (unsignaled work requests complete silently).
     pub const SIGNALED: u32 = 1 << 1;
+    /// Inline data (Sends and Writes): the SGEs name plain user memory (lkeys unused), copied
+    /// when the doorbell takes the request, at most the QP's `max_inline` octets in all.
+    pub const INLINE: u32 = 1 << 2;
     /// Every defined bit.
-    pub const ALL: u32 = SOLICITED | SIGNALED;
+    pub const ALL: u32 = SOLICITED | SIGNALED | INLINE;
 }
 
 /// Most scatter/gather entries per work request.
 pub const MAX_SGE: usize = 4;
+/// Most inline data per work request.
+pub const MAX_INLINE: u32 = 1024;
 
 /// One piece of a work request's local buffer: `length` octets at virtual address `addr`,
 /// inside the region `lkey`.
@@ -765,6 +839,8 @@ pub const fn device_attributes() -> QueryDevice {
         max_ird: MAX_IRD_ORD,
         max_ord: MAX_IRD_ORD,
         max_mr_size: MAX_MR_SIZE,
-        reserved: [0; 4],
+        max_inline: MAX_INLINE,
+        max_pd: MAX_PD,
+        reserved: [0; 3],
     }
 }

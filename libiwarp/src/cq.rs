@@ -8,7 +8,7 @@ use crate::ring::Mapping;
 use crate::sys;
 use std::cell::Cell;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -120,14 +120,8 @@ pub struct CompletionQueue<'d> {
 
 impl<'d> CompletionQueue<'d> {
     pub(crate) fn new(dev: &'d Device, depth: u32) -> io::Result<CompletionQueue<'d>> {
-        // SAFETY: plain system call; the descriptor it returns is owned below.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if efd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `efd` is a fresh descriptor nobody else owns.
-        let event = unsafe { OwnedFd::from_raw_fd(efd) };
-        let mut req = CreateCq { depth, eventfd: efd, ..CreateCq::default() };
+        let event = sys::eventfd()?;
+        let mut req = CreateCq { depth, eventfd: event.as_raw_fd(), ..CreateCq::default() };
         sys::ioctl(dev.file().as_fd(), IOCTL_CREATE_CQ, &mut req)?;
         let handle = req.cq;
         let ring = Mapping::new(dev.file().as_fd(), req.mmap_offset, req.mmap_len).inspect_err(|_| {
@@ -206,18 +200,7 @@ impl<'d> CompletionQueue<'d> {
             if left.is_zero() {
                 return Ok(0);
             }
-            let mut pfd = libc::pollfd { fd: self.event.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd for the duration of the call.
-            let rc = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-            let mut count = 0u64;
-            // SAFETY: reads 8 bytes into a live u64 (the eventfd counter; EAGAIN when zero).
-            unsafe { libc::read(self.event.as_raw_fd(), (&raw mut count).cast(), 8) };
+            sys::sleep_on(self.event.as_fd(), left)?;
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::abi::{DeregMr, PdOp, QueryDevice, QueryStats, IOCTL_DEALLOC_PD, IOCTL_DEREG_MR, IOCTL_QUERY_DEVICE, IOCTL_QUERY_STATS};
 use crate::cq::CompletionQueue;
+use crate::events::AsyncEvents;
 use crate::listen::Listener;
 use crate::pd::ProtectionDomain;
 use crate::qp::{ConnectOptions, QpInit, QueuePair};
@@ -48,6 +49,12 @@ impl Device {
     /// namespace; accept or reject each through [`Listener::get_request`].
     pub fn listen(&self, at: SocketAddrV4, backlog: u32) -> io::Result<Listener<'_>> {
         Listener::new(self, at, backlog)
+    }
+
+    /// The asynchronous events of this context: which QP a Terminate or a broken connection
+    /// ended. Events that came before are kept (up to 256) and delivered too.
+    pub fn async_events(&self) -> io::Result<AsyncEvents<'_>> {
+        AsyncEvents::new(self)
     }
 
     /// A completion queue of at least `depth` entries, mapped into this process.

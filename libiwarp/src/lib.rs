@@ -9,6 +9,7 @@
 pub mod abi;
 mod cq;
 mod device;
+mod events;
 mod listen;
 mod mr;
 mod pd;
@@ -19,6 +20,7 @@ mod sys;
 pub use abi::Sge;
 pub use cq::{CompletionQueue, WaitMode, WcOpcode, WcStatus, WorkCompletion};
 pub use device::{Device, DEVICE_PATH};
+pub use events::{AsyncEvents, Event, QpEvent};
 pub use listen::{ConnectRequest, Listener};
 pub use mr::{Access, MemoryRegion};
 pub use pd::ProtectionDomain;

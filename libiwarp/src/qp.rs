@@ -98,6 +98,10 @@ pub struct QpInit<'a> {
     /// Send ring entries; also the most RDMA Reads outstanding (further capped by the
     /// negotiated ORD) and the most signaled Sends and Writes not completed yet.
     pub max_send_wr: u32,
+    /// Scatter/gather entries per work request, send and receive (1..=4).
+    pub max_sge: u32,
+    /// Inline data per send ([`QueuePair::post_send_inline`]), at most 1024 octets.
+    pub max_inline: u32,
 }
 
 /// A region of the peer: its STag and an address in it.
@@ -219,6 +223,28 @@ fn entries(sge: &[Sge]) -> io::Result<([Sge; MAX_SGE], u32)> {
     Ok((a, sge.len() as u32))
 }
 
+/// The send ring entry of `wr`.
+fn send_entry(wr: &SendWr<'_>) -> io::Result<PostSend> {
+    let (sge, num_sge) = entries(wr.sge)?;
+    let mut req = PostSend { wr_id: wr.wr_id, num_sge, sge, flags: if wr.signaled { send_flags::SIGNALED } else { 0 }, ..PostSend::default() };
+    match wr.op {
+        SendOp::Send { solicited } => {
+            req.opcode = opcode::SEND;
+            req.flags |= if solicited { send_flags::SOLICITED } else { 0 };
+        }
+        SendOp::SendInvalidate { solicited, stag } => {
+            req.opcode = opcode::SEND_WITH_INVALIDATE;
+            req.flags |= if solicited { send_flags::SOLICITED } else { 0 };
+            req.invalidate = stag;
+        }
+        SendOp::Write(r) | SendOp::Read(r) => {
+            req.opcode = if matches!(wr.op, SendOp::Write(_)) { opcode::WRITE } else { opcode::READ };
+            req.remote_addr = r.addr;
+            req.rkey = r.rkey;
+        }
+    }
+    Ok(req)
+}
 /// A queue pair. Made unconnected ([`crate::Device::create_qp`]) so receives can be posted
 /// before the peer can send; [`QueuePair::adopt`] then connects it over a TCP stream, which it
 /// owns from then on (the stream can no longer be read or written directly). Dropping it closes
@@ -246,6 +272,8 @@ impl<'a> QueuePair<'a> {
             recv_cq: init.recv_cq.handle(),
             max_recv_wr: init.max_recv_wr,
             max_send_wr: init.max_send_wr,
+            max_sge: init.max_sge,
+            max_inline: init.max_inline,
             ..CreateQp::default()
         };
         sys::ioctl(dev.file().as_fd(), IOCTL_CREATE_QP, &mut req)?;
@@ -332,9 +360,8 @@ impl<'a> QueuePair<'a> {
     fn settle(&mut self, done: io::Result<()>, req: &AdoptQp, mut peer: Vec<u8>) -> io::Result<&Negotiated> {
         peer.truncate((req.peer_private_len as usize).min(peer.len()));
         if let Err(e) = done {
-            if e.raw_os_error() == Some(libc::ECONNREFUSED) {
-                self.rejected = Some(peer);
-            }
+            let rejected = e.raw_os_error() == Some(libc::ECONNREFUSED) && req.negotiated & conn::REJECTED != 0;
+            self.rejected = rejected.then_some(peer);
             return Err(e);
         }
         self.rejected = None;
@@ -378,30 +405,29 @@ impl<'a> QueuePair<'a> {
         Ok(())
     }
 
-    /// Posts a send work request. When this returns the message is queued to TCP. Its buffer
-    /// is the application's again when the request completes (or a later one does): messages
-    /// of a page or more are sent straight from the registered memory (zero copy) and complete
-    /// once the peer has acknowledged them; smaller ones are copied and complete at once. A
-    /// Read completes when its data is in place.
+    /// Posts a send work request; it never waits for the network: the module queues the
+    /// message and hands it to TCP as the socket buffer allows (ENOMEM when as many requests as
+    /// the send queue holds are outstanding). Its buffer is the application's again when the
+    /// request completes (or a later one does): messages of a page or more are sent straight
+    /// from the registered memory (zero copy) and complete once the peer has acknowledged
+    /// them; smaller ones are copied and complete once TCP took them. A Read completes when its
+    /// data is in place. Keep the QP until what matters has completed: destroying it flushes
+    /// what was not sent yet.
     pub fn post_send(&self, wr: &SendWr<'_>) -> io::Result<()> {
-        let (sge, num_sge) = entries(wr.sge)?;
-        let mut req = PostSend { wr_id: wr.wr_id, num_sge, sge, flags: if wr.signaled { send_flags::SIGNALED } else { 0 }, ..PostSend::default() };
-        match wr.op {
-            SendOp::Send { solicited } => {
-                req.opcode = opcode::SEND;
-                req.flags |= if solicited { send_flags::SOLICITED } else { 0 };
-            }
-            SendOp::SendInvalidate { solicited, stag } => {
-                req.opcode = opcode::SEND_WITH_INVALIDATE;
-                req.flags |= if solicited { send_flags::SOLICITED } else { 0 };
-                req.invalidate = stag;
-            }
-            SendOp::Write(r) | SendOp::Read(r) => {
-                req.opcode = if matches!(wr.op, SendOp::Write(_)) { opcode::WRITE } else { opcode::READ };
-                req.remote_addr = r.addr;
-                req.rkey = r.rkey;
-            }
+        self.post_send_raw(send_entry(wr)?)
+    }
+
+    /// Posts a Send or RDMA Write whose payload is `data` itself, copied by the module when it
+    /// takes the request (inline data: no registered memory; at most the QP's `max_inline`
+    /// octets, EINVAL beyond). The request completes like a copied one.
+    pub fn post_send_inline(&self, wr_id: u64, op: SendOp, data: &[u8], signaled: bool) -> io::Result<()> {
+        if matches!(op, SendOp::Read(_)) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
+        let sge = [Sge { addr: data.as_ptr() as u64, length: data.len() as u32, lkey: 0 }];
+        let mut req = send_entry(&SendWr { wr_id, op, sge: &sge, signaled })?;
+        req.flags |= send_flags::INLINE;
+        // The doorbell copies `data` before this returns, while it is borrowed.
         self.post_send_raw(req)
     }
 

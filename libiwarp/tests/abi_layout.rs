@@ -12,7 +12,9 @@ fn query_device_layout() {
     assert_eq!(offset_of!(QueryDevice, max_qp), 16);
     assert_eq!(offset_of!(QueryDevice, max_ord), 44);
     assert_eq!(offset_of!(QueryDevice, max_mr_size), 48);
-    assert_eq!(offset_of!(QueryDevice, reserved), 56);
+    assert_eq!(offset_of!(QueryDevice, max_inline), 56);
+    assert_eq!(offset_of!(QueryDevice, max_pd), 60);
+    assert_eq!(offset_of!(QueryDevice, reserved), 64);
 }
 
 #[test]
@@ -40,6 +42,9 @@ fn connection_management_layouts() {
     assert_eq!(offset_of!(Accept, request), 80);
     assert_eq!(size_of::<Reject>(), REJECT_SIZE);
     assert_eq!(offset_of!(Reject, private_data), 8);
+    assert_eq!(size_of::<SetEventFd>(), SET_EVENT_FD_SIZE);
+    assert_eq!(size_of::<AsyncEvent>(), ASYNC_EVENT_SIZE);
+    assert_eq!(offset_of!(AsyncEvent, flags), 12);
     assert_eq!(size_of::<DeregMr>(), DEREG_MR_SIZE);
     assert_eq!(size_of::<QueryStats>(), QUERY_STATS_SIZE);
     assert_eq!(offset_of!(QueryStats, contexts), 16);
@@ -53,6 +58,8 @@ fn queue_pair_layouts() {
     assert_eq!(offset_of!(CreateQp, pd), 20);
     assert_eq!(offset_of!(CreateQp, sq_offset), 24);
     assert_eq!(offset_of!(CreateQp, rq_len), 48);
+    assert_eq!(offset_of!(CreateQp, max_sge), 56);
+    assert_eq!(offset_of!(CreateQp, max_inline), 60);
     assert_eq!(size_of::<Doorbell>(), DOORBELL_SIZE);
     assert_eq!(offset_of!(Doorbell, sq_done), 12);
     assert_eq!(offset_of!(Doorbell, rq_error), 24);
@@ -111,7 +118,7 @@ fn ioctl_numbers_use_linux_encoding() {
     assert_eq!(IOCTL_REG_MR, 0xc020_a701);
     assert_eq!(IOCTL_DEREG_MR, 0x4008_a702);
     assert_eq!(IOCTL_QUERY_STATS, 0x8040_a703);
-    assert_eq!(IOCTL_CREATE_QP, 0xc038_a704);
+    assert_eq!(IOCTL_CREATE_QP, 0xc040_a704);
     assert_eq!(IOCTL_ADOPT_QP, 0xc050_a70c);
     assert_eq!(IOCTL_DESTROY_QP, 0x4008_a705);
     assert_eq!(IOCTL_DOORBELL, 0xc020_a706);
@@ -127,5 +134,7 @@ fn ioctl_numbers_use_linux_encoding() {
     assert_eq!(IOCTL_ACCEPT, 0xc058_a713);
     assert_eq!(IOCTL_REJECT, 0x4010_a714);
     assert_eq!(IOCTL_DISCONNECT, 0x4008_a715);
+    assert_eq!(IOCTL_SET_EVENT_FD, 0x4008_a716);
+    assert_eq!(IOCTL_GET_ASYNC_EVENT, 0x8010_a717);
     assert_eq!(IOCTL_DEALLOC_PD, 0x4008_a70f);
 }

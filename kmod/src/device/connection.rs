@@ -144,6 +144,7 @@ impl Context {
             Err(Failed::Rejected(theirs)) => {
                 give(&theirs, req.peer_private, req.peer_private_cap)?;
                 req.peer_private_len = theirs.len() as u32;
+                req.negotiated = conn::REJECTED;
                 Err(econnrefused())
             }
             Err(Failed::Error(e)) => Err(e),

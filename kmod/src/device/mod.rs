@@ -9,9 +9,10 @@ mod connection;
 
 use crate::abi::{
     self, ring_kind, Accept, AdoptQp, ConnectQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, GetRequest, HandleOp, Listen, PdOp, QueryQp,
-    QueryStats, RegMr, MAX_CQ, MAX_LISTEN, MAX_QP, MAX_QP_WR,
+    QueryStats, RegMr, SetEventFd, MAX_CQ, MAX_INLINE, MAX_LISTEN, MAX_QP, MAX_QP_WR, MAX_SGE,
 };
 use crate::cq::Cq;
+use crate::events::AsyncEvents;
 use crate::handles::Handles;
 use crate::listen::Pending;
 use crate::mr::MrTable;
@@ -54,6 +55,8 @@ impl Drop for Entry {
 pub(crate) struct Context {
     /// Shared with the QPs, whose receive work places into these regions.
     mrs: Arc<Mutex<MrTable>>,
+    /// Shared with the QPs, which report how they ended.
+    events: Arc<Mutex<AsyncEvents>>,
     #[pin]
     cqs: Mutex<Handles<Arc<Cq>>>,
     #[pin]
@@ -72,9 +75,11 @@ impl MiscDevice for Context {
 
     fn open(_file: &kernel::fs::File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         let mrs = Arc::pin_init(new_mutex!(MrTable::new()), GFP_KERNEL)?;
+        let events = Arc::pin_init(new_mutex!(AsyncEvents::new()), GFP_KERNEL)?;
         let ctx = KBox::try_pin_init(
             try_pin_init!(Context {
                 mrs,
+                events,
                 cqs <- new_mutex!(Handles::new(MAX_CQ)),
                 qps <- new_mutex!(Handles::new(MAX_QP)),
                 listeners <- new_mutex!(Handles::new(MAX_LISTEN)),
@@ -223,6 +228,17 @@ impl MiscDevice for Context {
             }
             abi::IOCTL_REJECT => me.reject(&user.reader().read()?)?,
             abi::IOCTL_DISCONNECT => me.disconnect(&user.reader().read()?)?,
+            abi::IOCTL_SET_EVENT_FD => {
+                let req: SetEventFd = user.reader().read()?;
+                if req.reserved != 0 {
+                    return Err(EINVAL);
+                }
+                me.events.lock().set_eventfd(req.eventfd)?;
+            }
+            abi::IOCTL_GET_ASYNC_EVENT => {
+                let ev = me.events.lock().pop().ok_or(EAGAIN)?;
+                user.writer().write(&ev)?;
+            }
             abi::IOCTL_DESTROY_QP => {
                 let req: DestroyQp = user.reader().read()?;
                 if req.reserved != 0 {
@@ -258,7 +274,11 @@ impl Context {
     /// A QP not connected yet, reporting to two of this context's CQs.
     fn create_qp(&self, mut req: CreateQp) -> Result<CreateQp> {
         let outs_zero = req.qp == 0 && req.sq_offset == 0 && req.rq_offset == 0 && req.sq_len == 0 && req.rq_len == 0;
-        let valid = (1..=MAX_QP_WR).contains(&req.max_recv_wr) && (1..=MAX_QP_WR).contains(&req.max_send_wr) && outs_zero;
+        let valid = (1..=MAX_QP_WR).contains(&req.max_recv_wr)
+            && (1..=MAX_QP_WR).contains(&req.max_send_wr)
+            && (1..=MAX_SGE as u32).contains(&req.max_sge)
+            && req.max_inline <= MAX_INLINE
+            && outs_zero;
         if !valid {
             return Err(EINVAL);
         }
@@ -266,7 +286,7 @@ impl Context {
             let cqs = self.cqs.lock();
             (cqs.get(req.send_cq)?.clone(), cqs.get(req.recv_cq)?.clone())
         };
-        let limits = Limits { max_recv_wr: req.max_recv_wr, max_send_wr: req.max_send_wr };
+        let limits = Limits { max_recv_wr: req.max_recv_wr, max_send_wr: req.max_send_wr, max_sge: req.max_sge, max_inline: req.max_inline };
         // The regions are held until the QP is in the table, so DEALLOC_PD cannot free the
         // domain meanwhile. Lock order: regions, then QPs (mmap takes the QPs under mmap_lock,
         // and REG_MR pins, taking mmap_lock, under the regions).
@@ -276,7 +296,7 @@ impl Context {
         }
         let mut qps = self.qps.lock();
         let handle = qps.next_handle()?;
-        let qp = QueuePair::new(handle, req.pd, self.mrs.clone(), &send_cq, &recv_cq, limits)?;
+        let qp = QueuePair::new(handle, req.pd, self.mrs.clone(), self.events.clone(), &send_cq, &recv_cq, limits)?;
         req.sq_len = qp.send_ring().len() as u64;
         req.rq_len = qp.recv_ring().len() as u64;
         req.qp = qps.insert(Entry { hook: None, qp })?;

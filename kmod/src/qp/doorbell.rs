@@ -23,6 +23,11 @@ impl<const SIZE: usize> WorkRing<SIZE> {
         Ok(WorkRing { ring: SharedRing::new(entries as usize * SIZE)?, entries })
     }
 
+    /// Entries the ring holds.
+    pub(crate) fn entries(&self) -> u32 {
+        self.entries
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.ring.len()
     }

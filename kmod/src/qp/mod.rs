@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Queue pairs: an adopted TCP connection after the MPA exchange (`establish`), with a send side
-//! that frames work requests in the caller's context (`send`) and a receive side that a
-//! workqueue runs when data arrives, placing straight from the socket's buffers into registered
-//! memory and completing into the CQs (`receive`). Lock order: tx, rx, socket, regions, CQ.
+//! Queue pairs: a TCP connection after the MPA exchange (`establish`), with a send side that
+//! checks work requests in the caller's context (`send`, `payload`) and queues them for TCP
+//! without waiting (`outbound`; completions on acknowledgement in `unacked`), and a receive side
+//! that a workqueue runs when data arrives, placing straight from the socket's buffers into
+//! registered memory and completing into the CQs (`receive`). Lock order: tx, rx, socket,
+//! regions, CQ, events.
 
 mod doorbell;
 mod establish;
+mod outbound;
 mod payload;
 mod receive;
 mod send;
@@ -15,8 +18,9 @@ mod wr;
 
 pub(crate) use establish::{eproto, establish, read_frame, reject, Established, Failed, Side};
 
-use crate::abi::{qp_state, wc_opcode, wc_status, Cqe, QueryQp};
+use crate::abi::{event_flags, event_kind, qp_state, wc_opcode, wc_status, AsyncEvent, Cqe, QueryQp};
 use crate::cq::{Attached, Cq};
+use crate::events::AsyncEvents;
 use crate::markers::{self, Markers};
 use crate::mpa::negotiate::Connection;
 use crate::mr::MrTable;
@@ -28,8 +32,8 @@ use doorbell::{Heads, RecvRing, SendRing};
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex, SetOnce};
+use outbound::TxSide;
 use receive::RxSide;
-use send::TxSide;
 use unacked::Unacked;
 use wr::{Fifo, PendingRead, RecvWr};
 
@@ -67,21 +71,55 @@ pub(crate) struct Limits {
     pub(crate) max_recv_wr: u32,
     /// Our RDMA Reads outstanding (further capped by the ORD the connection settles).
     pub(crate) max_send_wr: u32,
+    /// Scatter/gather entries per work request.
+    pub(crate) max_sge: u32,
+    /// Inline data per send work request.
+    pub(crate) max_inline: u32,
 }
 
-/// Why a QP left the connected state (what QUERY_QP reports).
+/// Why a QP left the connected state (what QUERY_QP and asynchronous events report).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ended {
     /// The Terminate's layer/type/code, 0 if none (peer closed, destroyed).
     pub(crate) terminate: u32,
     /// We sent it.
     pub(crate) sent: bool,
+    by: By,
+}
+
+/// What ended a QP.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum By {
+    /// A Terminate, ours or the peer's.
+    Terminate,
+    /// The connection closed or broke without one.
+    ConnectionLost,
+    /// Its owner (DISCONNECT, DESTROY_QP, file release): no event.
+    Owner,
 }
 
 impl Ended {
     fn of(t: &Terminate, sent: bool) -> Ended {
         let (layer, etype, code) = t.code;
-        Ended { terminate: (layer as u32) << 16 | (etype as u32) << 8 | code as u32, sent }
+        Ended { terminate: (layer as u32) << 16 | (etype as u32) << 8 | code as u32, sent, by: By::Terminate }
+    }
+
+    fn lost() -> Ended {
+        Ended { terminate: 0, sent: false, by: By::ConnectionLost }
+    }
+
+    fn by_owner() -> Ended {
+        Ended { terminate: 0, sent: false, by: By::Owner }
+    }
+
+    /// The asynchronous event to report for QP `qp`, if any.
+    fn event(&self, qp: u32) -> Option<AsyncEvent> {
+        let kind = match self.by {
+            By::Terminate => event_kind::QP_TERMINATED,
+            By::ConnectionLost => event_kind::QP_CONNECTION_LOST,
+            By::Owner => return None,
+        };
+        Some(AsyncEvent { kind, qp, terminate: self.terminate, flags: if self.sent { event_flags::SENT } else { 0 } })
     }
 }
 
@@ -105,11 +143,15 @@ pub(crate) struct QueuePair {
     handle: u32,
     /// The protection domain: the only regions this QP reaches.
     pd: u32,
+    max_sge: u32,
+    max_inline: u32,
     /// Set once, when connected.
     sock: SetOnce<TcpSocket>,
     /// Copy every payload before sending (set when connected).
     copy_send: AtomicBool,
     mrs: Arc<Mutex<MrTable>>,
+    /// The context's asynchronous events.
+    events: Arc<Mutex<AsyncEvents>>,
     send_cq: Attached,
     recv_cq: Attached,
     sq_ring: SendRing,
@@ -127,7 +169,15 @@ pub(crate) struct QueuePair {
 
 impl QueuePair {
     /// A QP not connected yet, known to its context as `handle`.
-    pub(crate) fn new(handle: u32, pd: u32, mrs: Arc<Mutex<MrTable>>, send_cq: &Arc<Cq>, recv_cq: &Arc<Cq>, limits: Limits) -> Result<Arc<QueuePair>> {
+    pub(crate) fn new(
+        handle: u32,
+        pd: u32,
+        mrs: Arc<Mutex<MrTable>>,
+        events: Arc<Mutex<AsyncEvents>>,
+        send_cq: &Arc<Cq>,
+        recv_cq: &Arc<Cq>,
+        limits: Limits,
+    ) -> Result<Arc<QueuePair>> {
         let rq = Fifo::<RecvWr>::new(limits.max_recv_wr as usize)?;
         let reads = Fifo::<PendingRead>::new(limits.max_send_wr as usize)?;
         // Signaled requests outstanding, each behind at most one run of unsignaled ones.
@@ -136,9 +186,12 @@ impl QueuePair {
             try_pin_init!(QueuePair {
                 handle,
                 pd,
+                max_sge: limits.max_sge,
+                max_inline: limits.max_inline,
                 sock: SetOnce::new(),
                 copy_send: AtomicBool::new(false),
                 mrs,
+                events,
                 send_cq: send_cq.attach(),
                 recv_cq: recv_cq.attach(),
                 sq_ring: SendRing::new(limits.max_send_wr)?,
@@ -179,7 +232,8 @@ impl QueuePair {
         // FPDUs sized to the connection's MSS, with room for the markers the peer asked for.
         let tx_marks = if c.tx_markers { Markers::RFC } else { Markers::NONE };
         let mulpdu = markers::mulpdu(est.sock.mss(), tx_marks).min(u16::MAX as u32);
-        let tx = TxSide::new(Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu }))?;
+        let framing = Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu });
+        let tx = TxSide::new(framing, self.sq_ring.entries() as usize, c.ird as usize)?;
         let rx_cfg = crate::rx::Config {
             markers: if c.rx_markers { Markers::RFC } else { Markers::NONE },
             crc: c.crc,
@@ -232,6 +286,9 @@ impl QueuePair {
             return;
         }
         rx.phase = Phase::Ended(why);
+        if let Some(ev) = why.event(self.handle) {
+            self.events.lock().push(ev);
+        }
         // A full CQ loses these flush entries; the QP is in error either way.
         while let Some(wr) = rx.queues.rq.pop() {
             let _ = self.recv_cq.push(&self.cqe(wr.wr_id, wc_status::WR_FLUSH_ERR, wc_opcode::RECV, 0));
@@ -248,14 +305,20 @@ impl QueuePair {
     /// DISCONNECT: ends a connected QP (ENOTCONN otherwise); the peer sees the connection
     /// close.
     pub(crate) fn disconnect(&self) -> Result {
-        let mut rx = self.rx.lock();
-        rx.connected()?;
-        self.end(&mut rx, Ended { terminate: 0, sent: false });
+        self.rx.lock().connected()?;
+        self.end_and_flush(Ended::by_owner());
         Ok(())
+    }
+
+    /// Ends the QP, then flushes what was still queued for TCP (after what `end` flushed,
+    /// which was posted before it).
+    fn end_and_flush(&self, why: Ended) {
+        self.end(&mut self.rx.lock(), why);
+        self.flush_queued();
     }
 
     /// Ends the QP because its owner destroys it.
     pub(crate) fn close(&self) {
-        self.end(&mut self.rx.lock(), Ended { terminate: 0, sent: false });
+        self.end_and_flush(Ended::by_owner());
     }
 }

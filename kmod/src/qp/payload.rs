@@ -15,6 +15,7 @@ use crate::tx::Payload;
 use core::cell::Cell;
 use kernel::prelude::*;
 use kernel::sync::Arc;
+use kernel::uaccess::{UserPtr, UserSlice};
 
 /// Payloads this long or longer are sent from the registered pages.
 pub(super) const ZERO_COPY_MIN: u64 = 4096;
@@ -61,6 +62,24 @@ impl OutPayload {
                 push(&mut p.frags, frag)?;
                 done += n as u64;
             }
+        }
+        Ok(p)
+    }
+
+    /// A copy of the caller's memory that `sges` name (inline data: lkeys unused); EFAULT if
+    /// any of it is not readable.
+    pub(super) fn from_user(sges: &[Sge]) -> Result<OutPayload> {
+        let mut p = OutPayload::empty();
+        for s in sges {
+            let mut done = 0u64;
+            while done < s.length as u64 {
+                let n = (s.length as u64 - done).min(p.copies.room() as u64) as usize;
+                let (frag, dst) = p.copies.take(n)?;
+                UserSlice::new(UserPtr::from_addr((s.addr + done) as usize), n).reader().read_slice(dst)?;
+                push(&mut p.frags, frag)?;
+                done += n as u64;
+            }
+            p.len += s.length as u64;
         }
         Ok(p)
     }

@@ -73,12 +73,13 @@ impl RxSide {
         }
     }
 
-    /// Whether a Send or Write may be posted: connected, with room to wait for its
-    /// acknowledgement (ENOMEM: more requests outstanding than the send queue holds).
-    pub(super) fn ready_to_send(&self) -> Result {
+    /// Whether a Send or Write may be posted behind `queued` requests not sent yet: connected,
+    /// with room to wait for all their acknowledgements (ENOMEM: more requests outstanding than
+    /// the send queue holds).
+    pub(super) fn ready_to_send(&self, queued: usize) -> Result {
         self.connected()?;
         let q = &self.queues.unacked;
-        if q.len() == q.capacity() {
+        if q.len() + queued >= q.capacity() {
             return Err(ENOMEM);
         }
         Ok(())
@@ -198,10 +199,11 @@ impl Sink for Placer<'_> {
 }
 
 impl OnReceive for QueuePair {
-    /// The hook's transmit work: Read Responses (send.rs), completions TCP acknowledged
-    /// (unacked.rs).
+    /// The hook's transmit work: Read Responses (send.rs), what the socket could not take
+    /// before (outbound.rs), completions TCP acknowledged (unacked.rs).
     fn on_transmit(&self) {
         self.serve_reads();
+        self.resume();
         let mut rx = self.rx.lock();
         if rx.phase == Phase::Connected && self.complete_acked(&mut rx.queues).is_err() {
             drop(rx);
@@ -256,11 +258,10 @@ impl OnReceive for QueuePair {
             self.fail(t);
             return;
         }
-        let mut guard = self.rx.lock();
         if let Some(t) = peer {
-            self.end(&mut guard, Ended::of(&t, false));
+            self.end_and_flush(Ended::of(&t, false));
         } else if !sock.established() {
-            self.end(&mut guard, Ended { terminate: 0, sent: false });
+            self.end_and_flush(Ended::lost());
         }
     }
 }
@@ -269,6 +270,9 @@ impl QueuePair {
     /// POST_RECV: a buffer for the peer's next Send, also before the QP is connected (ENOMEM
     /// when the receive queue is full).
     pub(crate) fn post_recv(&self, req: &PostRecv) -> Result {
+        if req.num_sge > self.max_sge {
+            return Err(EINVAL);
+        }
         let sgl = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?;
         let mut rx = self.rx.lock();
         if matches!(rx.phase, Phase::Ended(_)) {

@@ -12,7 +12,6 @@ use super::receive::Queues;
 use super::{Phase, QueuePair};
 use crate::abi::wc_status;
 use crate::cq::Overrun;
-use crate::terminate::{Cause, Terminate};
 use kernel::prelude::*;
 
 /// A queued Send or Write whose completion waits for the peer's acknowledgement.
@@ -51,9 +50,10 @@ impl QueuePair {
         Ok(())
     }
 
-    /// A Send or Write is queued to TCP (`zero_copy`: from the registered pages): complete it
-    /// now, or record it to complete when acknowledged. [`QueuePair::ready_to_send`] made room.
-    pub(super) fn sent(&self, wr: Unacked, zero_copy: bool) {
+    /// A Send or Write was taken whole by TCP (`zero_copy`: from the registered pages):
+    /// complete it now, or record it to complete when acknowledged (`RxSide::ready_to_send`
+    /// made room). True if the send CQ overran (the caller fails the QP).
+    pub(super) fn sent(&self, wr: Unacked, zero_copy: bool) -> bool {
         let mut guard = self.rx.lock();
         let rx = &mut *guard;
         let mut overrun = self.complete_acked(&mut rx.queues).is_err();
@@ -77,10 +77,7 @@ impl QueuePair {
             let cqe = if ok { self.cqe(wr.wr_id, wc_status::SUCCESS, wr.opcode, wr.len) } else { self.cqe(wr.wr_id, wc_status::WR_FLUSH_ERR, wr.opcode, 0) };
             overrun |= self.send_cq.push(&cqe).is_err();
         }
-        drop(guard);
-        if overrun {
-            self.fail(Terminate::new(Cause::RdmapCatastrophic));
-        }
+        overrun
     }
 
     /// Flushes the waiting requests (the QP ended), after completing what was acknowledged.

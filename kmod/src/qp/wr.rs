@@ -105,15 +105,19 @@ pub(crate) struct PendingRead {
 }
 
 /// A bounded first-in first-out queue in kernel memory, allocated once.
-pub(crate) struct Fifo<T: Copy + Default> {
+pub(crate) struct Fifo<T: Default> {
     slots: KVVec<T>,
     head: usize,
     len: usize,
 }
 
-impl<T: Copy + Default> Fifo<T> {
+impl<T: Default> Fifo<T> {
     pub(crate) fn new(cap: usize) -> Result<Fifo<T>> {
-        Ok(Fifo { slots: KVVec::from_elem(T::default(), cap, GFP_KERNEL)?, head: 0, len: 0 })
+        let mut slots = KVVec::with_capacity(cap, GFP_KERNEL)?;
+        for _ in 0..cap {
+            slots.push(T::default(), GFP_KERNEL)?;
+        }
+        Ok(Fifo { slots, head: 0, len: 0 })
     }
 
     pub(crate) fn capacity(&self) -> usize {
@@ -146,8 +150,16 @@ impl<T: Copy + Default> Fifo<T> {
         Some(&mut self.slots[i])
     }
 
+    /// The oldest entry, mutably.
+    pub(crate) fn front_mut(&mut self) -> Option<&mut T> {
+        (self.len > 0).then(|| &mut self.slots[self.head])
+    }
+
     pub(crate) fn pop(&mut self) -> Option<T> {
-        let v = *self.get(0)?;
+        if self.len == 0 {
+            return None;
+        }
+        let v = core::mem::take(&mut self.slots[self.head]);
         self.head = (self.head + 1) % self.slots.len();
         self.len -= 1;
         Some(v)

@@ -161,7 +161,7 @@ fn open<'d>(
     posted: usize,
 ) -> Res<(QueuePair<'d>, MemoryRegion<'d>)> {
     let mr = pd.register(buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ)?;
-    let qp = dev.create_qp(&QpInit { pd, send_cq: cqs.0, recv_cq: cqs.1, max_recv_wr: SERVER_RECVS as u32, max_send_wr: 1024 })?;
+    let qp = dev.create_qp(&QpInit { pd, send_cq: cqs.0, recv_cq: cqs.1, max_recv_wr: SERVER_RECVS as u32, max_send_wr: 1024, max_sge: 4, max_inline: 0 })?;
     let whole = mr.sge(0..mr.as_slice().len());
     for _ in 0..posted {
         qp.post_recv(0, &[whole])?;

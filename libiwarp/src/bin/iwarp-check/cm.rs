@@ -1,11 +1,11 @@
 //! Connection management in the module, between the guests: B listens (LISTEN), sees each
 //! request's private data (GET_REQUEST), rejects the first (REJECT, with private data A must
 //! receive) and accepts the second on a QP (ACCEPT); A connects from the kernel (CONNECT_QP),
-//! sends, then disconnects (DISCONNECT), which B sees as the end of its QP.
+//! sends (inline data), then disconnects (DISCONNECT), which B sees as the end of its QP.
 
 use super::{ensure, expect_errno, open, options, Check};
-use crate::verbs::{done, flushed, wait_ended};
-use libiwarp::{Access, QpInit, QpState, Role, SendOp, SendWr, WcOpcode};
+use crate::verbs::{done, expect_event, flushed, wait_ended};
+use libiwarp::{Access, QpEvent, QpInit, QpState, Role, SendOp, WcOpcode};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,7 @@ const WAIT: Duration = Duration::from_secs(60);
 pub(crate) fn serve(port: &str) -> Check {
     let port: u16 = port.parse().map_err(|_| format!("bad port {port}"))?;
     let dev = open()?;
+    let events = dev.async_events().map_err(|e| e.to_string())?;
     let listener = dev.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 8).map_err(|e| format!("LISTEN: {e}"))?;
     println!("listening on {port}");
     expect_errno("listening on a port in use", dev.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 8).map(|l| l.port()), libc::EADDRINUSE)?;
@@ -43,7 +44,8 @@ pub(crate) fn serve(port: &str) -> Check {
     ensure(second.private_data == SECOND, format!("B: the second request's private data ({:?}, from {})", second.private_data, second.peer))?;
     let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
     let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
-    let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 }).map_err(|e| e.to_string())?;
+    let mut qp =
+        dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4, max_sge: 4, max_inline: 0 }).map_err(|e| e.to_string())?;
     let mut buf = vec![0u8; 4096];
     let mr = pd.register(&mut buf, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
     qp.post_recv(1, &[mr.sge(0..2048)]).map_err(|e| e.to_string())?;
@@ -56,6 +58,7 @@ pub(crate) fn serve(port: &str) -> Check {
     ensure(wc.wr_id == 1 && &mr.as_slice()[..HELLO.len()] == HELLO, "B: A's Send arrived over the accepted connection")?;
     let state = wait_ended(&qp)?;
     ensure(state == QpState::Error { terminate: None, sent: false }, format!("B: A's disconnect ended our QP ({state:?})"))?;
+    expect_event(&events, qp.handle(), QpEvent::ConnectionLost, "B")?;
     flushed(&cq, 1, "B")
 }
 
@@ -63,11 +66,12 @@ pub(crate) fn serve(port: &str) -> Check {
 pub(crate) fn drive(host: &str, port: &str) -> Check {
     let to: SocketAddrV4 = format!("{host}:{port}").parse().map_err(|e| format!("{host}:{port}: {e}"))?;
     let dev = open()?;
+    let events = dev.async_events().map_err(|e| e.to_string())?;
     let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
     let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
-    let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 }).map_err(|e| e.to_string())?;
-    let mut buf = HELLO.to_vec();
-    buf.resize(4096, 0);
+    let init = QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4, max_sge: 4, max_inline: 64 };
+    let mut qp = dev.create_qp(&init).map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 4096];
     let mr = pd.register(&mut buf, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
     qp.post_recv(9, &[mr.sge(2048..4096)]).map_err(|e| e.to_string())?;
     expect_errno("disconnecting a QP never connected", qp.disconnect(), libc::ENOTCONN)?;
@@ -95,12 +99,14 @@ pub(crate) fn drive(host: &str, port: &str) -> Check {
     o.private_data = SECOND.to_vec();
     let n = qp.connect(to, &o).map_err(|e| format!("A: connect after the reject: {e}"))?;
     ensure(n.peer_private == WELCOME, format!("A: accepted with B's private data ({:?})", n.peer_private))?;
-    qp.post_send(&SendWr { wr_id: 3, op: SendOp::Send { solicited: false }, sge: &[mr.sge(0..HELLO.len())], signaled: true })
-        .map_err(|e| format!("post Send: {e}"))?;
+    // Inline: from plain memory, no region.
+    qp.post_send_inline(3, SendOp::Send { solicited: false }, HELLO, true).map_err(|e| format!("post inline Send: {e}"))?;
     done(&cq, WcOpcode::Send)?;
     qp.disconnect().map_err(|e| format!("DISCONNECT: {e}"))?;
     let state = qp.state().map_err(|e| e.to_string())?;
     ensure(state == QpState::Error { terminate: None, sent: false }, format!("A: disconnected ({state:?})"))?;
+    let ev = events.next().map_err(|e| e.to_string())?;
+    ensure(ev.is_none(), format!("A: no asynchronous event for a QP we disconnected ({ev:?})"))?;
     flushed(&cq, 1, "A")?;
     expect_errno("disconnecting twice", qp.disconnect(), libc::ENOTCONN)
 }

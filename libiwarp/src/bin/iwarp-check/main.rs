@@ -28,6 +28,8 @@
 //!                    a region of B's outside its QP's protection domain): B must end the QP with
 //!                    the right Terminate, A must learn it, both flush what was posted
 //!   cm-serve PORT / cm-drive HOST PORT   listen, reject, accept, disconnect in the module
+//!   stalled-peer PORT / post-to-stalled HOST PORT   (B) a user-level peer that reads nothing;
+//!                    (A) 16 Writes of 4 MiB to it must post at once and complete or flush in order
 //!   verbs-errors     (loopback) errnos of the data-path ioctls, and a CQ overrun
 //!   bad-frame HOST PORT CASE   a user-level peer sends a malformed FPDU (CASE: crc-error) to
 //!                    fault-serve, and must get the module's Terminate back
@@ -75,6 +77,8 @@ fn main() -> ExitCode {
         Some("verbs-errors") => verbs::local_errors(),
         Some("cm-serve") if args.len() == 2 => cm::serve(&args[1]),
         Some("cm-drive") if args.len() == 3 => cm::drive(&args[1], &args[2]),
+        Some("stalled-peer") if args.len() == 2 => wire::stalled_peer(&args[1]),
+        Some("post-to-stalled") if args.len() == 3 => wire::post_to_stalled(&args[1], &args[2]),
         Some("bad-frame") if args.len() == 4 => wire::bad_frame(&args[1], &args[2], &args[3]),
         _ => Err("usage: see the top of libiwarp/src/bin/iwarp-check.rs".into()),
     };
@@ -275,7 +279,7 @@ fn dial(host: &str, port: &str) -> Result<TcpStream, String> {
 
 /// Queue sizes for QPs that only run the MPA exchange or send.
 fn small<'a>(pd: &'a ProtectionDomain<'a>, cq: &'a CompletionQueue<'a>) -> QpInit<'a> {
-    QpInit { pd, send_cq: cq, recv_cq: cq, max_recv_wr: 4, max_send_wr: 4 }
+    QpInit { pd, send_cq: cq, recv_cq: cq, max_recv_wr: 4, max_send_wr: 4, max_sge: 4, max_inline: 0 }
 }
 
 fn accept(port: &str, opts: &str) -> Result<String, String> {
@@ -331,7 +335,7 @@ fn adopt_errors() -> Check {
     let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
     let gone = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
     dev.dealloc_pd_raw(gone.handle()).map_err(|e| format!("DEALLOC_PD: {e}"))?;
-    let good = CreateQp { send_cq: h, recv_cq: h, max_recv_wr: 1, max_send_wr: 1, pd: pd.handle(), ..CreateQp::default() };
+    let good = CreateQp { send_cq: h, recv_cq: h, max_recv_wr: 1, max_send_wr: 1, pd: pd.handle(), max_sge: 4, ..CreateQp::default() };
     for (what, req) in [
         ("unknown send CQ", CreateQp { send_cq: h ^ 0x80, ..good }),
         ("unknown receive CQ", CreateQp { recv_cq: 0, ..good }),
@@ -339,6 +343,9 @@ fn adopt_errors() -> Check {
         ("send queue over max_qp_wr", CreateQp { max_send_wr: abi::MAX_QP_WR + 1, ..good }),
         ("handle not zero", CreateQp { qp: 1, ..good }),
         ("no PD", CreateQp { pd: 0, ..good }),
+        ("no SGE", CreateQp { max_sge: 0, ..good }),
+        ("more SGEs than max_sge", CreateQp { max_sge: abi::MAX_SGE as u32 + 1, ..good }),
+        ("more inline data than max_inline", CreateQp { max_inline: abi::MAX_INLINE + 1, ..good }),
         ("a freed PD", CreateQp { pd: gone.handle(), ..good }),
     ] {
         expect_errno(what, dev.create_qp_raw(&mut req.clone()), libc::EINVAL)?;
@@ -391,10 +398,12 @@ fn send_kernel(host: &str, port: &str, size: usize) -> Check {
     let third = (size / 3 + 1).min(size);
     // In two entries, so the module gathers them into one message.
     let sge = [mr.sge(0..third / 2), mr.sge(third / 2..third)];
-    qp.post_send(&SendWr { wr_id: 2, op: SendOp::Send { solicited: true }, sge: &sge, signaled: false }).map_err(|e| format!("post Send: {e}"))?;
+    qp.post_send(&SendWr { wr_id: 2, op: SendOp::Send { solicited: true }, sge: &sge, signaled: true }).map_err(|e| format!("post Send: {e}"))?;
     let n = qp.negotiated().ok_or("no negotiation")?;
     println!("ok: posted an RDMA Write of {size} bytes and a Send of {third} (peer markers {}, crc {})", n.tx_markers, n.crc);
-    Ok(())
+    // Sending goes on after posting returns: the QP stays until the Send (and so the Write
+    // before it) completed.
+    verbs::done(&cq, libiwarp::WcOpcode::Send).map(drop)
 }
 
 /// A user-level MPA responder and receiver on a plain socket, from the protocol core.

@@ -5,8 +5,8 @@
 use super::{dial, ensure, expect_errno, listen, open, options, Check};
 use iwarp_proto::terminate::Cause;
 use libiwarp::{
-    Access, CompletionQueue, Device, MemoryRegion, ProtectionDomain, QpInit, QpState, QueuePair, RecvWr, Remote, Role, SendOp, SendWr, Sge, WaitMode, WcOpcode,
-    WcStatus, WorkCompletion,
+    Access, AsyncEvents, CompletionQueue, Device, MemoryRegion, ProtectionDomain, QpEvent, QpInit, QpState, QueuePair, RecvWr, Remote, Role, SendOp, SendWr,
+    Sge, WaitMode, WcOpcode, WcStatus, WorkCompletion,
 };
 use std::net::{SocketAddrV4, TcpStream};
 use std::time::Duration;
@@ -168,7 +168,7 @@ fn connect<'d>(
 ) -> Result<Session<'d>, String> {
     let mut o = options(role, opts)?;
     o.private_data = advertise(&b);
-    let init = QpInit { pd, send_cq: cqs.0, recv_cq: cqs.1, max_recv_wr, max_send_wr: 16 };
+    let init = QpInit { pd, send_cq: cqs.0, recv_cq: cqs.1, max_recv_wr, max_send_wr: 16, max_sge: 4, max_inline: 0 };
     let qp = pd.device().create_qp(&init).map_err(|e| format!("create QP: {e}"))?;
     let mut s = Session { qp, scq: cqs.0, rcq: cqs.1, b, peer_dst: Remote::default(), peer_src: Remote::default() };
     for _ in 0..posted {
@@ -418,6 +418,7 @@ fn deep_send(s: &mut Session<'_>, n: usize) -> Check {
 /// Reports the state and checks the flushed receives.
 pub(crate) fn fault_serve(port: &str, case: &str) -> Check {
     let dev = open()?;
+    let events = dev.async_events().map_err(|e| e.to_string())?;
     let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
     let posted = if case == "no-recv" { 0 } else { 2 };
     let (pd, other) = (dev.alloc_pd().map_err(|e| e.to_string())?, dev.alloc_pd().map_err(|e| e.to_string())?);
@@ -439,7 +440,14 @@ pub(crate) fn fault_serve(port: &str, case: &str) -> Check {
     }
     let state = wait_ended(&s.qp)?;
     ensure(state == QpState::Error { terminate: Some(expect.code()), sent: true }, format!("B: QP ended with our Terminate {:?} ({state:?})", expect))?;
+    expect_event(&events, s.qp.handle(), QpEvent::Terminated { terminate: expect.code(), sent: true }, "B")?;
     flushed(&rcq, flush, "B")
+}
+
+/// The asynchronous event that must report how QP `qp` ended.
+pub(crate) fn expect_event(events: &AsyncEvents<'_>, qp: u32, what: QpEvent, who: &str) -> Check {
+    let ev = events.wait(Duration::from_secs(10)).map_err(|e| e.to_string())?;
+    ensure(ev.map(|e| (e.qp, e.what)) == Some((qp, what)), format!("{who}: asynchronous event {ev:?}"))
 }
 
 /// The cause B must report, and the operation A performs to provoke it.
@@ -463,6 +471,7 @@ fn fault_cause(case: &str) -> Result<(Cause, &'static str), String> {
 pub(crate) fn fault_drive(host: &str, port: &str, case: &str) -> Check {
     let (cause, what) = fault_cause(case)?;
     let dev = open()?;
+    let events = dev.async_events().map_err(|e| e.to_string())?;
     let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
     let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
     let s = connect(&pd, (&scq, &rcq), Via::Stream(dial(host, port)?), Role::Initiator, "", buffers(&pd, 4096)?, 16, 2)?;
@@ -486,6 +495,7 @@ pub(crate) fn fault_drive(host: &str, port: &str, case: &str) -> Check {
     println!("ok: posted: {what}");
     let state = wait_ended(&s.qp)?;
     ensure(state == QpState::Error { terminate: Some(cause.code()), sent: false }, format!("A: QP ended by the peer's Terminate {cause:?} ({state:?})"))?;
+    expect_event(&events, s.qp.handle(), QpEvent::Terminated { terminate: cause.code(), sent: false }, "A")?;
     // A Read never answered is flushed on the send CQ; a Send or Write completed when queued.
     let mut wc = [WorkCompletion::EMPTY; 4];
     let n = s.scq.poll(&mut wc);
@@ -526,7 +536,7 @@ pub(crate) fn local_errors() -> Check {
         let dev = open()?;
         let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
         let cq = dev.create_cq(64).map_err(|e| e.to_string())?;
-        let init = QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 64, max_send_wr: 4 };
+        let init = QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 64, max_send_wr: 4, max_sge: 4, max_inline: 0 };
         let stream = listener.accept().map_err(|e| e.to_string())?.0;
         let qp = dev.adopt(stream, &options(Role::Responder, "")?, &init).map_err(|e| format!("peer adopt: {e}"))?;
         let mut buf = vec![0u8; 4096];
@@ -544,7 +554,7 @@ pub(crate) fn local_errors() -> Check {
     let tiny = dev.create_cq(1).map_err(|e| e.to_string())?;
     let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
     let (pd, other) = (dev.alloc_pd().map_err(|e| e.to_string())?, dev.alloc_pd().map_err(|e| e.to_string())?);
-    let init = QpInit { pd: &pd, send_cq: &tiny, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4 };
+    let init = QpInit { pd: &pd, send_cq: &tiny, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4, max_sge: 2, max_inline: 32 };
     let std::net::SocketAddr::V4(to) = addr else { return Err("the listener is not IPv4".into()) };
     let initiator = options(Role::Initiator, "")?;
     // The module makes this connection itself (CONNECT_QP): first the refusals.
@@ -572,6 +582,17 @@ pub(crate) fn local_errors() -> Check {
     expect_errno("Read into two SGEs", send(&[rw.sge(0..8), rw.sge(8..16)], SendOp::Read(Remote { addr: 0, rkey: 1 })), libc::EINVAL)?;
     expect_errno("receive into a region without LOCAL_WRITE", qp.post_recv(1, &[ro.sge(0..16)]), libc::EACCES)?;
     expect_errno("Send from a region of another PD", send(&[elsewhere.sge(0..16)], plain), libc::EINVAL)?;
+    expect_errno("three SGEs on a QP of two", send(&[ro.sge(0..8), ro.sge(8..16), ro.sge(16..24)], plain), libc::EINVAL)?;
+    expect_errno("a receive of three SGEs on a QP of two", qp.post_recv(1, &[rw.sge(0..8), rw.sge(8..16), rw.sge(16..24)]), libc::EINVAL)?;
+    expect_errno("inline data beyond max_inline", qp.post_send_inline(1, plain, &[0u8; 33], false), libc::EINVAL)?;
+    let unmapped = [Sge { addr: 0x1000, length: 8, lkey: 0 }; 4];
+    let inline_flags = libiwarp::abi::send_flags::INLINE;
+    let from_unmapped = libiwarp::abi::PostSend { num_sge: 1, sge: unmapped, flags: inline_flags, ..Default::default() };
+    expect_errno("inline data from unmapped memory", qp.post_send_raw(from_unmapped), libc::EFAULT)?;
+    let inline_read = libiwarp::abi::PostSend { opcode: libiwarp::abi::opcode::READ, ..from_unmapped };
+    expect_errno("an inline RDMA Read", qp.post_send_raw(inline_read), libc::EINVAL)?;
+    qp.post_send_inline(1, plain, &[0x5a; 32], false).map_err(|e| format!("inline Send of 32 bytes: {e}"))?;
+    println!("ok: an inline Send of 32 bytes from plain memory posted");
     expect_errno("receive into a region of another PD", qp.post_recv(1, &[elsewhere.sge(0..16)]), libc::EINVAL)?;
     let raw = |f: &dyn Fn(&mut libiwarp::abi::PostSend)| {
         let mut req = libiwarp::abi::PostSend { num_sge: 1, sge: [ro.sge(0..16); 4], ..Default::default() };

@@ -1,8 +1,9 @@
-//! A user-level peer built on the protocol core over a plain socket, that breaks the protocol on
-//! purpose: the module must answer a malformed frame with a Terminate on the wire, end the QP
-//! and flush its work (checked on the module's side by `fault-serve`).
+//! User-level peers built on the protocol core over a plain socket: one breaks the protocol on
+//! purpose (the module must answer a malformed frame with a Terminate on the wire, end the QP
+//! and flush its work, checked on the module's side by `fault-serve`); one stops reading (the
+//! module's sender must not wait for it).
 
-use super::{dial, ensure, Check};
+use super::{dial, ensure, listen, open, options, Check};
 use iwarp_proto::crc::HostCrc;
 use iwarp_proto::markers::{self, Markers};
 use iwarp_proto::mpa::frame::{Frame, FrameError, Kind, RtrTypes, HEADER_LEN};
@@ -12,9 +13,10 @@ use iwarp_proto::rx::{self, Event, Receiver, Sink, Target};
 use iwarp_proto::stream::Pieces;
 use iwarp_proto::terminate::Cause;
 use iwarp_proto::tx::{self, Fpdu, Message, Transmitter};
+use libiwarp::{Access, QpEvent, QpInit, Remote, Role, SendOp, SendWr, WcStatus};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What the module's side of each case expects to send.
 pub(crate) fn cause(case: &str) -> Option<Cause> {
@@ -119,4 +121,60 @@ pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
     ensure(sent, "the module's go-ahead arrived and the broken frame was sent")?;
     let term = sink.0.iter().find_map(|e| if let Event::Terminate(t) = e { Some(*t) } else { None });
     ensure(term.and_then(|t| t.cause()) == Some(want), format!("the module sent a Terminate ({want:?}) and closed: {:?}", sink.0))
+}
+
+/// How long the stalled peer reads nothing.
+const STALL: Duration = Duration::from_secs(30);
+
+/// Guest B: accepts, answers the MPA request, then reads nothing for [`STALL`] and closes, so
+/// the module's side cannot send more than the two socket buffers hold.
+pub(crate) fn stalled_peer(port: &str) -> Check {
+    let mut s = listen(port)?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+    let req = read_frame(&mut s, Kind::Request)?;
+    let (frame, _) = Frame::parse(&req, Kind::Request).map_err(|e| format!("MPA request: {e:?}"))?;
+    let (reply, _) = LOCAL.respond(&frame, b"stalled").map_err(|e| format!("respond: {e:?}"))?;
+    write_frame(&mut s, &reply)?;
+    println!("ok: B: MPA answered; reading nothing for {STALL:?}");
+    std::thread::sleep(STALL);
+    Ok(())
+}
+
+/// Guest A: posts 16 signaled RDMA Writes of 4 MiB to the stalled peer. Posting must not wait
+/// for the network: all 16 return long before the peer reads or closes. When the peer closes,
+/// the QP ends and every Write completes in order: those TCP got acknowledged successfully, the
+/// rest flushed.
+pub(crate) fn post_to_stalled(host: &str, port: &str) -> Check {
+    const WRITES: u64 = 16;
+    let dev = open()?;
+    let events = dev.async_events().map_err(|e| e.to_string())?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let cq = dev.create_cq(64).map_err(|e| e.to_string())?;
+    let init = QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: WRITES as u32, max_sge: 4, max_inline: 0 };
+    let mut qp = dev.create_qp(&init).map_err(|e| e.to_string())?;
+    let mut buf = vec![7u8; 4 << 20];
+    let mr = pd.register(&mut buf, Access::NONE).map_err(|e| e.to_string())?;
+    qp.adopt(dial(host, port)?, &options(Role::Initiator, "")?).map_err(|e| format!("adopt: {e}"))?;
+    let start = Instant::now();
+    let to = SendOp::Write(Remote { addr: 0, rkey: 0x100 });
+    for wr_id in 0..WRITES {
+        qp.post_send(&SendWr { wr_id, op: to, sge: &[mr.sge(0..4 << 20)], signaled: true }).map_err(|e| format!("post Write {wr_id}: {e}"))?;
+    }
+    let took = start.elapsed();
+    ensure(took < STALL / 2, format!("A: {WRITES} Writes of 4 MiB posted in {took:?}, while the peer reads nothing"))?;
+    let mut wcs = Vec::new();
+    while wcs.len() < WRITES as usize {
+        match cq.wait_one(Duration::from_secs(120)).map_err(|e| e.to_string())? {
+            Some(wc) => wcs.push(wc),
+            None => return Err(format!("A: {} of {WRITES} completions after the peer closed", wcs.len())),
+        }
+    }
+    let ok = wcs.iter().take_while(|w| w.status == WcStatus::Success).count();
+    let in_order = wcs.iter().enumerate().all(|(i, w)| w.wr_id == i as u64);
+    let rest_flushed = wcs[ok..].iter().all(|w| w.status == WcStatus::Flushed);
+    ensure(
+        in_order && rest_flushed && ok < WRITES as usize,
+        format!("A: when the peer closed, {ok} Writes had completed and the other {} were flushed, in order", WRITES as usize - ok),
+    )?;
+    crate::verbs::expect_event(&events, qp.handle(), QpEvent::ConnectionLost, "A")
 }

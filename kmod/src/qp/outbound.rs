@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The send queue of a QP: messages (Sends, Writes, Read Requests and Responses) wait here in
+//! order, are framed FPDU by FPDU by the protocol core into batches of page fragments, and go to
+//! TCP without waiting: what the socket buffer cannot take now stays queued, and the hook's
+//! transmit work goes on once TCP frees buffer (`sk_write_space`). Posting never blocks on the
+//! network.
+
+use super::payload::{self, OutPayload};
+use super::unacked::Unacked;
+use super::wr::Fifo;
+use super::{enotconn, QueuePair};
+use crate::abi::wc_status;
+use crate::frags::{Arena, PageFrag};
+use crate::shim::KernelCrc;
+use crate::socket::TcpSocket;
+use crate::terminate::{Cause, Terminate};
+use crate::tx::{Fpdu, Message, Outgoing, Piece, Transmitter};
+use kernel::prelude::*;
+
+/// A message waiting for TCP.
+pub(super) struct Outbound {
+    pub(super) msg: Message,
+    pub(super) payload: OutPayload,
+    /// The Send or Write it carries, to complete once the message is queued whole.
+    pub(super) wr: Option<Unacked>,
+}
+
+impl Outbound {
+    /// Whether a work request of ours posted it (everything but Read Responses).
+    fn is_wr(&self) -> bool {
+        !matches!(self.msg, Message::ReadResponse { .. })
+    }
+}
+
+/// What the send side keeps.
+pub(crate) struct TxSide {
+    tx: Transmitter,
+    fpdu: KBox<Fpdu>,
+    batch: Batch,
+    queue: Fifo<Option<Outbound>>,
+    /// Work requests in `queue` (the rest are Read Responses), at most `max_wrs`.
+    wrs: usize,
+    max_wrs: usize,
+    /// Framing state of the oldest queued message, once begun.
+    current: Option<Outgoing>,
+    /// TCP sequence number just past what TCP took last.
+    end_seq: u32,
+    /// Payload octets sent (zero copy, copied).
+    sent: (u64, u64),
+}
+
+impl TxSide {
+    /// A send side for up to `max_wrs` queued work requests and `ird` Read Responses.
+    pub(super) fn new(tx: Transmitter, max_wrs: usize, ird: usize) -> Result<TxSide> {
+        let batch = Batch { ctl: Arena::new(), frags: KVec::with_capacity(BATCH_FRAGS, GFP_KERNEL)?, taken: 0 };
+        Ok(TxSide {
+            tx,
+            fpdu: KBox::new(Fpdu::default(), GFP_KERNEL)?,
+            batch,
+            queue: Fifo::new(max_wrs + ird)?,
+            wrs: 0,
+            max_wrs,
+            current: None,
+            end_seq: 0,
+            sent: (0, 0),
+        })
+    }
+
+    /// Payload octets sent: (zero copy, copied).
+    pub(super) fn sent(&self) -> (u64, u64) {
+        self.sent
+    }
+
+    /// Work requests queued, not yet taken whole by TCP.
+    pub(super) fn queued_wrs(&self) -> usize {
+        self.wrs
+    }
+
+    /// Whether `ob` may be queued: ENOMEM when the queue holds as many work requests as the
+    /// send queue (Read Responses have room of their own).
+    fn room_for(&self, ob: &Outbound) -> Result {
+        let full = if ob.is_wr() { self.wrs >= self.max_wrs } else { self.queue.len() >= self.queue.capacity() };
+        if full {
+            return Err(ENOMEM);
+        }
+        Ok(())
+    }
+
+    /// Sends a Terminate right after what TCP has (part of) already, if the socket takes it
+    /// now; the queued messages stay for [`TxSide::drain`].
+    pub(super) fn terminate(&mut self, sock: &TcpSocket, t: Terminate) -> Result {
+        if !self.batch.push(sock, &mut self.end_seq)? {
+            return Err(EAGAIN);
+        }
+        self.current = None;
+        let empty = OutPayload::empty();
+        let mut out = self.tx.start(Message::Terminate(t), 0).map_err(|_| EINVAL)?;
+        self.tx.next_fpdu::<KernelCrc, _>(&mut out, &empty, &mut self.fpdu);
+        self.batch.add(&self.fpdu, &empty)?;
+        if self.batch.push(sock, &mut self.end_seq)? {
+            Ok(())
+        } else {
+            Err(EAGAIN)
+        }
+    }
+
+    /// Takes every queued message (the QP ended): calls `f` with the work requests.
+    pub(super) fn drain(&mut self, mut f: impl FnMut(Unacked)) {
+        while let Some(ob) = self.queue.pop() {
+            if let Some(wr) = ob.and_then(|o| o.wr) {
+                f(wr);
+            }
+        }
+        self.wrs = 0;
+        self.current = None;
+        self.batch.clear();
+    }
+}
+
+/// Fragments handed to one sendmsg, about (the kernel takes up to UIO_MAXIOV = 1024).
+const BATCH_FRAGS: usize = 256;
+
+/// The fragments of several FPDUs of one message: per-FPDU control octets (headers, markers,
+/// pad, CRC) are copied into fresh pages, because the core reuses its FPDU buffer; payload is
+/// referenced as the message's fragments, whose pages the queued message keeps.
+struct Batch {
+    ctl: Arena,
+    frags: KVec<PageFrag>,
+    /// Fragments TCP took whole (the next may be partly taken: it is trimmed in place).
+    taken: usize,
+}
+
+impl Batch {
+    /// Adds the framed FPDU's pieces.
+    fn add(&mut self, fpdu: &Fpdu, payload: &OutPayload) -> Result {
+        for p in fpdu.pieces() {
+            match *p {
+                Piece::Ctl { off, len } => {
+                    let frag = self.ctl.push(fpdu.ctl(off, len))?;
+                    payload::push(&mut self.frags, frag)?;
+                }
+                Piece::Payload { off, len } => payload.frags(off, len as u64, |f| payload::push(&mut self.frags, f))?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands what TCP has not taken yet to it, without waiting; true when all is taken (the
+    /// batch is then empty). `end_seq` becomes the sequence number just past what TCP has.
+    fn push(&mut self, sock: &TcpSocket, end_seq: &mut u32) -> Result<bool> {
+        if self.taken < self.frags.len() {
+            let mut left = sock.send_frags(&mut self.frags[self.taken..], end_seq)?;
+            while left > 0 {
+                let f = &mut self.frags[self.taken];
+                if left >= f.len() as usize {
+                    left -= f.len() as usize;
+                    self.taken += 1;
+                } else {
+                    *f = f.slice(left as u32, f.len() - left as u32);
+                    left = 0;
+                }
+            }
+        }
+        let all = self.taken == self.frags.len();
+        if all {
+            self.clear();
+        }
+        Ok(all)
+    }
+
+    fn clear(&mut self) {
+        self.frags.clear();
+        self.ctl.clear();
+        self.taken = 0;
+    }
+}
+
+impl QueuePair {
+    /// Hands TCP what is queued, as far as the socket buffer takes it now, completing the work
+    /// requests whose messages it took whole. Err: the stream broke. Ok(true): a CQ overran;
+    /// the caller fails the QP once it released the send side.
+    pub(super) fn pump(&self, side: &mut TxSide) -> Result<bool> {
+        let sock = self.socket()?;
+        let mut overrun = false;
+        loop {
+            if !side.batch.push(sock, &mut side.end_seq)? {
+                // The hook's transmit work goes on when TCP frees buffer.
+                return Ok(overrun);
+            }
+            let Some(Some(front)) = side.queue.front_mut() else { return Ok(overrun) };
+            let out = match &mut side.current {
+                Some(out) => out,
+                None => side.current.insert(side.tx.start(front.msg, front.payload.len()).map_err(|_| EINVAL)?),
+            };
+            if out.done() {
+                // Framed, and taken whole by TCP.
+                side.current = None;
+                let counter = if front.payload.zero_copy() { &mut side.sent.0 } else { &mut side.sent.1 };
+                *counter += front.payload.len();
+                let zero_copy = front.payload.zero_copy();
+                if let Some(Some(ob)) = side.queue.pop() {
+                    if let Some(mut wr) = ob.wr {
+                        wr.end_seq = side.end_seq;
+                        overrun |= self.sent(wr, zero_copy);
+                    }
+                    side.wrs -= ob.is_wr() as usize;
+                }
+                continue;
+            }
+            while !out.done() && side.batch.frags.len() < BATCH_FRAGS {
+                side.tx.next_fpdu::<KernelCrc, _>(out, &front.payload, &mut side.fpdu);
+                side.batch.add(&side.fpdu, &front.payload)?;
+            }
+        }
+    }
+
+    /// Queues `ob` and pumps. `check` runs once the queue has room, under the send side's lock,
+    /// and may refuse; when it accepts, `ob` is queued.
+    pub(super) fn enqueue(&self, ob: Outbound, check: impl FnOnce(&TxSide) -> Result) -> Result {
+        let mut guard = self.tx.lock();
+        let Some(side) = &mut *guard else { return Err(enotconn()) };
+        side.room_for(&ob)?;
+        check(side)?;
+        side.wrs += ob.is_wr() as usize;
+        // Cannot fail: room_for() found room (the queue holds `max_wrs` plus the IRD).
+        side.queue.push(Some(ob))?;
+        let pumped = self.pump(side);
+        drop(guard);
+        self.pumped(pumped);
+        Ok(())
+    }
+
+    /// The hook's transmit work: goes on sending what is queued.
+    pub(super) fn resume(&self) {
+        let mut guard = self.tx.lock();
+        let Some(side) = &mut *guard else { return };
+        let pumped = self.pump(side);
+        drop(guard);
+        self.pumped(pumped);
+    }
+
+    /// Fails the QP if pumping broke the stream or overran a CQ.
+    fn pumped(&self, r: Result<bool>) {
+        match r {
+            Ok(false) => {}
+            Ok(true) => self.fail(Terminate::new(Cause::RdmapCatastrophic)),
+            // Part of a message may be on the wire: the stream cannot go on.
+            Err(_) => self.fail(Terminate::new(Cause::MpaStreamLost)),
+        }
+    }
+
+    /// Flushes what is still queued (the QP ended).
+    pub(super) fn flush_queued(&self) {
+        let mut guard = self.tx.lock();
+        let Some(side) = &mut *guard else { return };
+        side.drain(|wr| {
+            if wr.signaled {
+                // A full CQ loses it; the QP is in error either way.
+                let _ = self.send_cq.push(&self.cqe(wr.wr_id, wc_status::WR_FLUSH_ERR, wr.opcode, 0));
+            }
+        });
+    }
+}
