@@ -277,8 +277,15 @@ pub(crate) fn run_one(stream: TcpStream, test: Test, size: usize, o: &Options) -
             }
         }
         Test::WriteBw => {
-            for _ in 0..iters {
-                s.post(SendOp::Write(s.peer), size, false)?;
+            // At most `depth` outstanding: posting never waits, so the send queue is the limit.
+            let (mut posted, mut done) = (0, 0);
+            while done < iters {
+                while posted < iters && posted - done < o.depth {
+                    s.post(SendOp::Write(s.peer), size, true)?;
+                    posted += 1;
+                }
+                s.wait(s.scq, WcOpcode::RdmaWrite)?;
+                done += 1;
             }
         }
         Test::ReadBw => {
