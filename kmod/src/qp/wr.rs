@@ -120,6 +120,11 @@ impl<T: Default> Fifo<T> {
         Ok(Fifo { slots, head: 0, len: 0 })
     }
 
+    /// Slot index `i` (below twice the capacity) wrapped into the ring, without a division.
+    fn wrap(&self, i: usize) -> usize {
+        i.checked_sub(self.slots.len()).unwrap_or(i)
+    }
+
     pub(crate) fn capacity(&self) -> usize {
         self.slots.len()
     }
@@ -133,7 +138,7 @@ impl<T: Default> Fifo<T> {
         if self.len == self.slots.len() {
             return Err(ENOMEM);
         }
-        let i = (self.head + self.len) % self.slots.len();
+        let i = self.wrap(self.head + self.len);
         self.slots[i] = v;
         self.len += 1;
         Ok(())
@@ -141,12 +146,12 @@ impl<T: Default> Fifo<T> {
 
     /// The `i`-th oldest entry.
     pub(crate) fn get(&self, i: usize) -> Option<&T> {
-        (i < self.len).then(|| &self.slots[(self.head + i) % self.slots.len()])
+        (i < self.len).then(|| &self.slots[self.wrap(self.head + i)])
     }
 
     /// The newest entry.
     pub(crate) fn last_mut(&mut self) -> Option<&mut T> {
-        let i = (self.head + self.len.checked_sub(1)?) % self.slots.len();
+        let i = self.wrap(self.head + self.len.checked_sub(1)?);
         Some(&mut self.slots[i])
     }
 
@@ -160,7 +165,7 @@ impl<T: Default> Fifo<T> {
             return None;
         }
         let v = core::mem::take(&mut self.slots[self.head]);
-        self.head = (self.head + 1) % self.slots.len();
+        self.head = self.wrap(self.head + 1);
         self.len -= 1;
         Some(v)
     }
