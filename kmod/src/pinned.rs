@@ -66,8 +66,8 @@ impl PinnedPages {
     }
 
     /// Copies buffer bytes `[offset, offset + dst.len())` into `dst`; EINVAL if out of range.
-    /// A copy, not a view: user space may change its buffer at any time, and what is framed and
-    /// checksummed must be one consistent snapshot.
+    /// A copy, not a view (for small messages; larger ones are sent by reference, see
+    /// [`PinnedPages::frags`]): what is framed and checksummed is one consistent snapshot.
     pub(crate) fn copy_to(&self, offset: u64, dst: &mut [u8]) -> Result {
         self.check_range(offset, dst.len() as u64)?;
         // SAFETY: the set is live and the range lies inside the buffer, hence inside the pinned

@@ -564,9 +564,11 @@ pub struct Sge {
 }
 
 /// A send work request: an entry of a QP's send ring. The module copies each entry out of the
-/// ring when the doorbell rings, checks it and frames the message before DOORBELL returns
-/// (markers, CRC), from a snapshot of the local buffers, so they may be reused at once. Sends
-/// and Writes complete once queued to TCP, Reads when the response has been placed.
+/// ring when the doorbell rings and checks it; the message is queued and goes to TCP as the
+/// socket buffer takes it (DOORBELL never waits for the network). Sends and Writes complete
+/// once TCP took them whole (payloads under a page and inline data, copied at doorbell time) or
+/// acknowledged them (payloads of a page or more, sent from the registered pages), Reads when
+/// the response has been placed.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PostSend {
