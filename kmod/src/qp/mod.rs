@@ -282,8 +282,17 @@ impl QueuePair {
     /// Leaves the connected state for good: flushes every posted receive, outstanding Read and
     /// unacknowledged Send or Write with error completions and shuts the connection down.
     fn end(&self, rx: &mut RxSide, why: Ended) {
+        if self.stop(rx, why) {
+            if let Some(s) = self.sock.as_ref() {
+                s.shutdown();
+            }
+        }
+    }
+
+    /// [`QueuePair::end`] without the shutdown; false if the QP had ended already.
+    fn stop(&self, rx: &mut RxSide, why: Ended) -> bool {
         if matches!(rx.phase, Phase::Ended(_)) {
-            return;
+            return false;
         }
         rx.phase = Phase::Ended(why);
         if let Some(ev) = why.event(self.handle) {
@@ -297,9 +306,7 @@ impl QueuePair {
         while let Some(r) = rx.queues.reads.pop() {
             let _ = self.send_cq.push(&self.cqe(r.wr_id, wc_status::WR_FLUSH_ERR, wc_opcode::RDMA_READ, 0));
         }
-        if let Some(s) = self.sock.as_ref() {
-            s.shutdown();
-        }
+        true
     }
 
     /// DISCONNECT: ends a connected QP (ENOTCONN otherwise); the peer sees the connection

@@ -124,12 +124,20 @@ impl QueuePair {
     /// A local failure: tell the peer (if the socket takes the Terminate now; it may be gone
     /// already), end the QP.
     pub(super) fn fail(&self, t: Terminate) {
+        // Why is recorded first: the peer may close as soon as it reads the Terminate, and that
+        // must not pass for the reason.
+        if !self.stop(&mut self.rx.lock(), Ended::of(&t, true)) {
+            return;
+        }
         {
             let mut guard = self.tx.lock();
             if let (Some(side), Ok(sock)) = (&mut *guard, self.socket()) {
                 let _ = side.terminate(sock, t);
             }
+            if let Ok(sock) = self.socket() {
+                sock.shutdown();
+            }
         }
-        self.end_and_flush(Ended::of(&t, true));
+        self.flush_queued();
     }
 }
