@@ -81,6 +81,22 @@ struct socket *iwarp_shim_sock_adopt(int fd, int *err)
 }
 
 /*
+ * Gives the kernel socket @sock a file, so iwarp_shim_sock_put() releases it like an adopted
+ * one. Returns it, or NULL with *@err (sock_alloc_file() released the socket then).
+ */
+static struct socket *with_file(struct socket *sock, int *err)
+{
+	struct file *file = sock_alloc_file(sock, 0, NULL);
+
+	if (IS_ERR(file)) {
+		*err = PTR_ERR(file);
+		return NULL;
+	}
+	*err = 0;
+	return sock;
+}
+
+/*
  * Connects a new kernel TCP socket, in the caller's network namespace, to @addr:@port (host
  * order), waiting at most @timeout_ms. The socket gets a file, so iwarp_shim_sock_put() releases
  * it like an adopted one. Returns it, or NULL with *@err.
@@ -93,7 +109,6 @@ struct socket *iwarp_shim_sock_connect(u32 addr, u16 port, unsigned int timeout_
 		.sin_port = htons(port),
 	};
 	struct socket *sock;
-	struct file *file;
 	int rc;
 
 	rc = sock_create_kern(current->nsproxy->net_ns, AF_INET, SOCK_STREAM, IPPROTO_TCP, &sock);
@@ -109,14 +124,7 @@ struct socket *iwarp_shim_sock_connect(u32 addr, u16 port, unsigned int timeout_
 		return NULL;
 	}
 	WRITE_ONCE(sock->sk->sk_sndtimeo, MAX_SCHEDULE_TIMEOUT);
-	file = sock_alloc_file(sock, 0, NULL);
-	if (IS_ERR(file)) {
-		/* sock_alloc_file() released the socket. */
-		*err = PTR_ERR(file);
-		return NULL;
-	}
-	*err = 0;
-	return sock;
+	return with_file(sock, err);
 }
 
 /*
@@ -132,7 +140,6 @@ struct socket *iwarp_shim_sock_listen(u32 addr, u16 *port, int backlog, int *err
 		.sin_port = htons(*port),
 	};
 	struct socket *sock;
-	struct file *file;
 	int rc;
 
 	rc = sock_create_kern(current->nsproxy->net_ns, AF_INET, SOCK_STREAM, IPPROTO_TCP, &sock);
@@ -152,13 +159,7 @@ struct socket *iwarp_shim_sock_listen(u32 addr, u16 *port, int backlog, int *err
 		return NULL;
 	}
 	*port = ntohs(sin.sin_port);
-	file = sock_alloc_file(sock, 0, NULL);
-	if (IS_ERR(file)) {
-		*err = PTR_ERR(file);
-		return NULL;
-	}
-	*err = 0;
-	return sock;
+	return with_file(sock, err);
 }
 
 /*
@@ -169,7 +170,6 @@ struct socket *iwarp_shim_sock_accept(struct socket *listener, unsigned int time
 {
 	struct sockaddr_in sin = {};
 	struct socket *sock;
-	struct file *file;
 	int rc;
 
 	WRITE_ONCE(listener->sk->sk_rcvtimeo, msecs_to_jiffies(timeout_ms));
@@ -182,13 +182,7 @@ struct socket *iwarp_shim_sock_accept(struct socket *listener, unsigned int time
 		*addr = ntohl(sin.sin_addr.s_addr);
 		*port = ntohs(sin.sin_port);
 	}
-	file = sock_alloc_file(sock, 0, NULL);
-	if (IS_ERR(file)) {
-		*err = PTR_ERR(file);
-		return NULL;
-	}
-	*err = 0;
-	return sock;
+	return with_file(sock, err);
 }
 
 /* Shuts the connection down and drops the reference iwarp_shim_sock_adopt() took. */
@@ -288,7 +282,6 @@ u32 iwarp_shim_sock_snd_una(struct socket *sock)
 {
 	return READ_ONCE(tcp_sk(sock->sk)->snd_una);
 }
-
 
 /* The connection's current MSS (what an FPDU must fit, RFC 5044 section 11.2). */
 u32 iwarp_shim_sock_mss(struct socket *sock)

@@ -30,6 +30,13 @@ enum SocketFrom {
     Request(Pending),
 }
 
+/// The `len` octets of private data at user address `from`.
+fn private_data(from: u64, len: u32) -> Result<KVec<u8>> {
+    let mut private = KVec::from_elem(0u8, len as usize, GFP_KERNEL)?;
+    UserSlice::new(UserPtr::from_addr(from as usize), private.len()).reader().read_slice(&mut private)?;
+    Ok(private)
+}
+
 /// Copies up to `cap` octets of `data` to user address `to`.
 fn give(data: &[u8], to: u64, cap: u32) -> Result {
     let n = data.len().min(cap as usize);
@@ -119,8 +126,7 @@ impl Context {
 
     /// Gets the connected socket and runs the MPA exchange.
     fn exchange(&self, req: &mut AdoptQp, from: SocketFrom) -> Result<qp::Established> {
-        let mut private = KVec::from_elem(0u8, req.private_len as usize, GFP_KERNEL)?;
-        UserSlice::new(UserPtr::from_addr(req.private_data as usize), private.len()).reader().read_slice(&mut private)?;
+        let private = private_data(req.private_data, req.private_len)?;
         let local = Local {
             markers: req.flags & conn::RX_MARKERS != 0,
             crc: req.flags & conn::CRC != 0,
@@ -214,9 +220,7 @@ impl Context {
             return Err(EINVAL);
         }
         let pending = self.requests.lock().remove(req.request)?;
-        let mut private = KVec::from_elem(0u8, req.private_len as usize, GFP_KERNEL)?;
-        UserSlice::new(UserPtr::from_addr(req.private_data as usize), private.len()).reader().read_slice(&mut private)?;
-        pending.reject(&private)
+        pending.reject(&private_data(req.private_data, req.private_len)?)
     }
 
     /// DISCONNECT.

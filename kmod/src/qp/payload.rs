@@ -54,14 +54,7 @@ impl OutPayload {
                 p.pinned.push(pages, GFP_KERNEL)?;
                 continue;
             }
-            let mut done = 0u64;
-            while done < s.length as u64 {
-                let n = (s.length as u64 - done).min(p.copies.room() as u64) as usize;
-                let (frag, dst) = p.copies.take(n)?;
-                mrs.read(s.lkey, s.addr + done, dst, need).map_err(|_| EINVAL)?;
-                push(&mut p.frags, frag)?;
-                done += n as u64;
-            }
+            p.copy_in(s.length as u64, |at, dst| mrs.read(s.lkey, s.addr + at, dst, need).map_err(|_| EINVAL))?;
         }
         Ok(p)
     }
@@ -71,17 +64,23 @@ impl OutPayload {
     pub(super) fn from_user(sges: &[Sge]) -> Result<OutPayload> {
         let mut p = OutPayload::empty();
         for s in sges {
-            let mut done = 0u64;
-            while done < s.length as u64 {
-                let n = (s.length as u64 - done).min(p.copies.room() as u64) as usize;
-                let (frag, dst) = p.copies.take(n)?;
-                UserSlice::new(UserPtr::from_addr((s.addr + done) as usize), n).reader().read_slice(dst)?;
-                push(&mut p.frags, frag)?;
-                done += n as u64;
-            }
+            p.copy_in(s.length as u64, |at, dst| UserSlice::new(UserPtr::from_addr((s.addr + at) as usize), dst.len()).reader().read_slice(dst))?;
             p.len += s.length as u64;
         }
         Ok(p)
+    }
+
+    /// Appends `len` copied octets, page by page: `fill(offset, dst)` writes those at `offset`.
+    fn copy_in(&mut self, len: u64, mut fill: impl FnMut(u64, &mut [u8]) -> Result) -> Result {
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(self.copies.room() as u64) as usize;
+            let (frag, dst) = self.copies.take(n)?;
+            fill(done, dst)?;
+            push(&mut self.frags, frag)?;
+            done += n as u64;
+        }
+        Ok(())
     }
 
     /// Octets in all.

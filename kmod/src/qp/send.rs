@@ -129,14 +129,11 @@ impl QueuePair {
         if !self.stop(&mut self.rx.lock(), Ended::of(&t, true)) {
             return;
         }
-        {
-            let mut guard = self.tx.lock();
-            if let (Some(side), Ok(sock)) = (&mut *guard, self.socket()) {
+        if let Ok(sock) = self.socket() {
+            if let Some(side) = &mut *self.tx.lock() {
                 let _ = side.terminate(sock, t);
             }
-            if let Ok(sock) = self.socket() {
-                sock.shutdown();
-            }
+            sock.shutdown();
         }
         self.flush_queued();
     }
