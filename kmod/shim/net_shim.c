@@ -574,6 +574,8 @@ static int iwarp_read_actor(read_descriptor_t *desc, struct sk_buff *skb, unsign
 	if (!st->skip) {
 		struct sk_buff *next = skb;
 		u32 off = offset;
+		/* Sequence number just past the bytes gathered so far. */
+		u32 end = TCP_SKB_CB(skb)->seq + offset;
 
 		if (st->stop)
 			return 0;
@@ -583,10 +585,19 @@ static int iwarp_read_actor(read_descriptor_t *desc, struct sk_buff *skb, unsign
 				capped = true;
 				break;
 			}
+			if (after(TCP_SKB_CB(next)->seq + next->len, end))
+				end = TCP_SKB_CB(next)->seq + next->len;
 			if (skb_queue_is_last(&st->sk->sk_receive_queue, next))
 				break;
 			next = skb_queue_next(&st->sk->sk_receive_queue, next);
-			off = 0;
+			/*
+			 * Queued skbs may overlap: TCP queues a segment that starts below rcv_nxt
+			 * (a retransmission or duplicate that also carries new bytes) whole, as
+			 * tcp_read_sock() knows. Go on from the first byte not gathered yet.
+			 */
+			if (after(TCP_SKB_CB(next)->seq, end))
+				break;
+			off = end - TCP_SKB_CB(next)->seq;
 		}
 		rc = st->fn(st->ctx, st->parts, st->n, capped);
 		if (rc <= 0) {
