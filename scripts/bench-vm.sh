@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # cargo xtask bench verbs: in one run between the same two guests, iwarp.ko (iwarp-bench) beside
 # siw (perftest with rdma_cm, -R) and plain TCP (iperf3, sockperf ping-pong); prints each
-# figure and the ratios. Usage: bench-vm.sh [--quick]
+# figure and the ratios. Usage: bench-vm.sh [--quick] [--faults]
+# --faults: 64 KiB write_bw of iwarp.ko (markers and CRC, and plain) and of TCP (iperf3) under
+# each network fault of vm-lib.sh (netem on both guests), as ratios to the same run without it.
 # Guests run under TCG here: absolute numbers mean little, ratios between stacks measured in the
 # same guests, back to back, are the point.
 set -uo pipefail
@@ -9,8 +11,14 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 source "$here/scripts/vm-lib.sh"
 ko="$here/target/kmod/release/iwarp.ko"
 bench="$here/target/release/iwarp-bench"
-quick=0
-[ "${1:-}" = --quick ] && quick=1
+quick=0 faults=0
+for a in "$@"; do
+    case $a in
+        --quick) quick=1 ;;
+        --faults) faults=1 ;;
+        *) echo "usage: bench-vm.sh [--quick] [--faults]" >&2; exit 2 ;;
+    esac
+done
 bw_iters=$((quick ? 300 : 2000)) lat_iters=$((quick ? 200 : 1000)) secs=$((quick ? 2 : 5))
 
 vm_start 2 release || exit $?
@@ -20,50 +28,110 @@ setup='insmod '"$ko"' && modprobe siw && rdma link add siw0 type siw netdev $IWA
 vm_run A "$setup" >/dev/null && vm_run B "$setup" >/dev/null || { vm_stop; echo "FATAL: guest setup failed" >&2; exit 1; }
 
 declare -A R
-# ours NAME OPTS: write_bw 64 KiB, write_lat 8 B, send_lat 8 B through iwarp.ko.
+# ours NAME OPTS [bw]: write_bw 64 KiB, write_lat 8 B, send_lat 8 B through iwarp.ko (only
+# write_bw with "bw").
 ours() {
-    local name=$1 opts=$2 out
-    out=$(vm_pair B "timeout 600 $bench server --port 7300 $opts" \
-        A "$bench client $B --port 7300 $opts --format csv --test write_bw --sizes 65536 --iters $bw_iters && \
-           $bench client $B --port 7300 $opts --format csv --test write_lat,send_lat --sizes 8 --iters $lat_iters --stop-server") || { echo "$out"; return 1; }
+    local name=$1 opts=$2 out c="$bench client $B --port 7300 $opts --format csv"
+    local run="$c --test write_bw --sizes 65536 --iters $bw_iters"
+    if [ "${3:-}" = bw ]; then run+=" --stop-server"; else run+=" && $c --test write_lat,send_lat --sizes 8 --iters $lat_iters --stop-server"; fi
+    out=$(vm_pair B "timeout 600 $bench server --port 7300 $opts" A "$run") || { echo "$out"; return 1; }
     echo "$out" | grep -E '^(test|write|send)'
     R[$name/write_bw]=$(awk -F, '$1 == "write_bw" {printf "%.1f", $7 / 1e6}' <<<"$out")
     R[$name/write_lat]=$(awk -F, '$1 == "write_lat" {print $8}' <<<"$out")
     R[$name/send_lat]=$(awk -F, '$1 == "send_lat" {print $8}' <<<"$out")
 }
-# perftest TOOL SIZE ITERS COLUMN: siw through rdma_cm; the server side runs in B.
+# Other stacks' figures (siw, TCP) are anchors: each is a server in B and a client in A. The
+# client starts only once the server listens; a failed pair is retried as a pair (a fresh server
+# and client) up to ANCHOR_TRIES times. An anchor that still fails is reported as not measured,
+# with why, and its ratios print n/a: it never fails the benchmark, which fails only when our
+# own figures are missing.
+ANCHOR_TRIES=3
+declare -A MISSING
+anchor_retries=0
+# anchor NAME PORT SERVER CLIENT [STOP]: the client's output in OUT (empty if not measured).
+# STOP=stop: the server runs until ended (after the client); otherwise it must end by itself,
+# successfully. Not in a subshell: it records what went wrong in MISSING.
+anchor() {
+    local name=$1 port=$2 server=$3 client=$4 stop=${5:-} try sout why
+    OUT=
+    for ((try = 1; try <= ANCHOR_TRIES; try++)); do
+        if ! sout=$(vm_serve B "$name" "$port" "$server"); then
+            why="server did not listen: $(tail -1 <<<"$sout")"
+        elif ! OUT=$(vm_run A "$client"); then
+            why="client failed: $(tail -1 <<<"$OUT")"
+            vm_unserve B "$name" >/dev/null
+        elif [ "$stop" = stop ]; then
+            vm_unserve B "$name" >/dev/null
+            break
+        elif ! sout=$(vm_served B "$name"); then
+            why="server failed: $(tail -1 <<<"$sout")"
+        else
+            break
+        fi
+        echo "anchor $name: attempt $try of $ANCHOR_TRIES failed: $why"
+    done
+    if ((try > ANCHOR_TRIES)); then
+        OUT=
+        MISSING[$name]=$why
+        return 1
+    fi
+    if ((try > 1)); then
+        anchor_retries=$((anchor_retries + try - 1))
+        echo "anchor $name: measured on attempt $try"
+    fi
+}
+# figure NAME TEXT COLUMN SCALE: column COLUMN of the line TEXT times SCALE, into R[NAME].
+figure() {
+    R[$1]=$(awk -v c="$3" -v k="$4" '$c + 0 > 0 {printf "%.1f", $c * k}' <<<"$2")
+    [ -n "${R[$1]}" ] || [ -n "${MISSING[$1]:-}" ] || MISSING[$1]="no figure in its output: '$(tail -1 <<<"$OUT")'"
+}
+# perftest NAME TOOL SIZE ITERS COLUMN SCALE [ARGS]: siw through rdma_cm (port 18515).
 perftest() {
-    local out
-    out=$(vm_pair B "timeout 120 $1 -R -d siw0 -s $2 -n $3 -F $4" \
-        A "for i in \$(seq 20); do $1 -R -d siw0 -s $2 -n $3 -F $4 $B && exit 0; sleep 1; done; exit 1") || { echo "$out" >&2; return 1; }
-    awk -v s="$2" '$1 == s && NF > 4' <<<"$out" | tail -1
+    local args="-R -d siw0 -s $3 -n $4 -F ${7:-}"
+    anchor "$1" 18515 "timeout 120 $2 $args" "timeout 120 $2 $args $B"
+    figure "$1" "$(awk -v s="$3" '$1 == s && NF > 4' <<<"$OUT" | tail -1)" "$5" "$6"
+    echo "siw $2 $3 B: ${R[$1]:-not measured}"
 }
 siw() {
-    local line
-    line=$(perftest ib_write_bw 65536 "$bw_iters" --report_gbits) || return 1
-    echo "siw ib_write_bw: $line"
-    R[siw/write_bw]=$(awk '{printf "%.1f", $4 * 125}' <<<"$line")
-    line=$(perftest ib_write_lat 8 "$lat_iters" "") || return 1
-    echo "siw ib_write_lat: $line"
-    R[siw/write_lat]=$(awk '{print $6}' <<<"$line")
-    line=$(perftest ib_send_lat 8 "$lat_iters" "") || return 1
-    echo "siw ib_send_lat: $line"
-    R[siw/send_lat]=$(awk '{print $6}' <<<"$line")
+    perftest siw/write_bw ib_write_bw 65536 "$bw_iters" 4 125 --report_gbits # Gbit/s -> MB/s
+    perftest siw/write_lat ib_write_lat 8 "$lat_iters" 6 1 # t_avg, us
+    perftest siw/send_lat ib_send_lat 8 "$lat_iters" 6 1
 }
 tcp() {
-    local out
-    # Servers as daemons in B (ended by their pid afterwards), so each client starts against a
-    # server that is already listening.
-    vm_run B "iperf3 -s -D -p 5201 -I /tmp/iperf3.pid && { sockperf sr --tcp -i $B -p 11111 >/dev/null 2>&1 & echo \$! >/tmp/sockperf.pid; } && sleep 1" || return 1
-    out=$(vm_run A "iperf3 -c $B -p 5201 -t $secs -l 65536 -J") || { echo "$out" >&2; return 1; }
-    R[tcp/write_bw]=$(grep -o '"bits_per_second":[[:space:]]*[0-9.e+]*' <<<"$out" | tail -1 | awk -F: '{printf "%.1f", $2 / 8e6}')
-    echo "tcp iperf3 64 KiB writes: ${R[tcp/write_bw]} MB/s"
-    out=$(vm_run A "sockperf pp --tcp -i $B -p 11111 -m 14 -t $secs") || { echo "$out" >&2; return 1; }
-    R[tcp/lat]=$(grep -o 'avg-latency=[0-9.]*' <<<"$out" | head -1 | cut -d= -f2)
-    echo "tcp sockperf ping-pong 14 B (its smallest): ${R[tcp/lat]} us"
-    vm_run B 'kill $(cat /tmp/iperf3.pid) $(cat /tmp/sockperf.pid)' >/dev/null
-    [ -n "${R[tcp/lat]}" ] && [ -n "${R[tcp/write_bw]}" ]
+    anchor tcp/write_bw 5201 "iperf3 -s -1 -p 5201" "iperf3 -c $B -p 5201 -t $secs -l 65536 -J"
+    figure tcp/write_bw "$(grep -o '"bits_per_second":[[:space:]]*[0-9.e+]*' <<<"$OUT" | tail -1 | tr ':' ' ')" 2 1.25e-7
+    echo "tcp iperf3 64 KiB writes: ${R[tcp/write_bw]:-not measured} MB/s"
+    anchor tcp/lat 11111 "sockperf sr --tcp -i $B -p 11111" "sockperf pp --tcp -i $B -p 11111 -m 14 -t $secs" stop
+    figure tcp/lat "$(grep -o 'avg-latency=[0-9.]*' <<<"$OUT" | head -1 | tr '=' ' ')" 2 1
+    echo "tcp sockperf ping-pong 14 B (its smallest): ${R[tcp/lat]:-not measured} us"
 }
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+
+if [ $faults = 1 ]; then
+    for f in "none|" "${VM_NET_FAULTS[@]}"; do
+        n=${f%%|*}
+        echo "---- netem: ${f#*|}"
+        vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }
+        ours "$n/mc" "--markers 1 --crc 1" bw || status=1
+        ours "$n/plain" "--markers 0 --crc 0" bw || status=1
+        anchor "$n/tcp/write_bw" 5201 "iperf3 -s -1 -p 5201" "iperf3 -c $B -p 5201 -t $secs -l 65536 -J"
+        figure "$n/tcp/write_bw" "$(grep -o '"bits_per_second":[[:space:]]*[0-9.e+]*' <<<"$OUT" | tail -1 | tr ':' ' ')" 2 1.25e-7
+    done
+    vm_netem A && vm_netem B
+    vm_stop || status=1
+    echo
+    echo "==== 64 KiB write_bw under network faults (netem on both guests), ratio to the same run without"
+    printf '%-16s %22s %22s %22s\n' "fault" "iwarp M+C MB/s (÷)" "iwarp plain MB/s (÷)" "TCP MB/s (÷)"
+    for f in "none|" "${VM_NET_FAULTS[@]}"; do
+        n=${f%%|*}
+        cell() { printf '%s (%s)' "${R[$n/$1]:-n/a}" "$(ratio "${R[$n/$1]:-}" "${R[none/$1]:-}")"; }
+        printf '%-16s %22s %22s %22s\n' "$n" "$(cell mc/write_bw)" "$(cell plain/write_bw)" "$(cell tcp/write_bw)"
+        for m in mc plain; do [ -n "${R[$n/$m/write_bw]:-}" ] || { echo "FAILED: our $n $m write_bw is missing"; status=1; }; done
+        [ -n "${R[$n/tcp/write_bw]:-}" ] || echo "$n TCP: NOT MEASURED: ${MISSING[$n/tcp/write_bw]:-unknown}"
+    done
+    exit $status
+fi
 
 echo "---- iwarp.ko, markers and CRC on"
 ours ours-mc "--markers 1 --crc 1" || status=1
@@ -72,12 +140,10 @@ ours ours "--markers 0 --crc 0" || status=1
 echo "---- iwarp.ko, markers and CRC off, every payload copied (no zero copy)"
 ours ours-copy "--markers 0 --crc 0 --copy 1" || status=1
 echo "---- siw (perftest -R)"
-siw || status=1
+siw
 echo "---- TCP (iperf3, sockperf)"
-tcp || status=1
+tcp
 vm_stop || status=1
-
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 echo
 echo "==== one run, same two TCG guests (MB/s = 10^6 B/s; latency = half round trip, us)"
 row() { printf '%-22s %14s %14s %14s %14s %14s\n' "$@"; }
@@ -94,4 +160,15 @@ for cfg in ours ours-mc; do
         "$(ratio "${R[$cfg/send_lat]:-}" "${R[siw/send_lat]:-}")" "$(ratio "${R[$cfg/send_lat]:-}" "${R[tcp/lat]:-}")"
 done
 echo "zero copy write_bw ÷ copied (plain): $(ratio "${R[ours/write_bw]:-}" "${R[ours-copy/write_bw]:-}")"
+echo
+for k in siw/write_bw siw/write_lat siw/send_lat tcp/write_bw tcp/lat; do
+    [ -n "${R[$k]:-}" ] || echo "${k/\// }: NOT MEASURED: ${MISSING[$k]:-unknown} (its ratios are n/a)"
+done
+echo "anchor pairs retried: $anchor_retries"
+# Our own figures must all be there; the anchors' are not ours to fail on.
+for cfg in ours-mc ours ours-copy; do
+    for m in write_bw write_lat send_lat; do
+        awk -v x="${R[$cfg/$m]:-}" 'BEGIN { exit !(x + 0 > 0) }' || { echo "FAILED: our $cfg $m figure is missing"; status=1; }
+    done
+done
 exit $status

@@ -6,6 +6,14 @@
 # vm_wait G ID [SECS]  wait for a submitted command; prints its output, returns its status
 # vm_pair S SCMD C CCMD  start server SCMD in guest S, run client CCMD in guest C, then wait
 #                      for the server; succeeds only if both do
+# vm_serve G NAME PORT CMD [SECS]
+#                      start server CMD in guest G in the background and wait (SECS, 30) until
+#                      a TCP socket listens on PORT there; fails (with CMD's output) otherwise
+# vm_served G NAME [SECS]  wait (SECS, 60) for that server to end: its output and status (it is
+#                      ended, and fails, if it runs longer)
+# vm_unserve G NAME    end that server now (for servers that run until told): its output
+# vm_netem G [SPEC]    what the network does to guest G's outgoing packets: a netem qdisc
+#                      with SPEC (e.g. "duplicate 1%"), or none when SPEC is empty
 # vm_stop              shut the guests down, check their dmesg, remove the namespace
 #
 # Network: a namespace made for the run holds a bridge and one tap per guest; guest G number i
@@ -137,6 +145,50 @@ vm_pair() {
     vm_submit "$1" "$2"
     local server=$VM_ID
     vm_run "$3" "$4" && vm_wait "$1" "$server" 300
+}
+
+# What networks do to packets, for netem (vm_netem): NAME|SPEC. The VM tests run each under
+# heavy traffic; bench-vm.sh --faults measures bandwidth under each.
+VM_NET_FAULTS=("duplicate-1pct|duplicate 1%" "duplicate-5pct|duplicate 5%" "reorder-25pct|delay 2ms reorder 25% 50%"
+    "loss-1pct|loss 1%" "corrupt-0.1pct|corrupt 0.1%" "all-at-once|delay 2ms reorder 5% 50% loss 1% duplicate 1% corrupt 0.1%")
+
+# Servers started by vm_serve live in the guest's /run/iwarp/serve.NAME.{sh,out,pid,rc}.
+vm_serve() {
+    local g=$1 f=/run/iwarp/serve.$2 port=$3 cmd=$4 secs=${5:-30}
+    vm_run "$g" "rm -f $f.*
+cat >$f.sh <<'VM_SERVE_EOF'
+$cmd
+VM_SERVE_EOF
+setsid bash -c 'bash $f.sh; echo \$? >$f.rc.tmp; mv $f.rc.tmp $f.rc' >$f.out 2>&1 </dev/null &
+echo \$! >$f.pid
+for i in \$(seq $((secs * 10))); do
+    ss -Hltn 'sport = :$port' | grep -q . && exit 0
+    [ -e $f.rc ] && break
+    sleep 0.1
+done
+echo 'server $2 did not listen on port $port:'; cat $f.out; kill -- -\$(cat $f.pid) 2>/dev/null; exit 1"
+}
+
+vm_served() {
+    local g=$1 f=/run/iwarp/serve.$2 secs=${3:-60}
+    vm_run "$g" "for i in \$(seq $((secs * 10))); do [ -e $f.rc ] && break; sleep 0.1; done
+cat $f.out
+[ -e $f.rc ] && exit \$(cat $f.rc)
+kill -- -\$(cat $f.pid) 2>/dev/null; echo 'server $2 still running after ${secs} s: ended it'; exit 1"
+}
+
+vm_unserve() {
+    local f=/run/iwarp/serve.$2
+    vm_run "$1" "kill -- -\$(cat $f.pid) 2>/dev/null; sleep 0.2; cat $f.out"
+}
+
+vm_netem() {
+    local g=$1 spec=${2:-}
+    if [ -z "$spec" ]; then
+        vm_run "$g" 'tc qdisc del dev $IWARP_IF root 2>/dev/null; true' >/dev/null
+    else
+        vm_run "$g" "modprobe sch_netem && tc qdisc replace dev \$IWARP_IF root netem $spec" >/dev/null
+    fi
 }
 
 # Lines that mean the kernel is unhappy. The out-of-tree taint of loading iwarp.ko is expected.

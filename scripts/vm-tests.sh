@@ -20,6 +20,11 @@ TESTS=(boot-A boot-B insmod-A-with-tcp-probe insmod-B query-device-A query-devic
        verbs-killed-mid-transfer example-send-recv example-rdma-write example-rdma-read
        nothing-left-A nothing-left-B init-failure-refused
        rmmod-A rmmod-B dmesg-clean)
+# What networks do (vm-lib.sh), each a test net-NAME; the debug kernel's KASAN guests are slow,
+# so they run the duplication cases only.
+NET_FAULTS=("${VM_NET_FAULTS[@]}")
+[ "$flavour" = debug ] && NET_FAULTS=("${VM_NET_FAULTS[@]:0:2}")
+for f in "${NET_FAULTS[@]}"; do TESTS+=("net-${f%%|*}"); done
 
 pass() { echo "PASS $flavour/$1${2:+ ($2)}"; }
 fail() { echo "FAIL $flavour/$1${2:+ ($2)}"; }
@@ -101,8 +106,9 @@ check qp-kernel-send-to-user-level-peer kernel_send
 # The data path between the two modules: every verb, random data checked byte for byte and by
 # checksum in both directions, 1 B to 4 MiB, then 1024 receives posted at once.
 check verbs-errors-A vm_run A "$check verbs-errors && $check stats-zero"
+# verbs PORT OPTS SIZES [DEEP]: the rounds of verbs-drive, then DEEP (1024) receives at once.
 verbs() {
-    vm_pair B "$check verbs-serve $1 $((4 << 20)) '$2'" A "$check verbs-drive $(vm_ip B) $1 $3 1024 '$2'"
+    vm_pair B "$check verbs-serve $1 $((4 << 20)) '$2'" A "$check verbs-drive $(vm_ip B) $1 $3 ${4:-1024} '$2'"
 }
 check verbs-markers-crc-1B-to-4MiB verbs 7100 "markers=1,crc=1,rev=2" 1,7,4096,65549,1048576,4194304
 check verbs-plain-mpa-v1 verbs 7101 "markers=0,crc=0,rev=1" 1,1500,65536,1048583
@@ -145,6 +151,24 @@ example() {
 check example-send-recv example send_recv 7200 "client got 36 bytes: HELLO OVER IWARP, MARKERS AND CRC ON"
 check example-rdma-write example rdma_write 7201 "server's buffer now says: written straight into the server's memory"
 check example-rdma-read example rdma_read 7202 "client read 43 bytes: read from the server's memory by the client"
+# Each network fault under 17 rounds of about 4 MiB (an RDMA Write, a Read back, a Send and a
+# Read back each: 270 MiB; each round a different size, hence different data) with markers and
+# CRC, then plain, and 64 small Sends; every transfer checked by hash and byte for byte at both
+# ends, and the QPs still connected at the end.
+rounds=$(seq -s, 4194304 -4093 4128816)
+net_fault() {
+    local port=$1 spec=$2 rc=0 t=$SECONDS
+    vm_netem A "$spec" && vm_netem B "$spec" || return 1
+    verbs "$port" "markers=1,crc=1,rev=2" "$rounds" 64 && verbs $((port + 1)) "markers=0,crc=0,rev=2" "$rounds" 64 || rc=1
+    vm_netem A && vm_netem B || rc=1
+    echo "netem '$spec': $((SECONDS - t)) s"
+    return $rc
+}
+port=7300
+for f in "${NET_FAULTS[@]}"; do
+    check "net-${f%%|*}" net_fault $port "${f#*|}"
+    port=$((port + 2))
+done
 check nothing-left-A vm_run A "$check stats-zero"
 check nothing-left-B vm_run B "$check stats-zero"
 

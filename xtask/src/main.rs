@@ -18,8 +18,10 @@ usage: cargo xtask <task>
   test [--host]         host tests, fuzz smoke run, VM tests (release kernel, and the debug
                         kernel when built; CI always builds it)
   bench core [--quick]  protocol-core benchmarks, as ratios (--quick: short measurements)
-  bench verbs [--quick] iwarp.ko beside siw (perftest -R) and TCP (iperf3, sockperf) between
-                        two guests in one run: write_bw, write_lat, send_lat and their ratios
+  bench verbs [--quick] [--faults]
+                        iwarp.ko beside siw (perftest -R) and TCP (iperf3, sockperf) between
+                        two guests in one run: write_bw, write_lat, send_lat and their ratios;
+                        --faults: write_bw under each network fault (netem), as ratios
   demo                  set up, build, boot two guests, load the module, run the verbs
                         benchmark between them";
 
@@ -44,7 +46,7 @@ fn main() -> ExitCode {
         Some("bench") if args.get(1).map(String::as_str) == Some("verbs") => {
             script("build-kernel.sh", &["release"])
                 && build_guest_side("release", true)
-                && script("bench-vm.sh", if flag("--quick") { &["--quick"] } else { &[] })
+                && script("bench-vm.sh", &["--quick", "--faults"].into_iter().filter(|f| flag(f)).collect::<Vec<_>>())
         }
         Some("demo") => demo(),
         _ => {
