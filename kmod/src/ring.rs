@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Kernel memory the application maps (`shim/mem_shim.c`: vmalloc_user, remap_vmalloc_range):
-//! completion rings and work request rings. The application may write any byte at any time, so the module reads
-//! only the words it must (with atomics) and treats them as untrusted hints (seed 001).
+//! completion rings and work request rings. The application may write any byte at any time, so
+//! the module reads only the words it must (with atomics) and treats them as untrusted hints
+//! (as CLAN's queue discipline says: the kernel never trusts the shared segment).
 
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::error::to_result;
 use kernel::mm::virt::VmaNew;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -86,11 +88,7 @@ impl SharedRing {
     /// Maps the ring into `vma`, which must span exactly [`SharedRing::len`] octets.
     pub(crate) fn mmap(&self, vma: &VmaNew) -> Result {
         // SAFETY: `vma` is a live vma being set up by mmap; the ring is live and `bytes` long.
-        let rc = unsafe { ffi::iwarp_shim_ring_mmap(vma.as_ptr().cast(), self.ptr.as_ptr(), self.bytes) };
-        if rc < 0 {
-            return Err(Error::from_errno(rc));
-        }
-        Ok(())
+        to_result(unsafe { ffi::iwarp_shim_ring_mmap(vma.as_ptr().cast(), self.ptr.as_ptr(), self.bytes) })
     }
 }
 

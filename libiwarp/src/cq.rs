@@ -104,7 +104,7 @@ impl WorkCompletion {
 pub enum WaitMode {
     /// Arm and sleep in poll(2) at once.
     Block,
-    /// Poll the ring this long first (seed 001 spins about 15 µs), then block.
+    /// Poll the ring this long first (CLAN spins about 15 µs), then block.
     SpinThenBlock(Duration),
 }
 

@@ -2,7 +2,7 @@
 
 //! The work request rings of a QP: the application writes entries into the mapped send and
 //! receive rings and rings the doorbell with its tails; the module copies each new entry into
-//! private memory before looking at it, and keeps its own heads (seed 001: the shared copy is
+//! private memory before looking at it, and keeps its own heads (as in CLAN, the shared copy is
 //! never trusted).
 
 use super::QueuePair;

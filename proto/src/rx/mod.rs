@@ -5,8 +5,10 @@
 //! are checked before any of its bytes is placed, its header is validated, the [`Sink`] checks
 //! the target and the payload is placed, then deliveries are made strictly in order, exactly
 //! once. Bytes beyond the in-order point are placed early when markers reveal FPDU starts in
-//! them and whole FPDUs are present (seeds 002 and 004); such FPDUs are recorded so the in-order
-//! pass, which TCP guarantees will see the same bytes again, only delivers them. Anything that
+//! them and whole FPDUs are present (Balaji et al., "Analyzing the Impact of Supporting
+//! Out-of-Order Communication on In-order Performance with iWARP" and "Supporting iWARP
+//! Compatibility and Features for Regular Network Adapters"); such FPDUs are recorded so the
+//! in-order pass, which TCP guarantees will see the same bytes again, only delivers them. Anything that
 //! cannot be placed early is dropped, never buffered. A protocol error yields the Terminate to
 //! send and ends the stream.
 
