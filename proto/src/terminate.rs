@@ -5,146 +5,96 @@
 use crate::ddp;
 use crate::rdmap::READ_REQUEST_LEN;
 
-/// Why a stream is terminated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cause {
+/// Defines [`Cause`] and its wire codes from one table (layer, error type, error code).
+macro_rules! causes {
+    ($($(#[$doc:meta])* $name:ident = $code:expr,)*) => {
+        /// Why a stream is terminated.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Cause {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl Cause {
+            /// (layer, error type, error code) as carried in the Terminate control field.
+            pub fn code(self) -> (u8, u8, u8) {
+                match self {
+                    $(Cause::$name => $code,)*
+                }
+            }
+        }
+
+        /// Every cause, in table order.
+        const ALL: &[Cause] = &[$(Cause::$name,)*];
+    };
+}
+
+causes! {
     /// RDMAP: local catastrophic error.
-    RdmapCatastrophic,
+    RdmapCatastrophic = (0, 0, 0),
     /// RDMAP remote protection: invalid STag.
-    RdmapInvalidStag,
+    RdmapInvalidStag = (0, 1, 0x00),
     /// RDMAP remote protection: base or bounds violation.
-    RdmapBaseBounds,
+    RdmapBaseBounds = (0, 1, 0x01),
     /// RDMAP remote protection: access rights violation.
-    RdmapAccessRights,
+    RdmapAccessRights = (0, 1, 0x02),
     /// RDMAP remote protection: STag not associated with this stream.
-    RdmapStagNotAssociated,
+    RdmapStagNotAssociated = (0, 1, 0x03),
     /// RDMAP remote protection: tagged offset wrap.
-    RdmapToWrap,
+    RdmapToWrap = (0, 1, 0x04),
     /// RDMAP remote operation: invalid RDMAP version.
-    RdmapVersion,
+    RdmapVersion = (0, 2, 0x05),
     /// RDMAP remote operation: unexpected opcode.
-    RdmapOpcode,
+    RdmapOpcode = (0, 2, 0x06),
     /// RDMAP remote operation: catastrophic error localized to this stream.
-    RdmapStreamCatastrophic,
+    RdmapStreamCatastrophic = (0, 2, 0x07),
     /// RDMAP remote operation: STag cannot be invalidated.
-    RdmapCannotInvalidate,
+    RdmapCannotInvalidate = (0, 2, 0x09),
     /// DDP: local catastrophic error (e.g. a segment too short for its header).
-    DdpCatastrophic,
+    DdpCatastrophic = (1, 0, 0),
     /// DDP tagged buffer: invalid STag.
-    DdpInvalidStag,
+    DdpInvalidStag = (1, 1, 0x00),
     /// DDP tagged buffer: base or bounds violation.
-    DdpBaseBounds,
+    DdpBaseBounds = (1, 1, 0x01),
     /// DDP tagged buffer: STag not associated with this stream.
-    DdpStagNotAssociated,
+    DdpStagNotAssociated = (1, 1, 0x02),
     /// DDP tagged buffer: tagged offset wrap.
-    DdpToWrap,
+    DdpToWrap = (1, 1, 0x03),
     /// DDP tagged buffer: invalid DDP version.
-    DdpTaggedVersion,
+    DdpTaggedVersion = (1, 1, 0x04),
     /// DDP untagged buffer: invalid queue number.
-    DdpInvalidQn,
+    DdpInvalidQn = (1, 2, 0x01),
     /// DDP untagged buffer: invalid MSN, no buffer available.
-    DdpNoBuffer,
+    DdpNoBuffer = (1, 2, 0x02),
     /// DDP untagged buffer: invalid MSN, MSN range not valid.
-    DdpMsnRange,
+    DdpMsnRange = (1, 2, 0x03),
     /// DDP untagged buffer: invalid message offset.
-    DdpInvalidMo,
+    DdpInvalidMo = (1, 2, 0x04),
     /// DDP untagged buffer: message too long for the available buffer.
-    DdpTooLong,
+    DdpTooLong = (1, 2, 0x05),
     /// DDP untagged buffer: invalid DDP version.
-    DdpUntaggedVersion,
+    DdpUntaggedVersion = (1, 2, 0x06),
     /// MPA: TCP connection closed, terminated or lost.
-    MpaStreamLost,
+    MpaStreamLost = (2, 0, 0x01),
     /// MPA: CRC error.
-    MpaCrc,
+    MpaCrc = (2, 0, 0x02),
     /// MPA: marker and ULPDU length field mismatch (FPDU not where the marker says).
-    MpaMarker,
+    MpaMarker = (2, 0, 0x03),
     /// MPA: invalid request or reply frame.
-    MpaInvalidFrame,
+    MpaInvalidFrame = (2, 0, 0x04),
     /// MPA v2: local catastrophic error.
-    MpaCatastrophic,
+    MpaCatastrophic = (2, 0, 0x05),
     /// MPA v2: insufficient IRD resources.
-    MpaInsufficientIrd,
+    MpaInsufficientIrd = (2, 0, 0x06),
     /// MPA v2: no matching ready-to-receive message type.
-    MpaNoMatchingRtr,
+    MpaNoMatchingRtr = (2, 0, 0x07),
 }
 
 impl Cause {
-    /// (layer, error type, error code) as carried in the Terminate control field.
-    pub fn code(self) -> (u8, u8, u8) {
-        use Cause::*;
-        match self {
-            RdmapCatastrophic => (0, 0, 0),
-            RdmapInvalidStag => (0, 1, 0x00),
-            RdmapBaseBounds => (0, 1, 0x01),
-            RdmapAccessRights => (0, 1, 0x02),
-            RdmapStagNotAssociated => (0, 1, 0x03),
-            RdmapToWrap => (0, 1, 0x04),
-            RdmapVersion => (0, 2, 0x05),
-            RdmapOpcode => (0, 2, 0x06),
-            RdmapStreamCatastrophic => (0, 2, 0x07),
-            RdmapCannotInvalidate => (0, 2, 0x09),
-            DdpCatastrophic => (1, 0, 0),
-            DdpInvalidStag => (1, 1, 0x00),
-            DdpBaseBounds => (1, 1, 0x01),
-            DdpStagNotAssociated => (1, 1, 0x02),
-            DdpToWrap => (1, 1, 0x03),
-            DdpTaggedVersion => (1, 1, 0x04),
-            DdpInvalidQn => (1, 2, 0x01),
-            DdpNoBuffer => (1, 2, 0x02),
-            DdpMsnRange => (1, 2, 0x03),
-            DdpInvalidMo => (1, 2, 0x04),
-            DdpTooLong => (1, 2, 0x05),
-            DdpUntaggedVersion => (1, 2, 0x06),
-            MpaStreamLost => (2, 0, 0x01),
-            MpaCrc => (2, 0, 0x02),
-            MpaMarker => (2, 0, 0x03),
-            MpaInvalidFrame => (2, 0, 0x04),
-            MpaCatastrophic => (2, 0, 0x05),
-            MpaInsufficientIrd => (2, 0, 0x06),
-            MpaNoMatchingRtr => (2, 0, 0x07),
-        }
-    }
-
     /// The cause with this code, if it is one we know.
     pub fn from_code(code: (u8, u8, u8)) -> Option<Cause> {
         ALL.iter().copied().find(|c| c.code() == code)
     }
 }
-
-const ALL: [Cause; 29] = {
-    use Cause::*;
-    [
-        RdmapCatastrophic,
-        RdmapInvalidStag,
-        RdmapBaseBounds,
-        RdmapAccessRights,
-        RdmapStagNotAssociated,
-        RdmapToWrap,
-        RdmapVersion,
-        RdmapOpcode,
-        RdmapStreamCatastrophic,
-        RdmapCannotInvalidate,
-        DdpCatastrophic,
-        DdpInvalidStag,
-        DdpBaseBounds,
-        DdpStagNotAssociated,
-        DdpToWrap,
-        DdpTaggedVersion,
-        DdpInvalidQn,
-        DdpNoBuffer,
-        DdpMsnRange,
-        DdpInvalidMo,
-        DdpTooLong,
-        DdpUntaggedVersion,
-        MpaStreamLost,
-        MpaCrc,
-        MpaMarker,
-        MpaInvalidFrame,
-        MpaCatastrophic,
-        MpaInsufficientIrd,
-        MpaNoMatchingRtr,
-    ]
-};
 
 const HDRCT_M: u8 = 0x80;
 const HDRCT_D: u8 = 0x40;
