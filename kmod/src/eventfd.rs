@@ -3,6 +3,7 @@
 //! An eventfd the application gave us (`shim/notify_shim.c`): signalled when an armed
 //! completion queue gets an entry, so the application can block in poll(2)/epoll.
 
+use crate::error::made;
 use core::ptr::NonNull;
 use kernel::prelude::*;
 
@@ -35,7 +36,7 @@ impl EventFd {
         let mut err = 0;
         // SAFETY: `err` is a live local; the shim validates `fd`.
         let raw = unsafe { ffi::iwarp_shim_eventfd_get(fd, &mut err) };
-        NonNull::new(raw).map(|ctx| EventFd { ctx }).ok_or_else(|| Error::from_errno(err))
+        made(raw, err).map(|ctx| EventFd { ctx })
     }
 
     /// Adds one to the counter, waking pollers.

@@ -36,6 +36,7 @@ pub mod abi;
 
 mod cq;
 mod device;
+mod error;
 mod eventfd;
 mod events;
 mod frags;

@@ -5,6 +5,7 @@
 //! seen the initiator's private data and accepts (the MPA reply, `qp::Side::Accepting`) or
 //! rejects it.
 
+use crate::error::eproto;
 use crate::mpa::frame::{Frame, Kind};
 use crate::qp::{self, read_frame};
 use crate::socket::TcpSocket;
@@ -29,7 +30,7 @@ impl Pending {
 
     /// The request.
     pub(crate) fn request(&self) -> Result<Frame<'_>> {
-        Frame::parse(&self.frame, Kind::Request).map(|(f, _)| f).map_err(|_| qp::eproto())
+        Frame::parse(&self.frame, Kind::Request).map(|(f, _)| f).map_err(|_| eproto())
     }
 
     /// Refuses the connection with `private` data; it closes as `self` goes.

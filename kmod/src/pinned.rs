@@ -4,6 +4,7 @@
 //! uncharged from RLIMIT_MEMLOCK on drop, counted module-wide so tests can see that nothing
 //! stays pinned.
 
+use crate::error::made;
 use crate::frags::PageFrag;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -58,7 +59,7 @@ impl PinnedPages {
         // SAFETY: `err` is a live local the shim writes; the shim validates the user range
         // itself and touches user memory only through pin_user_pages_fast().
         let raw = unsafe { ffi::iwarp_shim_pin_user(addr, len, writable, &mut err) };
-        let ptr = NonNull::new(raw).ok_or_else(|| Error::from_errno(err))?;
+        let ptr = made(raw, err)?;
         // SAFETY: `ptr` is the valid set the shim just returned.
         let npages = unsafe { ffi::iwarp_shim_pinned_npages(ptr.as_ptr()) };
         PINNED_PAGES.fetch_add(npages as u64, Ordering::Relaxed);

@@ -3,6 +3,7 @@
 //! Safe wrappers over the C shim (`shim/net_shim.c`): the kernel APIs the Rust kernel crate
 //! does not wrap. All unsafe FFI of the module's networking and CRC lives here.
 
+use kernel::error::to_result;
 use kernel::prelude::*;
 
 mod ffi {
@@ -37,9 +38,6 @@ pub(crate) struct TcpProbe {
 pub(crate) fn tcp_probe() -> Result<TcpProbe> {
     let (mut port, mut write_seq) = (0u16, 0u32);
     // SAFETY: both pointers are to live, exclusively borrowed locals the shim writes once.
-    let rc = unsafe { ffi::iwarp_shim_tcp_probe(&mut port, &mut write_seq) };
-    if rc < 0 {
-        return Err(Error::from_errno(rc));
-    }
+    to_result(unsafe { ffi::iwarp_shim_tcp_probe(&mut port, &mut write_seq) })?;
     Ok(TcpProbe { port, write_seq })
 }

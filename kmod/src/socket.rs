@@ -4,9 +4,11 @@
 //! safe owner that shuts the connection down and drops its reference when it goes; and the
 //! [`Hook`] that runs a QP's receive work when data arrives.
 
+use crate::error::made;
 use crate::frags::PageFrag;
 use core::ffi::c_void;
 use core::ptr::NonNull;
+use kernel::error::to_result;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -70,21 +72,13 @@ unsafe impl Send for TcpSocket {}
 // SAFETY: see above: every operation is safe to call from several threads at once.
 unsafe impl Sync for TcpSocket {}
 
-fn check(rc: i32) -> Result {
-    if rc < 0 {
-        Err(Error::from_errno(rc))
-    } else {
-        Ok(())
-    }
-}
-
 impl TcpSocket {
     /// Takes a reference on the established TCP socket behind the caller's descriptor `fd`.
     pub(crate) fn adopt(fd: i32) -> Result<TcpSocket> {
         let mut err = 0;
         // SAFETY: `err` is a live local; the shim validates `fd` through sockfd_lookup().
         let raw = unsafe { ffi::iwarp_shim_sock_adopt(fd, &mut err) };
-        NonNull::new(raw).map(|sock| TcpSocket { sock }).ok_or_else(|| Error::from_errno(err))
+        made(raw, err).map(|sock| TcpSocket { sock })
     }
 
     /// A new kernel TCP socket connected to `addr:port` (IPv4, host order) within `timeout_ms`.
@@ -92,7 +86,7 @@ impl TcpSocket {
         let mut err = 0;
         // SAFETY: `err` is a live local; the shim only uses its scalar arguments.
         let raw = unsafe { ffi::iwarp_shim_sock_connect(addr, port, timeout_ms, &mut err) };
-        NonNull::new(raw).map(|sock| TcpSocket { sock }).ok_or_else(|| Error::from_errno(err))
+        made(raw, err).map(|sock| TcpSocket { sock })
     }
 
     /// A new kernel TCP socket listening on `addr:port` (IPv4, host order; port 0: any) and the
@@ -101,7 +95,7 @@ impl TcpSocket {
         let (mut err, mut port) = (0, port);
         // SAFETY: `err` and `port` are live locals; the shim only uses its scalar arguments.
         let raw = unsafe { ffi::iwarp_shim_sock_listen(addr, &mut port, backlog as i32, &mut err) };
-        NonNull::new(raw).map(|sock| (TcpSocket { sock }, port)).ok_or_else(|| Error::from_errno(err))
+        made(raw, err).map(|sock| (TcpSocket { sock }, port))
     }
 
     /// The next connection on this listening socket within `timeout_ms`, and its peer's IPv4
@@ -110,13 +104,13 @@ impl TcpSocket {
         let (mut err, mut addr, mut port) = (0, 0u32, 0u16);
         // SAFETY: the socket reference is live; the other pointers are live locals.
         let raw = unsafe { ffi::iwarp_shim_sock_accept(self.sock.as_ptr(), timeout_ms, &mut addr, &mut port, &mut err) };
-        NonNull::new(raw).map(|sock| (TcpSocket { sock }, addr, port)).ok_or_else(|| Error::from_errno(err))
+        made(raw, err).map(|sock| (TcpSocket { sock }, addr, port))
     }
 
     /// Sends all of `buf`, blocking.
     pub(crate) fn send_all(&self, buf: &[u8]) -> Result {
         // SAFETY: the socket reference is live; `buf` is valid for reads of its length.
-        check(unsafe { ffi::iwarp_shim_sock_send_all(self.sock.as_ptr(), buf.as_ptr(), buf.len()) })
+        to_result(unsafe { ffi::iwarp_shim_sock_send_all(self.sock.as_ptr(), buf.as_ptr(), buf.len()) })
     }
 
     /// Queues as much of `frags`, in order, as the send buffer takes now, by reference (TCP
@@ -158,7 +152,7 @@ impl TcpSocket {
     /// Fills all of `buf`, waiting at most `timeout_ms` for each piece.
     pub(crate) fn recv_exact(&self, buf: &mut [u8], timeout_ms: u32) -> Result {
         // SAFETY: the socket reference is live; `buf` is valid for writes of its length.
-        check(unsafe { ffi::iwarp_shim_sock_recv_exact(self.sock.as_ptr(), buf.as_mut_ptr(), buf.len(), timeout_ms) })
+        to_result(unsafe { ffi::iwarp_shim_sock_recv_exact(self.sock.as_ptr(), buf.as_mut_ptr(), buf.len(), timeout_ms) })
     }
 
     /// Whether the connection is still established (no FIN, reset or close seen).
@@ -203,9 +197,7 @@ impl TcpSocket {
         // SAFETY: the socket reference is live; `f` outlives the call and the shim calls the
         // trampoline only during it, with valid kvecs.
         let rc = unsafe { ffi::iwarp_shim_sock_read(self.sock.as_ptr(), (&raw mut f).cast(), trampoline::<F>) };
-        if rc < 0 {
-            return Err(Error::from_errno(rc));
-        }
+        to_result(rc)?;
         Ok(rc as usize)
     }
 }
@@ -259,7 +251,7 @@ impl<T: OnReceive> Hook<T> {
         // SAFETY: the socket is live (and outlives the hook, see above); `ptr` stays valid
         // while the hook is installed; `err` is a live local.
         let raw = unsafe { ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, run::<T>, run_tx::<T>, &mut err) };
-        let raw = NonNull::new(raw).ok_or_else(|| Error::from_errno(err))?;
+        let raw = made(raw, err)?;
         Ok(Hook { raw, _owner: owner })
     }
 }

@@ -7,6 +7,7 @@
 
 use super::{Context, Entry};
 use crate::abi::{self, conn, Accept, AdoptQp, ConnectQp, GetRequest, HandleOp, Listen, Reject, MAX_IRD_ORD, MAX_PRIVATE_DATA};
+use crate::error::econnrefused;
 use crate::listen::Pending;
 use crate::mpa::frame::RtrTypes;
 use crate::mpa::negotiate::Local;
@@ -15,10 +16,6 @@ use crate::socket::{Hook, TcpSocket};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::uaccess::{UserPtr, UserSlice, UserSliceReader, UserSliceWriter};
-
-fn econnrefused() -> Error {
-    Error::from_errno(-(kernel::bindings::ECONNREFUSED as i32))
-}
 
 /// Where a QP's TCP connection comes from.
 enum SocketFrom {

@@ -27,6 +27,7 @@ use kernel::new_mutex;
 use kernel::page::PAGE_SHIFT;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
+use kernel::transmute::{AsBytes, FromBytes};
 use kernel::uaccess::{UserPtr, UserSlice};
 
 /// Open contexts.
@@ -104,160 +105,47 @@ impl MiscDevice for Context {
 
     fn ioctl(me: Pin<&Context>, _file: &kernel::fs::File, cmd: u32, arg: usize) -> Result<isize> {
         let user = UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd));
+        let me = me.get_ref();
         match cmd {
             abi::IOCTL_QUERY_DEVICE => user.writer().write(&abi::device_attributes())?,
-            abi::IOCTL_QUERY_STATS => user.writer().write(&QueryStats {
-                pinned_pages: crate::pinned::pinned_pages(),
-                memory_regions: crate::mr::regions(),
-                contexts: CONTEXTS.load(Ordering::Relaxed),
-                queue_pairs: qp::queue_pairs(),
-                reserved: [0; 4],
+            abi::IOCTL_QUERY_STATS => user.writer().write(&stats())?,
+            abi::IOCTL_ALLOC_PD => me.in_out(user, Self::alloc_pd, |c, req: &PdOp| {
+                let _ = c.mrs.lock().dealloc_pd(req.pd);
             })?,
-            abi::IOCTL_REG_MR => {
-                let (mut r, mut w) = user.reader_writer();
-                let mut req: RegMr = r.read()?;
-                if req.lkey != 0 || req.stag != 0 {
-                    return Err(EINVAL);
-                }
-                let stag = me.mrs.lock().register(req.pd, req.addr, req.length, req.access)?;
-                req.lkey = stag;
-                req.stag = stag;
-                if let Err(e) = w.write(&req) {
-                    // The caller cannot learn the STag: do not leave the region behind.
-                    let _ = me.mrs.lock().deregister(stag);
-                    return Err(e);
-                }
-            }
-            abi::IOCTL_ALLOC_PD => {
-                let (mut r, mut w) = user.reader_writer();
-                let mut req: PdOp = r.read()?;
-                if req.pd != 0 || req.reserved != 0 {
-                    return Err(EINVAL);
-                }
-                req.pd = me.mrs.lock().alloc_pd()?;
-                if let Err(e) = w.write(&req) {
-                    let _ = me.mrs.lock().dealloc_pd(req.pd);
-                    return Err(e);
-                }
-            }
-            abi::IOCTL_DEALLOC_PD => {
-                let req: PdOp = user.reader().read()?;
-                if req.reserved != 0 {
-                    return Err(EINVAL);
-                }
-                // Both tables are held (in create_qp's order) so nothing joins the domain meanwhile.
-                let mut mrs = me.mrs.lock();
-                if me.qps.lock().values().any(|e| e.qp.pd() == req.pd) {
-                    return Err(EBUSY);
-                }
-                mrs.dealloc_pd(req.pd)?;
-            }
-            abi::IOCTL_DEREG_MR => {
-                let req: DeregMr = user.reader().read()?;
-                if req.reserved != 0 {
-                    return Err(EINVAL);
-                }
-                me.mrs.lock().deregister(req.stag)?;
-            }
-            abi::IOCTL_CREATE_CQ => {
-                let (mut r, mut w) = user.reader_writer();
-                let mut req: CreateCq = r.read()?;
-                if req.cq != 0 || req.reserved != 0 || req.mmap_offset != 0 || req.mmap_len != 0 {
-                    return Err(EINVAL);
-                }
-                let cq = Cq::new(req.depth, req.eventfd)?;
-                req.depth = cq.depth();
-                req.mmap_len = cq.ring_len() as u64;
-                req.cq = me.cqs.lock().insert(cq)?;
-                req.mmap_offset = (req.cq as u64) << PAGE_SHIFT;
-                if let Err(e) = w.write(&req) {
-                    let _ = me.cqs.lock().remove(req.cq);
-                    return Err(e);
-                }
-            }
-            abi::IOCTL_DESTROY_CQ => {
-                let req: CqOp = user.reader().read()?;
-                if req.solicited_only != 0 {
-                    return Err(EINVAL);
-                }
-                let mut cqs = me.cqs.lock();
-                if cqs.get(req.cq)?.in_use() {
-                    return Err(EBUSY);
-                }
-                drop(cqs.remove(req.cq)?);
-            }
-            abi::IOCTL_ARM_CQ => {
-                let req: CqOp = user.reader().read()?;
-                if req.solicited_only > 1 {
-                    return Err(EINVAL);
-                }
-                me.cqs.lock().get(req.cq)?.arm(req.solicited_only == 1)?;
-            }
-            abi::IOCTL_CREATE_QP => {
-                let (mut r, mut w) = user.reader_writer();
-                let req: CreateQp = r.read()?;
-                let out = me.create_qp(req)?;
-                if let Err(e) = w.write(&out) {
-                    let gone = me.qps.lock().remove(out.qp);
-                    drop(gone);
-                    return Err(e);
-                }
-            }
+            abi::IOCTL_DEALLOC_PD => me.dealloc_pd(&user.reader().read()?)?,
+            abi::IOCTL_REG_MR => me.in_out(user, Self::reg_mr, |c, req: &RegMr| {
+                let _ = c.mrs.lock().deregister(req.stag);
+            })?,
+            abi::IOCTL_DEREG_MR => me.dereg_mr(&user.reader().read()?)?,
+            abi::IOCTL_CREATE_CQ => me.in_out(user, Self::create_cq, |c, req: &CreateCq| {
+                let gone = c.cqs.lock().remove(req.cq);
+                drop(gone);
+            })?,
+            abi::IOCTL_DESTROY_CQ => me.destroy_cq(&user.reader().read()?)?,
+            abi::IOCTL_ARM_CQ => me.arm_cq(&user.reader().read()?)?,
+            abi::IOCTL_CREATE_QP => me.in_out(user, Self::create_qp, |c, req: &CreateQp| {
+                // Dropped once the table is released: ending a QP takes other locks.
+                let gone = c.qps.lock().remove(req.qp);
+                drop(gone);
+            })?,
+            abi::IOCTL_DESTROY_QP => me.destroy_qp(&user.reader().read()?)?,
+            abi::IOCTL_QUERY_QP => me.in_out(user, |c, req: &mut QueryQp| Ok(c.qp(req.qp)?.query(req)), |_, _| {})?,
+            abi::IOCTL_DOORBELL => me.in_out(user, |c, db: &mut Doorbell| c.qp(db.qp)?.doorbell(db), |_, _| {})?,
             abi::IOCTL_ADOPT_QP => me.connect_ioctl(user.reader_writer(), |c, req: &mut AdoptQp| c.adopt(req))?,
             abi::IOCTL_CONNECT_QP => me.connect_ioctl(user.reader_writer(), |c, req: &mut ConnectQp| c.connect(req))?,
             abi::IOCTL_ACCEPT => me.connect_ioctl(user.reader_writer(), |c, req: &mut Accept| c.accept(req))?,
-            abi::IOCTL_LISTEN => {
-                let (mut r, mut w) = user.reader_writer();
-                let mut req: Listen = r.read()?;
-                me.listen(&mut req)?;
-                if let Err(e) = w.write(&req) {
-                    let _ = me.close_listener(&HandleOp { handle: req.listener, reserved: 0 });
-                    return Err(e);
-                }
-            }
+            abi::IOCTL_LISTEN => me.in_out(user, Self::listen, |c, req: &Listen| {
+                let _ = c.close_listener(&HandleOp { handle: req.listener, reserved: 0 });
+            })?,
             abi::IOCTL_CLOSE_LISTENER => me.close_listener(&user.reader().read()?)?,
-            abi::IOCTL_GET_REQUEST => {
-                let (mut r, mut w) = user.reader_writer();
-                let mut req: GetRequest = r.read()?;
-                me.get_request(&mut req)?;
-                if let Err(e) = w.write(&req) {
-                    // The caller cannot name it: close the connection.
-                    drop(me.requests.lock().remove(req.request));
-                    return Err(e);
-                }
-            }
+            // The caller cannot name a request it did not learn: its connection is closed.
+            abi::IOCTL_GET_REQUEST => me.in_out(user, Self::get_request, |c, req: &GetRequest| drop(c.requests.lock().remove(req.request)))?,
             abi::IOCTL_REJECT => me.reject(&user.reader().read()?)?,
             abi::IOCTL_DISCONNECT => me.disconnect(&user.reader().read()?)?,
-            abi::IOCTL_SET_EVENT_FD => {
-                let req: SetEventFd = user.reader().read()?;
-                if req.reserved != 0 {
-                    return Err(EINVAL);
-                }
-                me.events.lock().set_eventfd(req.eventfd)?;
-            }
+            abi::IOCTL_SET_EVENT_FD => me.set_event_fd(&user.reader().read()?)?,
             abi::IOCTL_GET_ASYNC_EVENT => {
                 let ev = me.events.lock().pop().ok_or(EAGAIN)?;
                 user.writer().write(&ev)?;
-            }
-            abi::IOCTL_DESTROY_QP => {
-                let req: DestroyQp = user.reader().read()?;
-                if req.reserved != 0 {
-                    return Err(EINVAL);
-                }
-                let gone = me.qps.lock().remove(req.qp)?;
-                drop(gone);
-            }
-            abi::IOCTL_QUERY_QP => {
-                let (mut r, mut w) = user.reader_writer();
-                let mut req: QueryQp = r.read()?;
-                me.qp(req.qp)?.query(&mut req);
-                w.write(&req)?;
-            }
-            abi::IOCTL_DOORBELL => {
-                let (mut r, mut w) = user.reader_writer();
-                let mut db: Doorbell = r.read()?;
-                me.qp(db.qp)?.doorbell(&mut db)?;
-                w.write(&db)?;
             }
             _ => return Err(ENOTTY),
         }
@@ -265,14 +153,120 @@ impl MiscDevice for Context {
     }
 }
 
+/// QUERY_STATS: module-wide counts.
+fn stats() -> QueryStats {
+    QueryStats {
+        pinned_pages: crate::pinned::pinned_pages(),
+        memory_regions: crate::mr::regions(),
+        contexts: CONTEXTS.load(Ordering::Relaxed),
+        queue_pairs: qp::queue_pairs(),
+        reserved: [0; 4],
+    }
+}
+
 impl Context {
+    /// An ioctl that reads its argument, runs `run` on it and writes it back. If the write
+    /// fails, the caller cannot learn what `run` made (a handle, an STag), so `undo` takes it
+    /// back.
+    fn in_out<T: FromBytes + AsBytes>(&self, user: UserSlice, run: impl FnOnce(&Self, &mut T) -> Result, undo: impl FnOnce(&Self, &T)) -> Result {
+        let (mut r, mut w) = user.reader_writer();
+        let mut req: T = r.read()?;
+        run(self, &mut req)?;
+        w.write(&req).inspect_err(|_| undo(self, &req))
+    }
+
     /// The QP `handle` names (the table is not held while the caller uses it).
     fn qp(&self, handle: u32) -> Result<Arc<QueuePair>> {
         Ok(self.qps.lock().get(handle)?.qp.clone())
     }
 
+    fn alloc_pd(&self, req: &mut PdOp) -> Result {
+        if req.pd != 0 || req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        req.pd = self.mrs.lock().alloc_pd()?;
+        Ok(())
+    }
+
+    fn dealloc_pd(&self, req: &PdOp) -> Result {
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        // Both tables are held (in create_qp's order) so nothing joins the domain meanwhile.
+        let mut mrs = self.mrs.lock();
+        if self.qps.lock().values().any(|e| e.qp.pd() == req.pd) {
+            return Err(EBUSY);
+        }
+        mrs.dealloc_pd(req.pd)
+    }
+
+    fn reg_mr(&self, req: &mut RegMr) -> Result {
+        if req.lkey != 0 || req.stag != 0 {
+            return Err(EINVAL);
+        }
+        let stag = self.mrs.lock().register(req.pd, req.addr, req.length, req.access)?;
+        req.lkey = stag;
+        req.stag = stag;
+        Ok(())
+    }
+
+    fn dereg_mr(&self, req: &DeregMr) -> Result {
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        self.mrs.lock().deregister(req.stag)
+    }
+
+    fn create_cq(&self, req: &mut CreateCq) -> Result {
+        if req.cq != 0 || req.reserved != 0 || req.mmap_offset != 0 || req.mmap_len != 0 {
+            return Err(EINVAL);
+        }
+        let cq = Cq::new(req.depth, req.eventfd)?;
+        req.depth = cq.depth();
+        req.mmap_len = cq.ring_len() as u64;
+        req.cq = self.cqs.lock().insert(cq)?;
+        req.mmap_offset = (req.cq as u64) << PAGE_SHIFT;
+        Ok(())
+    }
+
+    fn destroy_cq(&self, req: &CqOp) -> Result {
+        if req.solicited_only != 0 {
+            return Err(EINVAL);
+        }
+        let mut cqs = self.cqs.lock();
+        if cqs.get(req.cq)?.in_use() {
+            return Err(EBUSY);
+        }
+        drop(cqs.remove(req.cq)?);
+        Ok(())
+    }
+
+    fn arm_cq(&self, req: &CqOp) -> Result {
+        if req.solicited_only > 1 {
+            return Err(EINVAL);
+        }
+        self.cqs.lock().get(req.cq)?.arm(req.solicited_only == 1)
+    }
+
+    fn destroy_qp(&self, req: &DestroyQp) -> Result {
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        // Dropped once the table is released: ending a QP takes other locks.
+        let gone = self.qps.lock().remove(req.qp)?;
+        drop(gone);
+        Ok(())
+    }
+
+    fn set_event_fd(&self, req: &SetEventFd) -> Result {
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        self.events.lock().set_eventfd(req.eventfd)
+    }
+
     /// A QP not connected yet, reporting to two of this context's CQs.
-    fn create_qp(&self, mut req: CreateQp) -> Result<CreateQp> {
+    fn create_qp(&self, req: &mut CreateQp) -> Result {
         let outs_zero = req.qp == 0 && req.sq_offset == 0 && req.rq_offset == 0 && req.sq_len == 0 && req.rq_len == 0;
         let valid = (1..=MAX_QP_WR).contains(&req.max_recv_wr)
             && (1..=MAX_QP_WR).contains(&req.max_send_wr)
@@ -302,7 +296,7 @@ impl Context {
         req.qp = qps.insert(Entry { hook: None, qp })?;
         req.sq_offset = (ring_kind::SQ << ring_kind::SHIFT | req.qp as u64) << PAGE_SHIFT;
         req.rq_offset = (ring_kind::RQ << ring_kind::SHIFT | req.qp as u64) << PAGE_SHIFT;
-        Ok(req)
+        Ok(())
     }
 }
 

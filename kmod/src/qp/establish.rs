@@ -3,15 +3,11 @@
 //! The MPA exchange that turns a TCP connection into an iWARP stream, run in the caller's
 //! context with the protocol core's `mpa` module; and the reject that refuses one.
 
+use crate::error::eproto;
 use crate::mpa::frame::{Frame, FrameError, Kind, RtrTypes, HEADER_LEN};
 use crate::mpa::negotiate::{Connection, Local, Refused};
 use crate::socket::TcpSocket;
 use kernel::prelude::*;
-
-/// Errnos the kernel crate does not name.
-pub(crate) fn eproto() -> Error {
-    Error::from_errno(-(kernel::bindings::EPROTO as i32))
-}
 
 /// What the exchange produced.
 pub(crate) struct Established {

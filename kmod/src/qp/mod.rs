@@ -16,10 +16,11 @@ mod send;
 mod unacked;
 mod wr;
 
-pub(crate) use establish::{eproto, establish, read_frame, reject, Established, Failed, Side};
+pub(crate) use establish::{establish, read_frame, reject, Established, Failed, Side};
 
 use crate::abi::{event_flags, event_kind, qp_state, wc_opcode, wc_status, AsyncEvent, Cqe, QueryQp};
 use crate::cq::{Attached, Cq};
+use crate::error::enotconn;
 use crate::events::AsyncEvents;
 use crate::markers::{self, Markers};
 use crate::mpa::negotiate::Connection;
@@ -36,10 +37,6 @@ use outbound::TxSide;
 use receive::RxSide;
 use unacked::Unacked;
 use wr::{Fifo, PendingRead, RecvWr};
-
-fn enotconn() -> Error {
-    Error::from_errno(-(kernel::bindings::ENOTCONN as i32))
-}
 
 /// Queue pairs of all contexts.
 static QUEUE_PAIRS: AtomicU64 = AtomicU64::new(0);

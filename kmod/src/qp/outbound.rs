@@ -9,12 +9,13 @@
 use super::payload::{self, OutPayload};
 use super::unacked::Unacked;
 use super::wr::Fifo;
-use super::{enotconn, QueuePair};
+use super::QueuePair;
 use crate::abi::wc_status;
+use crate::error::{enotconn, QpError};
 use crate::frags::{Arena, PageFrag};
 use crate::shim::KernelCrc;
 use crate::socket::TcpSocket;
-use crate::terminate::{Cause, Terminate};
+use crate::terminate::Terminate;
 use crate::tx::{Fpdu, Message, Outgoing, Piece, Transmitter};
 use kernel::prelude::*;
 
@@ -178,17 +179,18 @@ impl Batch {
 
 impl QueuePair {
     /// Hands TCP what is queued, as far as the socket buffer takes it now, completing the work
-    /// requests whose messages it took whole. Err: the stream broke. Ok(true): a CQ overran;
-    /// the caller fails the QP once it released the send side.
-    pub(super) fn pump(&self, side: &mut TxSide) -> Result<bool> {
+    /// requests whose messages it took whole. Err: the stream broke, or a CQ overran (after
+    /// everything was sent that could be); the caller fails the QP once it released the send
+    /// side.
+    pub(super) fn pump(&self, side: &mut TxSide) -> Result<(), QpError> {
         let sock = self.socket()?;
-        let mut overrun = false;
+        let mut completed = Ok(());
         loop {
             if !side.batch.push(sock, &mut side.end_seq)? {
                 // The hook's transmit work goes on when TCP frees buffer.
-                return Ok(overrun);
+                return completed.map_err(QpError::from);
             }
-            let Some(Some(front)) = side.queue.front_mut() else { return Ok(overrun) };
+            let Some(Some(front)) = side.queue.front_mut() else { return completed.map_err(QpError::from) };
             let out = match &mut side.current {
                 Some(out) => out,
                 None => side.current.insert(side.tx.start(front.msg, front.payload.len()).map_err(|_| EINVAL)?),
@@ -202,7 +204,7 @@ impl QueuePair {
                 if let Some(Some(ob)) = side.queue.pop() {
                     if let Some(mut wr) = ob.wr {
                         wr.end_seq = side.end_seq;
-                        overrun |= self.sent(wr, zero_copy);
+                        completed = completed.and(self.sent(wr, zero_copy));
                     }
                     side.wrs -= ob.is_wr() as usize;
                 }
@@ -241,12 +243,9 @@ impl QueuePair {
     }
 
     /// Fails the QP if pumping broke the stream or overran a CQ.
-    fn pumped(&self, r: Result<bool>) {
-        match r {
-            Ok(false) => {}
-            Ok(true) => self.fail(Terminate::new(Cause::RdmapCatastrophic)),
-            // Part of a message may be on the wire: the stream cannot go on.
-            Err(_) => self.fail(Terminate::new(Cause::MpaStreamLost)),
+    fn pumped(&self, r: Result<(), QpError>) {
+        if let Err(e) = r {
+            self.fail(e.terminate());
         }
     }
 

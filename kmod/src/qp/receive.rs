@@ -8,8 +8,9 @@
 
 use super::unacked::Unacked;
 use super::wr::{Fifo, PendingRead, RecvWr, Sgl};
-use super::{enotconn, Ended, Phase, QueuePair};
+use super::{Ended, Phase, QueuePair};
 use crate::abi::{access, wc_flags, wc_opcode, wc_status, Cqe, PostRecv};
+use crate::error::{enotconn, FirstError};
 use crate::mr::{Domain, Fault};
 use crate::rdmap::{Opcode, ReadRequest};
 use crate::rx::{self, Event, Receiver, RxError, Sink, Target};
@@ -44,7 +45,7 @@ pub(crate) struct Queues {
     /// Our Reads outstanding at once: the Read queue, capped by the settled ORD.
     pub(super) max_reads: usize,
     /// A local failure that ends the stream (sent as a Terminate).
-    fatal: Option<Terminate>,
+    fatal: FirstError,
     /// The peer's Terminate.
     peer_terminate: Option<Terminate>,
 }
@@ -52,7 +53,8 @@ pub(crate) struct Queues {
 impl RxSide {
     pub(super) fn new(rq: Fifo<RecvWr>, reads: Fifo<PendingRead>, unacked: Fifo<Unacked>) -> Result<RxSide> {
         let max_reads = reads.capacity();
-        let queues = Queues { next_recv_msn: 1, rq, reads, unacked, requests: Fifo::new(0)?, ird: 0, max_reads, fatal: None, peer_terminate: None };
+        let queues =
+            Queues { next_recv_msn: 1, rq, reads, unacked, requests: Fifo::new(0)?, ird: 0, max_reads, fatal: FirstError::default(), peer_terminate: None };
         Ok(RxSide { phase: Phase::Init, engine: None, consumed: 0, queues })
     }
 
@@ -109,8 +111,8 @@ impl Placer<'_> {
 
     fn complete(&mut self, send_side: bool, cqe: Cqe) {
         let cq = if send_side { &self.qp.send_cq } else { &self.qp.recv_cq };
-        if cq.push(&cqe).is_err() && self.q.fatal.is_none() {
-            self.q.fatal = Some(Terminate::new(Cause::RdmapCatastrophic));
+        if let Err(e) = cq.push(&cqe) {
+            self.q.fatal.set(e.into());
         }
     }
 }
@@ -166,8 +168,8 @@ impl Sink for Placer<'_> {
                     if self.mrs.invalidate(stag).is_ok() {
                         cqe.flags |= wc_flags::WITH_INVALIDATE;
                         cqe.invalidated = stag;
-                    } else if self.q.fatal.is_none() {
-                        self.q.fatal = Some(Terminate::new(Cause::RdmapCannotInvalidate));
+                    } else {
+                        self.q.fatal.set(Terminate::new(Cause::RdmapCannotInvalidate));
                     }
                 }
                 self.complete(false, cqe);
@@ -175,8 +177,8 @@ impl Sink for Placer<'_> {
             Event::ReadResponse { .. } => {
                 // Sends and Writes before the Read complete first: the peer answered after
                 // receiving them, so TCP has their acknowledgement by now.
-                if self.qp.complete_acked(self.q).is_err() && self.q.fatal.is_none() {
-                    self.q.fatal = Some(Terminate::new(Cause::RdmapCatastrophic));
+                if let Err(e) = self.qp.complete_acked(self.q) {
+                    self.q.fatal.set(e.into());
                 }
                 if let Some(r) = self.q.reads.pop() {
                     if r.signaled {
@@ -186,8 +188,8 @@ impl Sink for Placer<'_> {
             }
             Event::ReadRequest(rr) => {
                 // More than the IRD we offered outstanding.
-                if self.q.requests.push(rr).is_err() && self.q.fatal.is_none() {
-                    self.q.fatal = Some(Terminate::new(Cause::RdmapStreamCatastrophic).with_read_request(rr.emit()));
+                if self.q.requests.push(rr).is_err() {
+                    self.q.fatal.set(Terminate::new(Cause::RdmapStreamCatastrophic).with_read_request(rr.emit()));
                 }
             }
             Event::Terminate(t) => self.q.peer_terminate = Some(t),
@@ -205,9 +207,11 @@ impl OnReceive for QueuePair {
         self.serve_reads();
         self.resume();
         let mut rx = self.rx.lock();
-        if rx.phase == Phase::Connected && self.complete_acked(&mut rx.queues).is_err() {
-            drop(rx);
-            self.fail(Terminate::new(Cause::RdmapCatastrophic));
+        if rx.phase == Phase::Connected {
+            if let Err(e) = self.complete_acked(&mut rx.queues) {
+                drop(rx);
+                self.fail(e.into());
+            }
         }
     }
 
@@ -242,8 +246,8 @@ impl OnReceive for QueuePair {
                 Err(RxError::Closed) => -1,
             }
         });
-        if self.complete_acked(queues).is_err() && queues.fatal.is_none() {
-            queues.fatal = Some(Terminate::new(Cause::RdmapCatastrophic));
+        if let Err(e) = self.complete_acked(queues) {
+            queues.fatal.set(e.into());
         }
         let fatal = error.or(queues.fatal.take());
         let peer = queues.peer_terminate.take();

@@ -63,11 +63,11 @@ impl QueuePair {
 
     /// A Send or Write was taken whole by TCP (`zero_copy`: from the registered pages):
     /// complete it now, or record it to complete when acknowledged (`RxSide::ready_to_send`
-    /// made room). True if the send CQ overran (the caller fails the QP).
-    pub(super) fn sent(&self, wr: Unacked, zero_copy: bool) -> bool {
+    /// made room). Err if the send CQ overran (the caller fails the QP).
+    pub(super) fn sent(&self, wr: Unacked, zero_copy: bool) -> Result<(), Overrun> {
         let mut guard = self.rx.lock();
         let rx = &mut *guard;
-        let mut overrun = self.complete_acked(&mut rx.queues).is_err();
+        let mut done = self.complete_acked(&mut rx.queues);
         let q = &mut rx.queues.unacked;
         let wait = zero_copy || (wr.signaled && q.len() > 0);
         if wait && rx.phase == Phase::Connected {
@@ -79,16 +79,16 @@ impl QueuePair {
                     let _ = q.push(wr);
                 }
             }
-            overrun |= self.complete_acked(&mut rx.queues).is_err();
+            done = done.and(self.complete_acked(&mut rx.queues));
         } else if wr.signaled {
             // Nothing to wait for, or the QP ended while we sent (end() flushed what waited, and
             // the peer may have answered this one already): it succeeded if TCP took a copy or
             // has the acknowledgement.
             let ok = !wait || self.sock.as_ref().is_some_and(|s| reached(s.snd_una(), wr.end_seq));
             let cqe = if ok { self.cqe(wr.wr_id, wc_status::SUCCESS, wr.opcode, wr.len) } else { self.cqe(wr.wr_id, wc_status::WR_FLUSH_ERR, wr.opcode, 0) };
-            overrun |= self.send_cq.push(&cqe).is_err();
+            done = done.and(self.send_cq.push(&cqe));
         }
-        overrun
+        done
     }
 
     /// Flushes the waiting requests (the QP ended), after completing what was acknowledged.
