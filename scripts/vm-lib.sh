@@ -42,7 +42,8 @@ vm_index() {
 
 # KVM only helps if a stock kernel actually boots with it; on these machines it does not.
 vm_accel() {
-    local kimg=$1 probe="$CACHE/kvm-probe-$(uname -r)-$(basename "$(dirname "$(dirname "$(dirname "$(dirname "$kimg")")")")")"
+    local kimg=$1 probe
+    probe="$CACHE/kvm-probe-$(uname -r)-$(basename "$(dirname "$(dirname "$(dirname "$(dirname "$kimg")")")")")"
     if [ -f "$probe" ]; then cat "$probe"; return; fi
     local verdict=tcg
     if [ -w /dev/kvm ]; then

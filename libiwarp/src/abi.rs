@@ -19,6 +19,11 @@ const fn ioc(dir: u32, nr: u32, size: usize) -> u32 {
     dir << 30 | (size as u32) << 16 | IOCTL_TYPE << 8 | nr
 }
 
+/// The argument size an ioctl command encodes (the Linux `_IOC_SIZE`).
+pub const fn ioc_size(cmd: u32) -> usize {
+    (cmd >> 16 & 0x3fff) as usize
+}
+
 /// Capability bits of [`QueryDevice::caps`].
 pub mod caps {
     /// MPA markers (RFC 5044), any interval.

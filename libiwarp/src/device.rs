@@ -87,52 +87,66 @@ impl Device {
     }
 
     /// Deregisters an STag from [`ProtectionDomain::register_raw`] (or a bogus one, for tests).
+    #[cfg(feature = "test-hooks")]
     pub fn deregister_raw(&self, stag: u32) -> io::Result<()> {
         self.deregister(stag)
     }
 
-    /// Issues DEALLOC_PD on a raw handle (what dropping a [`ProtectionDomain`] does; tests).
-    pub fn dealloc_pd_raw(&self, pd: u32) -> io::Result<()> {
+    /// Frees a protection domain (what dropping a [`ProtectionDomain`] does).
+    pub(crate) fn dealloc_pd(&self, pd: u32) -> io::Result<()> {
         sys::ioctl(self.file.as_fd(), IOCTL_DEALLOC_PD, &mut PdOp { pd, reserved: 0 })
     }
 
+    /// Issues DEALLOC_PD on a raw handle (tests).
+    #[cfg(feature = "test-hooks")]
+    pub fn dealloc_pd_raw(&self, pd: u32) -> io::Result<()> {
+        self.dealloc_pd(pd)
+    }
+
     /// Issues CREATE_QP with a raw argument (tests of the module's argument checking).
+    #[cfg(feature = "test-hooks")]
     pub fn create_qp_raw(&self, req: &mut crate::abi::CreateQp) -> io::Result<()> {
         sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_CREATE_QP, req)
     }
 
     /// Issues DESTROY_QP on a raw handle (tests).
+    #[cfg(feature = "test-hooks")]
     pub fn destroy_qp_raw(&self, qp: u32) -> io::Result<()> {
         sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_DESTROY_QP, &mut crate::abi::DestroyQp { qp, reserved: 0 })
     }
 
     /// Issues ADOPT_QP with a raw argument (tests of the module's argument checking, with
     /// descriptors that are not TCP streams).
+    #[cfg(feature = "test-hooks")]
     pub fn adopt_qp_raw(&self, req: &mut crate::abi::AdoptQp) -> io::Result<()> {
         sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_ADOPT_QP, req)
     }
 
     /// Issues DESTROY_CQ on a raw handle (tests).
+    #[cfg(feature = "test-hooks")]
     pub fn destroy_cq_raw(&self, cq: u32) -> io::Result<()> {
         sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_DESTROY_CQ, &mut crate::abi::CqOp { cq, solicited_only: 0 })
     }
 
     /// Issues ARM_CQ with raw arguments (tests).
+    #[cfg(feature = "test-hooks")]
     pub fn arm_cq_raw(&self, cq: u32, solicited_only: u32) -> io::Result<()> {
         sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_ARM_CQ, &mut crate::abi::CqOp { cq, solicited_only })
     }
 
     /// Maps `len` bytes at page offset `pgoff` of the device and unmaps them again (tests of
     /// the module's mmap checks).
+    #[cfg(feature = "test-hooks")]
     pub fn map_raw(&self, pgoff: u64, len: usize) -> io::Result<()> {
         crate::ring::Mapping::new(self.file.as_fd(), pgoff << 12, len as u64).map(drop)
     }
 
-    /// Issues an ioctl with an arbitrary command on a QueryDevice-sized buffer (tests of the
-    /// module's command checking).
-    pub fn raw_query(&self, cmd: u32) -> io::Result<QueryDevice> {
-        let mut q = QueryDevice::default();
-        sys::ioctl(self.file.as_fd(), cmd, &mut q)?;
-        Ok(q)
+    /// Issues an ioctl with an arbitrary command on a buffer of the size it encodes (tests of
+    /// the module's command checking); what the module wrote back.
+    #[cfg(feature = "test-hooks")]
+    pub fn raw_ioctl(&self, cmd: u32) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; crate::abi::ioc_size(cmd)];
+        sys::ioctl_bytes(self.file.as_fd(), cmd, &mut buf)?;
+        Ok(buf)
     }
 }

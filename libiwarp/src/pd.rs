@@ -36,14 +36,19 @@ impl<'a> ProtectionDomain<'a> {
     /// behind the region's back while the peer may write into it; dropping the region
     /// deregisters it. The region borrows the domain too, which therefore outlives it.
     pub fn register<'p>(&'p self, buf: &'p mut [u8], access: Access) -> io::Result<MemoryRegion<'p>> {
-        let stag = self.register_raw(buf.as_mut_ptr() as u64, buf.len() as u64, access.bits())?;
+        let stag = self.register_range(buf.as_mut_ptr() as u64, buf.len() as u64, access.bits())?;
         Ok(MemoryRegion::new(self.dev, buf, stag, stag))
     }
 
     /// Registers a raw address range, for tests of the module's argument checking. The range
     /// is not borrowed, so nothing stops it from being unmapped: the returned STag must be
     /// deregistered with [`Device::deregister_raw`].
+    #[cfg(feature = "test-hooks")]
     pub fn register_raw(&self, addr: u64, length: u64, access: u32) -> io::Result<u32> {
+        self.register_range(addr, length, access)
+    }
+
+    fn register_range(&self, addr: u64, length: u64, access: u32) -> io::Result<u32> {
         let mut req = RegMr { addr, length, access, pd: self.handle, ..RegMr::default() };
         sys::ioctl(self.dev.file().as_fd(), IOCTL_REG_MR, &mut req)?;
         Ok(req.stag)
@@ -53,6 +58,6 @@ impl<'a> ProtectionDomain<'a> {
 impl Drop for ProtectionDomain<'_> {
     fn drop(&mut self) {
         // Cannot fail: everything made in the domain borrowed it and is gone.
-        let _ = self.dev.dealloc_pd_raw(self.handle);
+        let _ = self.dev.dealloc_pd(self.handle);
     }
 }

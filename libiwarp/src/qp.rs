@@ -414,7 +414,7 @@ impl<'a> QueuePair<'a> {
     /// data is in place. Keep the QP until what matters has completed: destroying it flushes
     /// what was not sent yet.
     pub fn post_send(&self, wr: &SendWr<'_>) -> io::Result<()> {
-        self.post_send_raw(send_entry(wr)?)
+        self.post_entry(send_entry(wr)?)
     }
 
     /// Posts a Send or RDMA Write whose payload is `data` itself, copied by the module when it
@@ -428,11 +428,16 @@ impl<'a> QueuePair<'a> {
         let mut req = send_entry(&SendWr { wr_id, op, sge: &sge, signaled })?;
         req.flags |= send_flags::INLINE;
         // The doorbell copies `data` before this returns, while it is borrowed.
-        self.post_send_raw(req)
+        self.post_entry(req)
     }
 
     /// Puts a raw entry on the send ring and rings the doorbell (tests of the module's checks).
+    #[cfg(feature = "test-hooks")]
     pub fn post_send_raw(&self, entry: PostSend) -> io::Result<()> {
+        self.post_entry(entry)
+    }
+
+    fn post_entry(&self, entry: PostSend) -> io::Result<()> {
         self.sq.push(entry);
         self.ring_doorbell()
     }
@@ -448,6 +453,7 @@ impl<'a> QueuePair<'a> {
     }
 
     /// Rings the doorbell with raw tails (tests of the module's checks).
+    #[cfg(feature = "test-hooks")]
     pub fn doorbell_raw(&self, sq_tail: u32, rq_tail: u32) -> io::Result<()> {
         sys::ioctl(self.dev.file().as_fd(), IOCTL_DOORBELL, &mut Doorbell { qp: self.handle, sq_tail, rq_tail, ..Doorbell::default() })
     }

@@ -63,7 +63,8 @@ fn main() -> ExitCode {
 
 /// What guests need from the host build: the module (if asked) and the user-space binaries.
 fn build_guest_side(flavour: &str, module: bool) -> bool {
-    (!module || script("build-kmod.sh", &[flavour])) && cargo(&["build", "--release", "-p", "libiwarp", "--bins", "--examples"])
+    (!module || script("build-kmod.sh", &[flavour]))
+        && cargo(&["build", "--release", "-p", "libiwarp", "-p", "iwarp-check", "-p", "iwarp-bench", "--bins", "--examples"])
 }
 
 /// The newcomer's main job.

@@ -47,7 +47,7 @@ use std::io::{self, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 type Check = Result<(), String>;
 
@@ -80,7 +80,7 @@ fn main() -> ExitCode {
         Some("stalled-peer") if args.len() == 2 => wire::stalled_peer(&args[1]),
         Some("post-to-stalled") if args.len() == 3 => wire::post_to_stalled(&args[1], &args[2]),
         Some("bad-frame") if args.len() == 4 => wire::bad_frame(&args[1], &args[2], &args[3]),
-        _ => Err("usage: see the top of libiwarp/src/bin/iwarp-check.rs".into()),
+        _ => Err("usage: see the top of tools/iwarp-check/src/main.rs".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -120,8 +120,8 @@ fn query() -> Check {
     let dev = open()?;
     let q = dev.query().map_err(|e| format!("QUERY_DEVICE: {e}"))?;
     ensure(q == abi::device_attributes(), format!("QUERY_DEVICE answer is the ABI's device_attributes() (abi {}, caps {:#x})", q.abi_version, q.caps))?;
-    expect_errno("unknown ioctl", dev.raw_query(abi::IOCTL_QUERY_DEVICE + 0x7f), libc::ENOTTY)?;
-    expect_errno("QUERY_DEVICE with the wrong size", dev.raw_query(abi::IOCTL_QUERY_DEVICE - (8 << 16)), libc::ENOTTY)
+    expect_errno("unknown ioctl", dev.raw_ioctl(abi::IOCTL_QUERY_DEVICE + 0x7f), libc::ENOTTY)?;
+    expect_errno("QUERY_DEVICE with the wrong size", dev.raw_ioctl(abi::IOCTL_QUERY_DEVICE - (8 << 16)), libc::ENOTTY)
 }
 
 fn page() -> usize {
@@ -267,14 +267,7 @@ fn listen(port: &str) -> Result<TcpStream, String> {
 }
 
 fn dial(host: &str, port: &str) -> Result<TcpStream, String> {
-    let start = Instant::now();
-    loop {
-        match TcpStream::connect(format!("{host}:{port}")) {
-            Ok(s) => return Ok(s),
-            Err(e) if start.elapsed() > Duration::from_secs(60) => return Err(format!("connect {host}:{port}: {e}")),
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
+    iwarp_testkit::dial(host, port).map_err(|e| e.to_string())
 }
 
 /// Queue sizes for QPs that only run the MPA exchange or send.

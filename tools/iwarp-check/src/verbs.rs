@@ -34,15 +34,7 @@ const SPIN: WaitMode = WaitMode::SpinThenBlock(Duration::from_micros(15));
 
 /// Waits for the next completion on `cq`, which must be a successful `op`.
 pub(crate) fn done(cq: &CompletionQueue<'_>, op: WcOpcode) -> Result<WorkCompletion, String> {
-    let mut wc = [WorkCompletion::EMPTY];
-    let n = cq.wait(&mut wc, SPIN, WAIT).map_err(|e| format!("wait for {op:?}: {e}"))?;
-    if n == 0 {
-        return Err(format!("no {op:?} completion within {WAIT:?}"));
-    }
-    if wc[0].status != WcStatus::Success || wc[0].opcode != op {
-        return Err(format!("expected a successful {op:?}, got {:?}", wc[0]));
-    }
-    Ok(wc[0])
+    iwarp_testkit::completion(cq, op, WAIT)
 }
 
 /// One side's registered buffers.

@@ -3,7 +3,7 @@
 //! to run, each side's carries its buffer (address and STag).
 
 use crate::{connect_options, Options};
-use libiwarp::{Access, CompletionQueue, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, Remote, Role, SendOp, SendWr, WcOpcode, WcStatus};
+use libiwarp::{Access, CompletionQueue, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, Remote, Role, SendOp, SendWr, WcOpcode};
 use std::error::Error;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -105,11 +105,7 @@ struct Side<'d> {
 
 impl Side<'_> {
     fn wait(&self, cq: &CompletionQueue<'_>, op: WcOpcode) -> Res<u32> {
-        let wc = cq.wait_one(WAIT)?.ok_or_else(|| format!("no {op:?} completion within {WAIT:?}"))?;
-        if wc.status != WcStatus::Success || wc.opcode != op {
-            return Err(format!("expected a successful {op:?}, got {wc:?}").into());
-        }
-        Ok(wc.byte_len)
+        Ok(iwarp_testkit::completion(cq, op, WAIT)?.byte_len)
     }
 
     fn post(&self, op: SendOp, n: usize, signaled: bool) -> Res<()> {

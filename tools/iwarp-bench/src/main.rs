@@ -19,7 +19,7 @@ mod tests;
 use libiwarp::{ConnectOptions, Role};
 use std::error::Error;
 use std::net::{TcpListener, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tests::Test;
 
 /// How to run the client side.
@@ -83,7 +83,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     match rest.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["server"] => serve(port, &o),
         ["client", host] => client(host, port, &o),
-        _ => Err("usage: see the top of libiwarp/src/bin/iwarp-bench/main.rs".into()),
+        _ => Err("usage: see the top of tools/iwarp-bench/src/main.rs".into()),
     }
 }
 
@@ -114,17 +114,9 @@ fn serve(port: u16, o: &Options) -> Result<(), Box<dyn Error>> {
 }
 
 fn dial(host: &str, port: u16) -> Result<TcpStream, Box<dyn Error>> {
-    let start = Instant::now();
-    loop {
-        match TcpStream::connect((host, port)) {
-            Ok(s) => {
-                s.set_nodelay(true)?;
-                return Ok(s);
-            }
-            Err(e) if start.elapsed() > Duration::from_secs(60) => return Err(e.into()),
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
+    let s = iwarp_testkit::dial(host, &port.to_string())?;
+    s.set_nodelay(true)?;
+    Ok(s)
 }
 
 fn client(host: &str, port: u16, o: &Options) -> Result<(), Box<dyn Error>> {
