@@ -31,8 +31,9 @@ declare -A R
 # ours NAME OPTS [bw]: write_bw 64 KiB, write_lat 8 B, send_lat 8 B through iwarp.ko (only
 # write_bw with "bw").
 ours() {
-    local name=$1 opts=$2 out c="$bench client $B --port 7300 $opts --format csv"
-    local run="$c --test write_bw --sizes 65536 --iters $bw_iters"
+    local name=$1 opts=$2 out c run
+    c="$bench client $B --port 7300 $opts --format csv"
+    run="$c --test write_bw --sizes 65536 --iters $bw_iters"
     if [ "${3:-}" = bw ]; then run+=" --stop-server"; else run+=" && $c --test write_lat,send_lat --sizes 8 --iters $lat_iters --stop-server"; fi
     out=$(vm_pair B "timeout 600 $bench server --port 7300 $opts" A "$run") || { echo "$out"; return 1; }
     echo "$out" | grep -E '^(test|write|send)'

@@ -7,7 +7,7 @@
 # vm_pair S SCMD C CCMD  start server SCMD in guest S, run client CCMD in guest C, then wait
 #                      for the server; succeeds only if both do
 # vm_serve G NAME PORT CMD [SECS]
-#                      start server CMD in guest G in the background and wait (SECS, 30) until
+#                      start server CMD in guest G in the background and wait (SECS, 60) until
 #                      a TCP socket listens on PORT there; fails (with CMD's output) otherwise
 # vm_served G NAME [SECS]  wait (SECS, 60) for that server to end: its output and status (it is
 #                      ended, and fails, if it runs longer)
@@ -155,14 +155,14 @@ VM_NET_FAULTS=("duplicate-1pct|duplicate 1%" "duplicate-5pct|duplicate 5%" "reor
 
 # Servers started by vm_serve live in the guest's /run/iwarp/serve.NAME.{sh,out,pid,rc}.
 vm_serve() {
-    local g=$1 f=/run/iwarp/serve.$2 port=$3 cmd=$4 secs=${5:-30}
+    local g=$1 f=/run/iwarp/serve.${2//\//-} port=$3 cmd=$4 secs=${5:-60}
     vm_run "$g" "rm -f $f.*
 cat >$f.sh <<'VM_SERVE_EOF'
 $cmd
 VM_SERVE_EOF
 setsid bash -c 'bash $f.sh; echo \$? >$f.rc.tmp; mv $f.rc.tmp $f.rc' >$f.out 2>&1 </dev/null &
 echo \$! >$f.pid
-for i in \$(seq $((secs * 10))); do
+while [ \$SECONDS -lt $secs ]; do
     ss -Hltn 'sport = :$port' | grep -q . && exit 0
     [ -e $f.rc ] && break
     sleep 0.1
@@ -171,15 +171,15 @@ echo 'server $2 did not listen on port $port:'; cat $f.out; kill -- -\$(cat $f.p
 }
 
 vm_served() {
-    local g=$1 f=/run/iwarp/serve.$2 secs=${3:-60}
-    vm_run "$g" "for i in \$(seq $((secs * 10))); do [ -e $f.rc ] && break; sleep 0.1; done
+    local g=$1 f=/run/iwarp/serve.${2//\//-} secs=${3:-60}
+    vm_run "$g" "while [ \$SECONDS -lt $secs ] && [ ! -e $f.rc ]; do sleep 0.1; done
 cat $f.out
 [ -e $f.rc ] && exit \$(cat $f.rc)
 kill -- -\$(cat $f.pid) 2>/dev/null; echo 'server $2 still running after ${secs} s: ended it'; exit 1"
 }
 
 vm_unserve() {
-    local f=/run/iwarp/serve.$2
+    local f=/run/iwarp/serve.${2//\//-}
     vm_run "$1" "kill -- -\$(cat $f.pid) 2>/dev/null; sleep 0.2; cat $f.out"
 }
 
