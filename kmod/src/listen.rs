@@ -6,16 +6,17 @@
 //! rejects it.
 
 use crate::error::eproto;
-use crate::mpa::frame::{Frame, Kind};
-use crate::qp::{self, read_frame};
+use crate::mpa::frame::Frame;
+use crate::mpa::handshake::{Handshake, Step};
+use crate::qp::{boxed, drive};
 use crate::socket::TcpSocket;
 use kernel::prelude::*;
 
 /// A connection waiting for ACCEPT or REJECT.
 pub(crate) struct Pending {
     pub(crate) sock: TcpSocket,
-    /// The initiator's MPA request frame, whole.
-    pub(crate) frame: KVec<u8>,
+    /// The MPA exchange, waiting for our decision (the initiator's request is in).
+    pub(crate) handshake: KBox<Handshake>,
 }
 
 impl Pending {
@@ -23,18 +24,23 @@ impl Pending {
     /// `timeout_ms`; with the initiator's IPv4 address and port.
     pub(crate) fn next(listener: &TcpSocket, timeout_ms: u32) -> Result<(Pending, u32, u16)> {
         let (sock, addr, port) = listener.accept(timeout_ms)?;
+        let mut handshake = boxed(Handshake::responder())?;
+        drive(&sock, &mut handshake, timeout_ms)?;
         // A malformed request ends only this connection (EPROTO, closed as `sock` goes).
-        let frame = read_frame(&sock, Kind::Request, timeout_ms)?;
-        Ok((Pending { sock, frame }, addr, port))
+        if handshake.step() != Step::Decide {
+            return Err(eproto());
+        }
+        Ok((Pending { sock, handshake }, addr, port))
     }
 
     /// The request.
     pub(crate) fn request(&self) -> Result<Frame<'_>> {
-        Frame::parse(&self.frame, Kind::Request).map(|(f, _)| f).map_err(|_| eproto())
+        self.handshake.request().ok_or_else(eproto)
     }
 
     /// Refuses the connection with `private` data; it closes as `self` goes.
-    pub(crate) fn reject(self, private: &[u8]) -> Result {
-        qp::reject(&self.sock, &self.frame, private)
+    pub(crate) fn reject(mut self, private: &[u8]) -> Result {
+        self.handshake.reject(private).map_err(|_| EINVAL)?;
+        drive(&self.sock, &mut self.handshake, 0)
     }
 }

@@ -137,7 +137,7 @@ impl Context {
         let (sock, side) = match from {
             SocketFrom::Fd => (TcpSocket::adopt(req.fd)?, if initiator { Side::Initiator } else { Side::Responder }),
             SocketFrom::Connect { addr, port } => (TcpSocket::connect(addr, port, req.timeout_ms)?, Side::Initiator),
-            SocketFrom::Request(p) => (p.sock, Side::Accepting(p.frame)),
+            SocketFrom::Request(p) => (p.sock, Side::Accepting(p.handshake)),
         };
         match qp::establish(sock, side, &local, &private, req.timeout_ms) {
             Ok(est) => {

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The MPA exchange that turns a TCP connection into an iWARP stream, run in the caller's
-//! context with the protocol core's `mpa` module; and the reject that refuses one.
+//! The MPA exchange that turns a TCP connection into an iWARP stream, in the caller's context:
+//! a thin driver of the protocol core's sans-IO [`Handshake`] over a blocking kernel socket.
 
 use crate::error::eproto;
-use crate::mpa::frame::{Frame, FrameError, Kind, RtrTypes, HEADER_LEN};
-use crate::mpa::negotiate::{Connection, Local, Refused};
+use crate::mpa::handshake::{Handshake, Outcome, Step, MAX_FRAME};
+use crate::mpa::negotiate::{Connection, Local};
 use crate::socket::TcpSocket;
 use kernel::prelude::*;
 
@@ -23,8 +23,8 @@ pub(crate) enum Side {
     Initiator,
     /// We read the request, then answer it.
     Responder,
-    /// We answer a request read before (an accepted pending request), given as its frame.
-    Accepting(KVec<u8>),
+    /// We answer a request read before (an accepted pending request).
+    Accepting(KBox<Handshake>),
 }
 
 /// Why the exchange failed.
@@ -41,66 +41,55 @@ impl From<Error> for Failed {
     }
 }
 
-/// Runs the MPA exchange on `sock` as `side`.
+/// Runs the MPA exchange on `sock` as `side`, asking for `local` with `private` data.
 pub(crate) fn establish(sock: TcpSocket, side: Side, local: &Local, private: &[u8], timeout_ms: u32) -> Result<Established, Failed> {
-    let request = match side {
-        Side::Initiator => {
-            send_frame(&sock, &local.request(private))?;
-            let buf = read_frame(&sock, Kind::Reply, timeout_ms)?;
-            let (rep, _) = Frame::parse(&buf, Kind::Reply).map_err(|_| eproto())?;
-            let conn = local.complete(&rep).map_err(|r| match r {
-                Refused::Rejected { private } => copy(private).map_or_else(Failed::Error, Failed::Rejected),
-                Refused::Protocol(_) => Failed::Error(eproto()),
-            })?;
-            return Ok(Established { sock, conn, peer_private: copy(rep.private)? });
+    let mut h = match side {
+        Side::Initiator => boxed(Handshake::initiator(*local, private).map_err(|_| EINVAL)?)?,
+        Side::Responder => {
+            let mut h = boxed(Handshake::responder())?;
+            drive(&sock, &mut h, timeout_ms)?;
+            h
         }
-        Side::Responder => read_frame(&sock, Kind::Request, timeout_ms)?,
-        Side::Accepting(frame) => frame,
+        Side::Accepting(h) => h,
     };
-    let (req, _) = Frame::parse(&request, Kind::Request).map_err(|_| eproto())?;
-    match local.respond(&req, private) {
-        Ok((reply, conn)) => {
-            send_frame(&sock, &reply)?;
-            Ok(Established { sock, conn, peer_private: copy(req.private)? })
-        }
-        Err((reject, _cause)) => {
-            send_frame(&sock, &reject)?;
-            Err(eproto().into())
+    if h.step() == Step::Decide {
+        h.accept(*local, private).map_err(|_| EINVAL)?;
+    }
+    drive(&sock, &mut h, timeout_ms)?;
+    match h.outcome() {
+        Some(Outcome::Connected(conn)) => Ok(Established { sock, conn, peer_private: copy(h.peer_private())? }),
+        Some(Outcome::Rejected) => Err(Failed::Rejected(copy(h.peer_private())?)),
+        _ => Err(eproto().into()),
+    }
+}
+
+/// Sends what `h` hands out and receives exactly what it lacks, each piece waited for at most
+/// `timeout_ms`, until it is to decide or done.
+pub(crate) fn drive(sock: &TcpSocket, h: &mut Handshake, timeout_ms: u32) -> Result {
+    let mut buf = KVec::from_elem(0u8, MAX_FRAME, GFP_KERNEL)?;
+    loop {
+        match h.step() {
+            Step::Send => {
+                sock.send_all(h.transmit())?;
+                h.sent(h.transmit().len());
+            }
+            Step::Receive(n) => {
+                let piece = buf.get_mut(..n).ok_or(EINVAL)?;
+                sock.recv_exact(piece, timeout_ms)?;
+                h.receive(piece);
+            }
+            Step::Decide | Step::Done => return Ok(()),
         }
     }
 }
 
-/// Answers a pending request with a reject frame carrying `private` (the connection then closes
-/// when `sock` goes).
-pub(crate) fn reject(sock: &TcpSocket, request: &[u8], private: &[u8]) -> Result {
-    let (req, _) = Frame::parse(request, Kind::Request).map_err(|_| eproto())?;
-    let us = Local { markers: false, crc: req.crc, rev: req.rev, ird: 0, ord: 0, p2p: false, rtr: RtrTypes::default() };
-    send_frame(sock, &us.reject(&req, private))
+/// The machine on the heap (it holds two whole frames).
+pub(crate) fn boxed(h: Handshake) -> Result<KBox<Handshake>> {
+    Ok(KBox::new(h, GFP_KERNEL)?)
 }
 
 fn copy(b: &[u8]) -> Result<KVec<u8>> {
     let mut v = KVec::with_capacity(b.len(), GFP_KERNEL)?;
     v.extend_from_slice(b, GFP_KERNEL)?;
     Ok(v)
-}
-
-fn send_frame(sock: &TcpSocket, f: &Frame<'_>) -> Result {
-    let mut buf = KVec::from_elem(0u8, f.wire_len(), GFP_KERNEL)?;
-    let n = f.emit(&mut buf).ok_or(EINVAL)?;
-    sock.send_all(&buf[..n])
-}
-
-/// Reads one whole frame of `kind`: the fixed header, then as much private data as it announces.
-pub(crate) fn read_frame(sock: &TcpSocket, kind: Kind, timeout_ms: u32) -> Result<KVec<u8>> {
-    let mut buf = KVec::from_elem(0u8, HEADER_LEN, GFP_KERNEL)?;
-    sock.recv_exact(&mut buf, timeout_ms)?;
-    match Frame::parse(&buf, kind) {
-        Ok(_) => Ok(buf),
-        Err(FrameError::Incomplete(total)) => {
-            buf.resize(total, 0, GFP_KERNEL)?;
-            sock.recv_exact(&mut buf[HEADER_LEN..], timeout_ms)?;
-            Ok(buf)
-        }
-        Err(_) => Err(eproto()),
-    }
 }

@@ -16,7 +16,7 @@ mod send;
 mod unacked;
 mod wr;
 
-pub(crate) use establish::{establish, read_frame, reject, Established, Failed, Side};
+pub(crate) use establish::{boxed, drive, establish, Established, Failed, Side};
 
 use crate::abi::{event_flags, event_kind, qp_state, wc_opcode, wc_status, AsyncEvent, Cqe, QueryQp};
 use crate::cq::{Attached, Cq};

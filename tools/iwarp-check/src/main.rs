@@ -404,7 +404,6 @@ fn recv_user(port: &str, size: usize) -> Check {
     use io::Read;
     use iwarp_proto::crc::HostCrc;
     use iwarp_proto::markers::Markers;
-    use iwarp_proto::mpa::frame::{Frame, Kind};
     use iwarp_proto::rx::{self, Event, Receiver, Sink, Target};
     use iwarp_proto::stream::Pieces;
 
@@ -437,10 +436,7 @@ fn recv_user(port: &str, size: usize) -> Check {
 
     let mut s = listen(port)?;
     s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
-    let req = wire::read_frame(&mut s, Kind::Request)?;
-    let (frame, _) = Frame::parse(&req, Kind::Request).map_err(|e| format!("MPA request: {e:?}"))?;
-    let (reply, conn) = wire::LOCAL.respond(&frame, b"user-level").map_err(|e| format!("respond: {e:?}"))?;
-    wire::write_frame(&mut s, &reply)?;
+    let conn = wire::respond(&mut s, b"user-level")?;
     ensure(conn.rx_markers && conn.crc, "the kernel will send markers and CRCs")?;
 
     let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false });

@@ -6,7 +6,8 @@
 use super::{dial, ensure, listen, open, options, Check};
 use iwarp_proto::crc::HostCrc;
 use iwarp_proto::markers::{self, Markers};
-use iwarp_proto::mpa::frame::{Frame, FrameError, Kind, RtrTypes, HEADER_LEN};
+use iwarp_proto::mpa::frame::RtrTypes;
+use iwarp_proto::mpa::handshake::{Handshake, Outcome, Step};
 use iwarp_proto::mpa::negotiate::{Connection, Local};
 use iwarp_proto::rdmap::Opcode;
 use iwarp_proto::rx::{self, Event, Receiver, Sink, Target};
@@ -46,31 +47,45 @@ impl Sink for Collect {
 pub(crate) const LOCAL: Local =
     Local { markers: true, crc: true, rev: 2, ird: 4, ord: 4, p2p: false, rtr: RtrTypes { send: false, write: false, read: false } };
 
-/// Reads one whole MPA frame of `kind` from a plain socket: the header, then the private data
-/// it announces. Parse the result with `Frame::parse`.
-pub(crate) fn read_frame(s: &mut TcpStream, kind: Kind) -> Result<Vec<u8>, String> {
-    let mut buf = vec![0u8; HEADER_LEN];
-    s.read_exact(&mut buf).map_err(|e| format!("MPA {kind:?}: {e}"))?;
-    if let Err(FrameError::Incomplete(total)) = Frame::parse(&buf, kind) {
-        buf.resize(total, 0);
-        s.read_exact(&mut buf[HEADER_LEN..]).map_err(|e| format!("MPA {kind:?}: {e}"))?;
+/// Drives `h` over a plain socket until it is to decide or done.
+fn drive(s: &mut TcpStream, h: &mut Handshake) -> Check {
+    loop {
+        match h.step() {
+            Step::Send => {
+                s.write_all(h.transmit()).map_err(|e| format!("MPA: {e}"))?;
+                h.sent(h.transmit().len());
+            }
+            Step::Receive(n) => {
+                let mut buf = vec![0u8; n];
+                s.read_exact(&mut buf).map_err(|e| format!("MPA: {e}"))?;
+                h.receive(&buf);
+            }
+            Step::Decide | Step::Done => return Ok(()),
+        }
     }
-    Ok(buf)
 }
 
-/// Writes one MPA frame to a plain socket.
-pub(crate) fn write_frame(s: &mut TcpStream, f: &Frame<'_>) -> Result<(), String> {
-    let mut buf = vec![0u8; f.wire_len()];
-    f.emit(&mut buf).ok_or("emit MPA frame")?;
-    s.write_all(&buf).map_err(|e| e.to_string())
+fn connected(h: &Handshake) -> Result<Connection, String> {
+    match h.outcome() {
+        Some(Outcome::Connected(c)) => Ok(c),
+        other => Err(format!("MPA did not connect: {other:?}")),
+    }
 }
 
 /// MPA as initiator on a plain socket; the private data stands in for a region advertisement.
 fn mpa(s: &mut TcpStream) -> Result<Connection, String> {
-    write_frame(s, &LOCAL.request(&[0u8; 24]))?;
-    let rep = read_frame(s, Kind::Reply)?;
-    let (frame, _) = Frame::parse(&rep, Kind::Reply).map_err(|e| format!("MPA reply: {e:?}"))?;
-    LOCAL.complete(&frame).map_err(|e| format!("MPA refused: {e:?}"))
+    let mut h = Handshake::initiator(LOCAL, &[0u8; 24]).map_err(|e| format!("MPA request: {e:?}"))?;
+    drive(s, &mut h)?;
+    connected(&h)
+}
+
+/// MPA as responder on a plain socket, answering with `private`.
+pub(crate) fn respond(s: &mut TcpStream, private: &[u8]) -> Result<Connection, String> {
+    let mut h = Handshake::responder();
+    drive(s, &mut h)?;
+    h.accept(LOCAL, private).map_err(|e| format!("MPA: no request to answer ({e:?}, {:?})", h.outcome()))?;
+    drive(s, &mut h)?;
+    connected(&h)
 }
 
 /// Guest A: connects, completes MPA, waits for the module's go-ahead, then sends one Send whose
@@ -131,10 +146,7 @@ const STALL: Duration = Duration::from_secs(30);
 pub(crate) fn stalled_peer(port: &str) -> Check {
     let mut s = listen(port)?;
     s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
-    let req = read_frame(&mut s, Kind::Request)?;
-    let (frame, _) = Frame::parse(&req, Kind::Request).map_err(|e| format!("MPA request: {e:?}"))?;
-    let (reply, _) = LOCAL.respond(&frame, b"stalled").map_err(|e| format!("respond: {e:?}"))?;
-    write_frame(&mut s, &reply)?;
+    respond(&mut s, b"stalled")?;
     println!("ok: B: MPA answered; reading nothing for {STALL:?}");
     std::thread::sleep(STALL);
     Ok(())
