@@ -490,15 +490,18 @@ void iwarp_shim_hook_remove(struct iwarp_hook *h)
 /*
  * Receiving: tcp_read_sock() offers the queued stream from copied_seq on, skb by skb. At the
  * first skb the actor gathers pointers to every queued byte (linear parts and page fragments of
- * this and the following skbs, no copy) and hands them to @fn, which returns how many stream
- * octets it consumed (or a negative value to stop); the actor then consumes that many, across
- * as many skbs as it takes. What @fn leaves stays queued for the next call, with more data.
+ * this and the following skbs, no copy) into the caller's kvecs and hands them to @fn, which
+ * returns how many stream octets it consumed (or a negative value to stop); the actor then
+ * consumes that many, across as many skbs as it takes. What @fn leaves stays queued for the
+ * next call, with more data.
  */
 #ifdef CONFIG_HIGHMEM
 #error "the receive gather keeps page fragment addresses; it needs every page mapped (no HIGHMEM)"
 #endif
 
-#define IWARP_GATHER_MAX 64
+/* src/socket.rs hands its array of these over. */
+static_assert(sizeof(struct kvec) == 16);
+static_assert(offsetof(struct kvec, iov_base) == 0 && offsetof(struct kvec, iov_len) == 8);
 
 typedef long (*iwarp_rx_fn)(void *ctx, const struct kvec *parts, size_t n, bool capped);
 
@@ -508,7 +511,8 @@ struct iwarp_read_state {
 	iwarp_rx_fn fn;
 	size_t skip;
 	bool stop;
-	struct kvec parts[IWARP_GATHER_MAX];
+	struct kvec *parts;
+	size_t cap;
 	size_t n;
 };
 
@@ -516,7 +520,7 @@ static bool gather_add(struct iwarp_read_state *st, const void *p, size_t len)
 {
 	if (!len)
 		return true;
-	if (st->n == IWARP_GATHER_MAX)
+	if (st->n == st->cap)
 		return false;
 	st->parts[st->n].iov_base = (void *)p;
 	st->parts[st->n].iov_len = len;
@@ -614,26 +618,19 @@ static int iwarp_read_actor(read_descriptor_t *desc, struct sk_buff *skb, unsign
 }
 
 /*
- * Offers the queued stream to @fn as described above, under the socket lock (process context).
- * Returns the octets consumed or a negative errno.
+ * Offers the queued stream to @fn as described above, gathering into the @cap kvecs at @parts,
+ * under the socket lock (process context). Returns the octets consumed or a negative errno.
  */
-int iwarp_shim_sock_read(struct socket *sock, void *ctx, iwarp_rx_fn fn)
+int iwarp_shim_sock_read(struct socket *sock, void *ctx, iwarp_rx_fn fn, struct kvec *parts, size_t cap)
 {
-	struct iwarp_read_state *st = kmalloc(sizeof(*st), GFP_KERNEL);
-	read_descriptor_t desc = { .count = 1 };
+	struct iwarp_read_state st = {
+		.sk = sock->sk, .ctx = ctx, .fn = fn, .parts = parts, .cap = cap,
+	};
+	read_descriptor_t desc = { .count = 1, .arg.data = &st };
 	int rc;
 
-	if (!st)
-		return -ENOMEM;
-	st->sk = sock->sk;
-	st->ctx = ctx;
-	st->fn = fn;
-	st->skip = 0;
-	st->stop = false;
-	desc.arg.data = st;
 	lock_sock(sock->sk);
 	rc = tcp_read_sock(sock->sk, &desc, iwarp_read_actor);
 	release_sock(sock->sk);
-	kfree(st);
 	return rc;
 }

@@ -30,6 +30,7 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 void iwarp_shim_sock_kick_tx(struct socket *sock);
 void iwarp_shim_hook_remove(struct iwarp_hook *h);
 int iwarp_shim_sock_read(struct socket *sock, void *ctx,
-			 long (*fn)(void *ctx, const struct kvec *parts, size_t n, bool capped));
+			 long (*fn)(void *ctx, const struct kvec *parts, size_t n, bool capped),
+			 struct kvec *parts, size_t cap);
 
 #endif

@@ -37,6 +37,8 @@ mod ffi {
             sock: *mut Socket,
             ctx: *mut c_void,
             f: unsafe extern "C" fn(*mut c_void, *const super::Kvec, usize, bool) -> isize,
+            parts: *mut super::Kvec,
+            cap: usize,
         ) -> i32;
         pub(super) fn iwarp_shim_hook_install(
             sock: *mut Socket,
@@ -54,11 +56,18 @@ mod ffi {
     }
 }
 
-/// One piece of the received stream (`struct kvec`).
+/// One piece of the received stream (`struct kvec`; the shim asserts the same layout).
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct Kvec {
     base: *const u8,
     len: usize,
+}
+
+const _: () = assert!(core::mem::size_of::<Kvec>() == 16 && core::mem::offset_of!(Kvec, len) == 8);
+
+impl Kvec {
+    const EMPTY: Kvec = Kvec { base: core::ptr::null(), len: 0 };
 }
 
 /// A reference to a kernel TCP socket: connected, or listening.
@@ -194,15 +203,18 @@ impl TcpSocket {
             let f = unsafe { &mut *ctx.cast::<F>() };
             f(&slices[..n], capped)
         }
+        // Where the shim gathers (on the heap: a work item's stack is small).
+        let mut parts = KBox::new([Kvec::EMPTY; GATHER_MAX], GFP_KERNEL)?;
         // SAFETY: the socket reference is live; `f` outlives the call and the shim calls the
-        // trampoline only during it, with valid kvecs.
-        let rc = unsafe { ffi::iwarp_shim_sock_read(self.sock.as_ptr(), (&raw mut f).cast(), trampoline::<F>) };
+        // trampoline only during it, with valid kvecs; `parts` holds GATHER_MAX kvecs the shim
+        // may write during the call.
+        let rc = unsafe { ffi::iwarp_shim_sock_read(self.sock.as_ptr(), (&raw mut f).cast(), trampoline::<F>, parts.as_mut_ptr(), GATHER_MAX) };
         to_result(rc)?;
         Ok(rc as usize)
     }
 }
 
-/// Most pieces one offer of [`TcpSocket::read`] holds (`IWARP_GATHER_MAX` in the shim).
+/// Most pieces one offer of [`TcpSocket::read`] holds.
 const GATHER_MAX: usize = 64;
 
 /// Work a hook runs.
