@@ -74,19 +74,73 @@ fn vm(t: &mut Tally, flavour: &str) {
     counted(t, &format!("VM test suite ({flavour} kernel)"), Command::new("bash").arg(root().join("scripts/vm-tests.sh")).arg(flavour));
 }
 
-/// Runs a script that prints one "PASS name", "FAIL name" or "SKIP name" line per test, and
-/// counts them; a script that fails without a FAIL line is reported as broken.
+/// Runs a script that reports in KTAP (`scripts/ktap.sh`) and counts its results. The script is
+/// broken if it reports fewer results than its plan (it died part way) or fails without a
+/// failed test.
 fn counted(t: &mut Tally, what: &str, cmd: &mut Command) {
     let (ok, out) = capture(cmd);
-    for line in out.lines() {
-        match line.split_whitespace().next() {
-            Some("PASS") => t.passed += 1,
-            Some("FAIL") => t.failed += 1,
-            Some("SKIP") => t.skipped += 1,
-            _ => {}
-        }
+    let report = Ktap::parse(&out);
+    t.passed += report.passed;
+    t.failed += report.failed;
+    t.skipped += report.skipped;
+    let results = report.passed + report.failed + report.skipped;
+    match report.plan {
+        Some(plan) if plan != results => t.broken.push(format!("{what}: {results} results for a plan of {plan}")),
+        None => t.broken.push(format!("{what}: no KTAP plan")),
+        _ if !ok && report.failed == 0 => t.broken.push(format!("{what} (no failed test, but it did not finish cleanly)")),
+        _ => {}
     }
-    if !ok && !out.lines().any(|l| l.starts_with("FAIL")) {
-        t.broken.push(format!("{what} (no FAIL line, but it did not finish cleanly)"));
+}
+
+/// What a KTAP report says.
+#[derive(Debug, Default, PartialEq)]
+struct Ktap {
+    plan: Option<u32>,
+    passed: u32,
+    failed: u32,
+    skipped: u32,
+}
+
+impl Ktap {
+    /// Reads the plan ("1..N") and the result lines ("ok N name", "not ok N name",
+    /// "ok N name # SKIP why") of the top level; everything else is diagnostics.
+    fn parse(text: &str) -> Ktap {
+        let mut k = Ktap::default();
+        for line in text.lines() {
+            if let Some(n) = line.strip_prefix("1..") {
+                k.plan = n.trim().parse().ok().or(k.plan);
+            } else if let Some(rest) = line.strip_prefix("not ok ") {
+                if numbered(rest) {
+                    k.failed += 1;
+                }
+            } else if let Some(rest) = line.strip_prefix("ok ") {
+                if numbered(rest) {
+                    if rest.contains("# SKIP") {
+                        k.skipped += 1;
+                    } else {
+                        k.passed += 1;
+                    }
+                }
+            }
+        }
+        k
+    }
+}
+
+/// Whether a result line goes on with its test number.
+fn numbered(rest: &str) -> bool {
+    rest.split_whitespace().next().is_some_and(|n| n.parse::<u32>().is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ktap;
+
+    #[test]
+    fn ktap_results_and_plan_are_counted_and_diagnostics_ignored() {
+        let out = "TAP version 13\n1..4\n# ok: a diagnostic\nok: not a result\nok 1 release/a\n\
+                   not ok 2 release/b\nok 3 release/c # SKIP no VM\n# 1 more\nok 4 release/d\n";
+        assert_eq!(Ktap::parse(out), Ktap { plan: Some(4), passed: 2, failed: 1, skipped: 1 });
+        assert_eq!(Ktap::parse("ok 1 x\n").plan, None);
     }
 }

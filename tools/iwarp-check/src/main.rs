@@ -8,7 +8,7 @@
 //!   hold MIB         register MIB and wait to be killed
 //!   accept PORT OPTS EXPECT         accept one connection, adopt it as MPA responder
 //!   connect HOST PORT OPTS EXPECT   connect, adopt as MPA initiator
-//!   accept-fail PORT OPTS ERRNO     accept, adopting must fail with ERRNO (a number)
+//!   accept-fail PORT OPTS ERRNO     accept, adopting must fail with ERRNO (EPROTO, ETIMEDOUT, ...)
 //!   garbage HOST PORT               connect and send bytes that are no MPA request
 //!   silent HOST PORT                connect and say nothing
 //!   send-kernel HOST PORT SIZE      adopt as initiator, then RDMA Write SIZE bytes and Send a third
@@ -295,7 +295,12 @@ fn connect(host: &str, port: &str, opts: &str) -> Result<String, String> {
 
 fn accept_fail(port: &str, opts: &str, errno: &str) -> Check {
     let o = options(Role::Responder, opts)?;
-    let errno: i32 = errno.parse().map_err(|_| format!("bad errno {errno}"))?;
+    let errno = match errno {
+        "EPROTO" => libc::EPROTO,
+        "ETIMEDOUT" => libc::ETIMEDOUT,
+        "ECONNRESET" => libc::ECONNRESET,
+        _ => return Err(format!("unknown errno name {errno}")),
+    };
     let dev = open()?;
     let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
     let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
