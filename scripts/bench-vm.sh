@@ -46,9 +46,9 @@ ours() {
 # and client) up to ANCHOR_TRIES times. An anchor that still fails is reported as not measured,
 # with why, and its ratios print n/a: it never fails the benchmark, which fails only when our
 # own figures are missing.
-ANCHOR_TRIES=3
+ANCHOR_TRIES=4
 declare -A MISSING
-anchor_retries=0
+failed_attempts=0
 # anchor NAME PORT SERVER CLIENT [STOP]: the client's output in OUT (empty if not measured).
 # STOP=stop: the server runs until ended (after the client); otherwise it must end by itself,
 # successfully. Not in a subshell: it records what went wrong in MISSING.
@@ -57,29 +57,36 @@ anchor() {
     OUT=
     for ((try = 1; try <= ANCHOR_TRIES; try++)); do
         if ! sout=$(vm_serve B "$name" "$port" "$server"); then
-            why="server did not listen: $(tail -1 <<<"$sout")"
+            why="server did not listen: $(reason "$sout")"
         elif ! OUT=$(vm_run A "$client"); then
-            why="client failed: $(tail -1 <<<"$OUT")"
+            why="client failed: $(reason "$OUT")"
             vm_unserve B "$name" >/dev/null
         elif [ "$stop" = stop ]; then
             vm_unserve B "$name" >/dev/null
             break
         elif ! sout=$(vm_served B "$name"); then
-            why="server failed: $(tail -1 <<<"$sout")"
+            why="server failed: $(reason "$sout")"
         else
             break
         fi
         echo "anchor $name: attempt $try of $ANCHOR_TRIES failed: $why"
+        failed_attempts=$((failed_attempts + 1))
+        sleep 2
     done
     if ((try > ANCHOR_TRIES)); then
         OUT=
         MISSING[$name]=$why
         return 1
     fi
-    if ((try > 1)); then
-        anchor_retries=$((anchor_retries + try - 1))
-        echo "anchor $name: measured on attempt $try"
-    fi
+    ((try > 1)) && echo "anchor $name: measured on attempt $try"
+    return 0
+}
+# reason OUTPUT: the line of a failed tool's OUTPUT that says why (its last words otherwise).
+reason() {
+    local why
+    why=$(grep -iE 'fail|error|refused|unable|couldn|timed out|segmentation|did not' <<<"$1" | tail -1)
+    [ -n "$why" ] || why=$(grep -v '^[[:space:]*-]*$' <<<"$1" | tail -1)
+    echo "${why:-no output}"
 }
 # figure NAME TEXT COLUMN SCALE: column COLUMN of the line TEXT times SCALE, into R[NAME].
 figure() {
@@ -165,7 +172,7 @@ echo
 for k in siw/write_bw siw/write_lat siw/send_lat tcp/write_bw tcp/lat; do
     [ -n "${R[$k]:-}" ] || echo "${k/\// }: NOT MEASURED: ${MISSING[$k]:-unknown} (its ratios are n/a)"
 done
-echo "anchor pairs retried: $anchor_retries"
+echo "anchor attempts that failed and were retried as a pair: $failed_attempts"
 # Our own figures must all be there; the anchors' are not ours to fail on.
 for cfg in ours-mc ours ours-copy; do
     for m in write_bw write_lat send_lat; do

@@ -11,7 +11,8 @@
 #                      a TCP socket listens on PORT there; fails (with CMD's output) otherwise
 # vm_served G NAME [SECS]  wait (SECS, 60) for that server to end: its output and status (it is
 #                      ended, and fails, if it runs longer)
-# vm_unserve G NAME    end that server now (for servers that run until told): its output
+# vm_unserve G NAME    end that server now (for servers that run until told), and wait (10 s)
+#                      until it is gone: its output
 # vm_netem G [SPEC]    what the network does to guest G's outgoing packets: a netem qdisc
 #                      with SPEC (e.g. "duplicate 1%"), or none when SPEC is empty
 # vm_stop              shut the guests down, check their dmesg, remove the namespace
@@ -157,6 +158,8 @@ VM_NET_FAULTS=("duplicate-1pct|duplicate 1%" "duplicate-5pct|duplicate 5%" "reor
 vm_serve() {
     local g=$1 f=/run/iwarp/serve.${2//\//-} port=$3 cmd=$4 secs=${5:-60}
     vm_run "$g" "rm -f $f.*
+# A server ended just before may still hold the port for a moment.
+while [ \$SECONDS -lt 10 ] && ss -Hltn 'sport = :$port' | grep -q .; do sleep 0.2; done
 cat >$f.sh <<'VM_SERVE_EOF'
 $cmd
 VM_SERVE_EOF
@@ -180,7 +183,9 @@ kill -- -\$(cat $f.pid) 2>/dev/null; echo 'server $2 still running after ${secs}
 
 vm_unserve() {
     local f=/run/iwarp/serve.${2//\//-}
-    vm_run "$1" "kill -- -\$(cat $f.pid) 2>/dev/null; sleep 0.2; cat $f.out"
+    vm_run "$1" "pid=\$(cat $f.pid); kill -- -\$pid 2>/dev/null
+while [ \$SECONDS -lt 10 ] && kill -0 -- -\$pid 2>/dev/null; do sleep 0.1; done
+cat $f.out"
 }
 
 vm_netem() {
