@@ -20,6 +20,10 @@ mod ffi {
 }
 
 /// A reference to an eventfd.
+///
+/// # Invariants
+///
+/// `ctx` is an eventfd context on which this value holds one reference, dropped on drop.
 pub(crate) struct EventFd {
     ctx: NonNull<ffi::EventfdCtx>,
 }

@@ -35,6 +35,12 @@ pub(crate) fn pinned_pages() -> u64 {
 }
 
 /// The pages of one user buffer, pinned for as long as this lives.
+///
+/// # Invariants
+///
+/// `ptr` is the shim's pin record of `npages` pages pinned with `FOLL_LONGTERM` (writable if
+/// `writable`), covering `len` octets from offset `first` of the first page; the pages stay
+/// pinned and counted in the module-wide total until drop unpins them.
 pub(crate) struct PinnedPages {
     ptr: NonNull<ffi::IwarpPinned>,
     npages: usize,

@@ -23,6 +23,12 @@ mod ffi {
 }
 
 /// Zeroed, page-aligned memory shared with user space through `mmap`.
+///
+/// # Invariants
+///
+/// `ptr` is the start of `bytes` octets from `vmalloc_user` (a whole number of pages), owned by
+/// this value and freed on drop; user space may write any of them at any time, so the module
+/// reads them only as untrusted values.
 pub(crate) struct SharedRing {
     ptr: NonNull<u8>,
     bytes: usize,

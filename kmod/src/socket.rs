@@ -71,6 +71,12 @@ impl Kvec {
 }
 
 /// A reference to a kernel TCP socket: connected, or listening.
+///
+/// # Invariants
+///
+/// `sock` points to a `struct socket` with a file, on which this value holds one reference
+/// (taken by the shim's adopt, connect, listen or accept); it stays valid until drop, which
+/// shuts the connection down and drops that reference.
 pub(crate) struct TcpSocket {
     sock: NonNull<ffi::Socket>,
 }
@@ -231,6 +237,11 @@ pub(crate) trait OnReceive: Send + Sync {
 
 /// While this lives, data arriving on the socket (or a state change) runs `T::on_receive` on
 /// a workqueue. Dropping it restores the socket's callbacks and waits for a running call.
+///
+/// # Invariants
+///
+/// `raw` is the shim's hook, installed on a socket that outlives it, whose `owner` pointer is
+/// `_owner`'s; it is removed (callbacks restored, works cancelled) exactly once, on drop.
 pub(crate) struct Hook<T: OnReceive> {
     raw: NonNull<ffi::HookRaw>,
     /// Kept alive for the hook's runs.

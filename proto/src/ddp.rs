@@ -52,15 +52,15 @@ pub struct Header {
 
 impl Header {
     /// Header length on the wire.
-    pub fn len(&self) -> usize {
+    pub fn wire_len(&self) -> usize {
         match self.buf {
             Buffer::Tagged { .. } => TAGGED_LEN,
             Buffer::Untagged { .. } => UNTAGGED_LEN,
         }
     }
 
-    /// Length of the header that starts `bytes` (only its first octet is needed).
-    pub fn len_from_first(first: u8) -> usize {
+    /// Length on the wire of the header that starts `bytes` (only its first octet is needed).
+    pub fn wire_len_from_first(first: u8) -> usize {
         if first & T_FLAG != 0 {
             TAGGED_LEN
         } else {
@@ -71,7 +71,7 @@ impl Header {
     /// Parses the header at the start of `b`; `None` when `b` is too short for it.
     pub fn parse(b: &[u8]) -> Option<Header> {
         let first = *b.first()?;
-        if b.len() < Self::len_from_first(first) {
+        if b.len() < Self::wire_len_from_first(first) {
             return None;
         }
         let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
@@ -100,7 +100,7 @@ impl Header {
                 out[14..18].copy_from_slice(&mo.to_be_bytes());
             }
         }
-        self.len()
+        self.wire_len()
     }
 }
 

@@ -188,7 +188,7 @@ impl Terminate {
             n += 2;
         }
         if hdrct & HDRCT_D != 0 {
-            let dlen = ddp::Header::len_from_first(*b.get(n)?);
+            let dlen = ddp::Header::wire_len_from_first(*b.get(n)?);
             t = t.with_segment(t.segment_len.unwrap_or(0), b.get(n..n + dlen)?);
             if hdrct & HDRCT_M == 0 {
                 t.segment_len = None;

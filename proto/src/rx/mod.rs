@@ -259,7 +259,7 @@ impl Receiver {
         let fail = |c: Cause| RxError::Terminate(Terminate::new(c).with_segment(f.ulpdu_len, &hdr[..avail]));
         let h = Header::parse(&hdr[..avail]).ok_or_else(|| fail(Cause::DdpCatastrophic))?;
         let tagged = matches!(h.buf, Buffer::Tagged { .. });
-        let hdr_len = h.len() as u32;
+        let hdr_len = h.wire_len() as u32;
         let payload_len = f.ulpdu_len as u32 - hdr_len;
         if h.version != ddp::VERSION {
             return Err(fail(if tagged { Cause::DdpTaggedVersion } else { Cause::DdpUntaggedVersion }));
@@ -397,7 +397,7 @@ impl Receiver {
         let n = (f.ulpdu_len as usize).min(hdr.len());
         let mut t = Terminate::new(cause);
         if fpdu::read_body(data, self.cfg.markers, f.start, f.body_len, 2, &mut hdr[..n]).is_some() && n > 0 {
-            let dlen = Header::len_from_first(hdr[0]).min(n);
+            let dlen = Header::wire_len_from_first(hdr[0]).min(n);
             t = t.with_segment(f.ulpdu_len, &hdr[..dlen]);
             if n == hdr.len() && rdmap::split_ctrl(hdr[1]).1 == Opcode::ReadRequest as u8 {
                 let mut rr = [0u8; READ_REQUEST_LEN];
