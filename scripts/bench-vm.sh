@@ -29,29 +29,33 @@ vm_run A "$setup" >/dev/null && vm_run B "$setup" >/dev/null || { vm_stop; echo 
 
 declare -A R
 # ours NAME OPTS [bw]: write_bw 64 KiB, write_lat 8 B, send_lat 8 B through iwarp.ko (only
-# write_bw with "bw").
+# write_bw with "bw"), read from iwarp-bench's JSON.
 ours() {
-    local name=$1 opts=$2 out c run
-    c="$bench client $B --port 7300 $opts --format csv"
+    local name=$1 opts=$2 out c run json=/run/iwarp/ours.json
+    c="$bench client $B --port 7300 $opts --format json"
     run="$c --test write_bw --sizes 65536 --iters $bw_iters"
     if [ "${3:-}" = bw ]; then run+=" --stop-server"; else run+=" && $c --test write_lat,send_lat --sizes 8 --iters $lat_iters --stop-server"; fi
-    out=$(vm_pair B "timeout 600 $bench server --port 7300 $opts" A "$run") || { echo "$out"; return 1; }
-    echo "$out" | grep -E '^(test|write|send)'
-    R[$name/write_bw]=$(awk -F, '$1 == "write_bw" {printf "%.1f", $7 / 1e6}' <<<"$out")
-    R[$name/write_lat]=$(awk -F, '$1 == "write_lat" {print $8}' <<<"$out")
-    R[$name/send_lat]=$(awk -F, '$1 == "send_lat" {print $8}' <<<"$out")
+    out=$(vm_pair B "timeout 600 $bench server --port 7300 $opts" A "{ $run; } >$json") || { echo "$out"; return 1; }
+    out=$(vm_run A "cat $json") || return 1
+    echo "$out"
+    # One JSON array per client run; the first result of each test.
+    pick() { jq -rs --arg t "$1" "[.[][] | select(.test == \$t)][0] | $2 // empty" <<<"$out"; }
+    R[$name/write_bw]=$(pick write_bw '.bw_bytes_per_sec / 1e6 * 10 | round / 10')
+    R[$name/write_lat]=$(pick write_lat '.lat_mean_us')
+    R[$name/send_lat]=$(pick send_lat '.lat_mean_us')
 }
 # Other stacks' figures (siw, TCP) are anchors: each is a server in B and a client in A. The
 # client starts only once the server listens; a failed pair is retried as a pair (a fresh server
 # and client) up to ANCHOR_TRIES times. An anchor that still fails is reported as not measured,
 # with why, and its ratios print n/a: it never fails the benchmark, which fails only when our
 # own figures are missing.
-ANCHOR_TRIES=4
+ANCHOR_TRIES=5
 declare -A MISSING
 failed_attempts=0
 # anchor NAME PORT SERVER CLIENT [STOP]: the client's output in OUT (empty if not measured).
 # STOP=stop: the server runs until ended (after the client); otherwise it must end by itself,
-# successfully. Not in a subshell: it records what went wrong in MISSING.
+# successfully. SETTLE (if set) runs in both guests after a failed attempt. Not in a subshell:
+# it records what went wrong in MISSING.
 anchor() {
     local name=$1 port=$2 server=$3 client=$4 stop=${5:-} try sout why
     OUT=
@@ -71,6 +75,8 @@ anchor() {
         fi
         echo "anchor $name: attempt $try of $ANCHOR_TRIES failed: $why"
         failed_attempts=$((failed_attempts + 1))
+        # What the failed pair left behind must be gone before the next pair starts.
+        if [ -n "${SETTLE:-}" ]; then vm_run A "$SETTLE" && vm_run B "$SETTLE"; fi >/dev/null
         sleep 2
     done
     if ((try > ANCHOR_TRIES)); then
@@ -96,7 +102,9 @@ figure() {
 # perftest NAME TOOL SIZE ITERS COLUMN SCALE [ARGS]: siw through rdma_cm (port 18515).
 perftest() {
     local args="-R -d siw0 -s $3 -n $4 -F ${7:-}"
-    anchor "$1" 18515 "timeout 120 $2 $args" "timeout 120 $2 $args $B"
+    # A crashed perftest leaves rdma_cm ids behind for a moment: wait until none is left.
+    SETTLE='for i in $(seq 50); do [ -z "$(rdma resource show cm_id 2>/dev/null)" ] && exit 0; sleep 0.2; done' \
+        anchor "$1" 18515 "timeout 120 $2 $args" "timeout 120 $2 $args $B"
     figure "$1" "$(awk -v s="$3" '$1 == s && NF > 4' <<<"$OUT" | tail -1)" "$5" "$6"
     echo "siw $2 $3 B: ${R[$1]:-not measured}"
 }
