@@ -46,10 +46,10 @@ ours() {
 }
 # Other stacks' figures (siw, TCP) are anchors: each is a server in B and a client in A. The
 # client starts only once the server listens; a failed pair is retried as a pair (a fresh server
-# and client) up to ANCHOR_TRIES times. An anchor that still fails is reported as not measured,
-# with why, and its ratios print n/a: it never fails the benchmark, which fails only when our
-# own figures are missing.
-ANCHOR_TRIES=5
+# and client) up to ANCHOR_TRIES times while the anchor has taken less than ANCHOR_SECONDS. An
+# anchor that still fails is reported as not measured, with why, and its ratios print n/a: it
+# never fails the benchmark, which fails only when our own figures are missing.
+ANCHOR_TRIES=5 ANCHOR_SECONDS=180
 declare -A MISSING
 failed_attempts=0
 # anchor NAME PORT SERVER CLIENT [STOP]: the client's output in OUT (empty if not measured).
@@ -57,9 +57,14 @@ failed_attempts=0
 # successfully. SETTLE (if set) runs in both guests after a failed attempt. Not in a subshell:
 # it records what went wrong in MISSING.
 anchor() {
-    local name=$1 port=$2 server=$3 client=$4 stop=${5:-} try sout why
+    local name=$1 port=$2 server=$3 client=$4 stop=${5:-} try sout why start=$SECONDS
     OUT=
     for ((try = 1; try <= ANCHOR_TRIES; try++)); do
+        if ((try > 1 && SECONDS - start >= ANCHOR_SECONDS)); then
+            why+=" (gave up after $((try - 1)) attempts in $((SECONDS - start)) s)"
+            try=$((ANCHOR_TRIES + 1))
+            break
+        fi
         if ! sout=$(vm_serve B "$name" "$port" "$server"); then
             why="server did not listen: $(reason "$sout")"
         elif ! OUT=$(vm_run A "$client"); then
@@ -104,7 +109,7 @@ perftest() {
     local args="-R -d siw0 -s $3 -n $4 -F ${7:-}"
     # A crashed perftest leaves rdma_cm ids behind for a moment: wait until none is left.
     SETTLE='for i in $(seq 50); do [ -z "$(rdma resource show cm_id 2>/dev/null)" ] && exit 0; sleep 0.2; done' \
-        anchor "$1" 18515 "timeout 120 $2 $args" "timeout 120 $2 $args $B"
+        anchor "$1" 18515 "timeout 60 $2 $args" "timeout 60 $2 $args $B"
     figure "$1" "$(awk -v s="$3" '$1 == s && NF > 4' <<<"$OUT" | tail -1)" "$5" "$6"
     echo "siw $2 $3 B: ${R[$1]:-not measured}"
 }
