@@ -25,7 +25,8 @@ vm_stop || status=1
 cat <<'MSG'
 
 ---- Next: the verbs benchmark (iwarp.ko beside siw and TCP, between two fresh guests)
----- Not built yet (README "Not built yet"): zero-copy transmit, LISTEN/ACCEPT in the kernel,
-     protection domains, out-of-order placement on the real receive path
+---- Not built yet (README "Not built yet"): out-of-order placement on the real receive path,
+     peer-to-peer RTR on QPs, IPv6 for LISTEN/CONNECT, shared receive queues, memory windows,
+     RFC 7306 (Immediate Data, Atomics)
 MSG
 exit $status
