@@ -1,6 +1,7 @@
 //! DDP segment headers (RFC 5041 section 4): tagged (STag, tagged offset) and untagged
 //! (queue number, message sequence number, message offset). Parsing only reads the bytes;
-//! what they mean is checked in [`crate::rx`].
+//! what they mean is checked in [`crate::rx`]. As in smoltcp's `wire`: `parse` checks the length
+//! first and cannot panic after; `emit` checks its buffer and never panics.
 
 /// Length of a tagged DDP header (including the RDMAP control byte).
 pub const TAGGED_LEN: usize = 14;
@@ -12,6 +13,13 @@ pub const VERSION: u8 = 1;
 const T_FLAG: u8 = 0x80;
 const L_FLAG: u8 = 0x40;
 const DV_MASK: u8 = 0x03;
+
+/// Why octets are not a DDP header, or a buffer cannot take one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// Fewer octets than the header needs.
+    Truncated,
+}
 
 /// Where a segment's payload goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,11 +76,11 @@ impl Header {
         }
     }
 
-    /// Parses the header at the start of `b`; `None` when `b` is too short for it.
-    pub fn parse(b: &[u8]) -> Option<Header> {
-        let first = *b.first()?;
+    /// Parses the header at the start of `b`.
+    pub fn parse(b: &[u8]) -> Result<Header, Error> {
+        let first = *b.first().ok_or(Error::Truncated)?;
         if b.len() < Self::wire_len_from_first(first) {
-            return None;
+            return Err(Error::Truncated);
         }
         let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let buf = if first & T_FLAG != 0 {
@@ -80,11 +88,14 @@ impl Header {
         } else {
             Buffer::Untagged { ulp: be32(2), qn: be32(6), msn: be32(10), mo: be32(14) }
         };
-        Some(Header { last: first & L_FLAG != 0, version: first & DV_MASK, ulp_ctrl: b[1], buf })
+        Ok(Header { last: first & L_FLAG != 0, version: first & DV_MASK, ulp_ctrl: b[1], buf })
     }
 
     /// Writes the header to the start of `out` and returns its length.
-    pub fn emit(&self, out: &mut [u8]) -> usize {
+    pub fn emit(&self, out: &mut [u8]) -> Result<usize, Error> {
+        if out.len() < self.wire_len() {
+            return Err(Error::Truncated);
+        }
         let tagged = matches!(self.buf, Buffer::Tagged { .. });
         out[0] = (if tagged { T_FLAG } else { 0 }) | (if self.last { L_FLAG } else { 0 }) | (self.version & DV_MASK);
         out[1] = self.ulp_ctrl;
@@ -100,7 +111,7 @@ impl Header {
                 out[14..18].copy_from_slice(&mo.to_be_bytes());
             }
         }
-        self.wire_len()
+        Ok(self.wire_len())
     }
 }
 
@@ -112,24 +123,26 @@ mod tests {
     fn tagged_round_trip_and_layout() {
         let h = Header { last: true, version: 1, ulp_ctrl: 0x40, buf: Buffer::Tagged { stag: 0x1122_3344, to: 0x0102_0304_0506_0708 } };
         let mut b = [0u8; 14];
-        assert_eq!(h.emit(&mut b), 14);
+        assert_eq!(h.emit(&mut b), Ok(14));
+        assert_eq!(h.emit(&mut b[..13]), Err(Error::Truncated));
         assert_eq!(b, [0xc1, 0x40, 0x11, 0x22, 0x33, 0x44, 1, 2, 3, 4, 5, 6, 7, 8]);
-        assert_eq!(Header::parse(&b), Some(h));
+        assert_eq!(Header::parse(&b), Ok(h));
     }
 
     #[test]
     fn untagged_round_trip_and_layout() {
         let h = Header { last: false, version: 1, ulp_ctrl: 0x43, buf: Buffer::Untagged { ulp: 7, qn: 0, msn: 1, mo: 0x100 } };
         let mut b = [0u8; 18];
-        assert_eq!(h.emit(&mut b), 18);
+        assert_eq!(h.emit(&mut b), Ok(18));
+        assert_eq!(h.emit(&mut b[..17]), Err(Error::Truncated));
         assert_eq!(b, [0x01, 0x43, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0]);
-        assert_eq!(Header::parse(&b), Some(h));
+        assert_eq!(Header::parse(&b), Ok(h));
     }
 
     #[test]
     fn short_input_is_not_a_header() {
-        assert_eq!(Header::parse(&[]), None);
-        assert_eq!(Header::parse(&[0x81; 13]), None);
-        assert_eq!(Header::parse(&[0x01; 17]), None);
+        assert_eq!(Header::parse(&[]), Err(Error::Truncated));
+        assert_eq!(Header::parse(&[0x81; 13]), Err(Error::Truncated));
+        assert_eq!(Header::parse(&[0x01; 17]), Err(Error::Truncated));
     }
 }

@@ -1,10 +1,20 @@
 //! RDMAP (RFC 5040): opcodes carried in DDP's upper-layer control byte, and the RDMA Read
-//! Request header.
+//! Request header. The Terminate message is in [`crate::terminate`]; both parse under the
+//! same contract as [`crate::ddp`] and fail with this layer's [`Error`].
 
 /// The only RDMAP version (RV) defined.
 pub const VERSION: u8 = 1;
 /// Length of the RDMA Read Request header that forms a Read Request's whole payload.
 pub const READ_REQUEST_LEN: usize = 28;
+
+/// Why octets are not an RDMAP message (or header), or a buffer cannot take one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// Fewer octets than the message needs.
+    Truncated,
+    /// A reserved opcode.
+    Opcode(u8),
+}
 
 /// Queue numbers of untagged messages.
 pub mod queue {
@@ -38,9 +48,9 @@ pub enum Opcode {
 }
 
 impl Opcode {
-    /// Decodes the 4-bit opcode; `None` for reserved values.
-    pub fn from_bits(v: u8) -> Option<Opcode> {
-        Some(match v {
+    /// Decodes the 4-bit opcode.
+    pub fn parse(v: u8) -> Result<Opcode, Error> {
+        Ok(match v {
             0 => Opcode::Write,
             1 => Opcode::ReadRequest,
             2 => Opcode::ReadResponse,
@@ -49,7 +59,7 @@ impl Opcode {
             5 => Opcode::SendSolicited,
             6 => Opcode::SendSolicitedInvalidate,
             7 => Opcode::Terminate,
-            _ => return None,
+            _ => return Err(Error::Opcode(v)),
         })
     }
 
@@ -110,11 +120,14 @@ pub struct ReadRequest {
 }
 
 impl ReadRequest {
-    /// Parses the 28-octet header.
-    pub fn parse(b: &[u8; READ_REQUEST_LEN]) -> ReadRequest {
+    /// Parses the 28-octet header at the start of `b`.
+    pub fn parse(b: &[u8]) -> Result<ReadRequest, Error> {
+        if b.len() < READ_REQUEST_LEN {
+            return Err(Error::Truncated);
+        }
         let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let be64 = |i: usize| (be32(i) as u64) << 32 | be32(i + 4) as u64;
-        ReadRequest { sink_stag: be32(0), sink_to: be64(4), size: be32(12), src_stag: be32(16), src_to: be64(20) }
+        Ok(ReadRequest { sink_stag: be32(0), sink_to: be64(4), size: be32(12), src_stag: be32(16), src_to: be64(20) })
     }
 
     /// The 28-octet header.
@@ -136,13 +149,13 @@ mod tests {
     #[test]
     fn opcodes_round_trip_and_classify() {
         for v in 0..16u8 {
-            match Opcode::from_bits(v) {
-                Some(op) => {
+            match Opcode::parse(v) {
+                Ok(op) => {
                     assert_eq!(op as u8, v);
                     assert_eq!(split_ctrl(op.ctrl_byte()), (1, v));
                     assert_eq!(op.tagged(), op.queue().is_none());
                 }
-                None => assert!(v >= 8),
+                Err(e) => assert!(v >= 8 && e == Error::Opcode(v)),
             }
         }
         assert!(Opcode::SendSolicitedInvalidate.solicited() && Opcode::SendSolicitedInvalidate.invalidates());
@@ -157,6 +170,7 @@ mod tests {
         assert_eq!(&b[..4], &[0, 0, 0, 1]);
         assert_eq!(&b[4..12], &[0, 0, 0, 0, 0, 0, 0, 2]);
         assert_eq!(&b[12..16], &[0, 0, 0, 3]);
-        assert_eq!(ReadRequest::parse(&b), rr);
+        assert_eq!(ReadRequest::parse(&b), Ok(rr));
+        assert_eq!(ReadRequest::parse(&b[..27]), Err(Error::Truncated));
     }
 }

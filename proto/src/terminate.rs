@@ -3,7 +3,7 @@
 //! section 8 / RFC 6581 (MPA).
 
 use crate::ddp;
-use crate::rdmap::READ_REQUEST_LEN;
+use crate::rdmap::{Error, READ_REQUEST_LEN};
 
 /// Defines [`Cause`] and its wire codes from one table (layer, error type, error code).
 macro_rules! causes {
@@ -148,8 +148,17 @@ impl Terminate {
         &self.ddp_hdr[..self.ddp_len as usize]
     }
 
-    /// Writes the payload into `out` (at least [`MAX_LEN`] octets) and returns its length.
-    pub fn emit(&self, out: &mut [u8]) -> usize {
+    /// Length of the payload on the wire (at most [`MAX_LEN`]).
+    pub fn wire_len(&self) -> usize {
+        let echo = if self.ddp_len > 0 || self.segment_len.is_some() { 2 + self.ddp_len as usize } else { 0 };
+        4 + echo + self.rdma_hdr.map_or(0, |_| READ_REQUEST_LEN)
+    }
+
+    /// Writes the payload into `out` and returns its length.
+    pub fn emit(&self, out: &mut [u8]) -> Result<usize, Error> {
+        if out.len() < self.wire_len() {
+            return Err(Error::Truncated);
+        }
         let (layer, etype, code) = self.code;
         out[0] = layer << 4 | (etype & 0x0f);
         out[1] = code;
@@ -169,27 +178,29 @@ impl Terminate {
             out[n..n + READ_REQUEST_LEN].copy_from_slice(r);
             n += READ_REQUEST_LEN;
         }
-        n
+        Ok(n)
     }
 
-    /// Parses a received Terminate payload; `None` if it is malformed.
-    pub fn parse(b: &[u8]) -> Option<Terminate> {
+    /// Parses a received Terminate payload (one whose echoed headers are cut short is
+    /// [`Error::Truncated`]).
+    pub fn parse(b: &[u8]) -> Result<Terminate, Error> {
+        let at = |range: core::ops::Range<usize>| b.get(range).ok_or(Error::Truncated);
         if b.len() < 4 {
-            return None;
+            return Err(Error::Truncated);
         }
         let hdrct = b[2];
         let mut t = Terminate { code: (b[0] >> 4, b[0] & 0x0f, b[1]), ..Terminate::new(Cause::RdmapCatastrophic) };
         let mut n = 4;
         if hdrct & (HDRCT_M | HDRCT_D) != 0 {
-            let len = b.get(n..n + 2)?;
+            let len = at(n..n + 2)?;
             if hdrct & HDRCT_M != 0 {
                 t.segment_len = Some(u16::from_be_bytes([len[0], len[1]]));
             }
             n += 2;
         }
         if hdrct & HDRCT_D != 0 {
-            let dlen = ddp::Header::wire_len_from_first(*b.get(n)?);
-            t = t.with_segment(t.segment_len.unwrap_or(0), b.get(n..n + dlen)?);
+            let dlen = ddp::Header::wire_len_from_first(*b.get(n).ok_or(Error::Truncated)?);
+            t = t.with_segment(t.segment_len.unwrap_or(0), at(n..n + dlen)?);
             if hdrct & HDRCT_M == 0 {
                 t.segment_len = None;
             }
@@ -197,10 +208,10 @@ impl Terminate {
         }
         if hdrct & HDRCT_R != 0 {
             let mut r = [0u8; READ_REQUEST_LEN];
-            r.copy_from_slice(b.get(n..n + READ_REQUEST_LEN)?);
+            r.copy_from_slice(at(n..n + READ_REQUEST_LEN)?);
             t.rdma_hdr = Some(r);
         }
-        Some(t)
+        Ok(t)
     }
 }
 
@@ -229,19 +240,21 @@ mod tests {
         ];
         for t in cases {
             let mut b = [0u8; MAX_LEN];
-            let n = t.emit(&mut b);
-            assert_eq!(Terminate::parse(&b[..n]), Some(t));
+            let n = t.emit(&mut b).unwrap();
+            assert_eq!(n, t.wire_len());
+            assert_eq!(Terminate::parse(&b[..n]), Ok(t));
+            assert_eq!(t.emit(&mut b[..n - 1]), Err(Error::Truncated));
         }
         let mut b = [0u8; MAX_LEN];
-        let n = Terminate::new(Cause::DdpInvalidQn).with_segment(100, &hdr).emit(&mut b);
+        let n = Terminate::new(Cause::DdpInvalidQn).with_segment(100, &hdr).emit(&mut b).unwrap();
         assert_eq!(&b[..6], &[0x12, 0x01, 0xc0, 0, 0, 100]);
         assert_eq!(n, 4 + 2 + 18);
     }
 
     #[test]
     fn truncated_terminate_is_rejected() {
-        assert_eq!(Terminate::parse(&[0x12, 0x01]), None);
-        assert_eq!(Terminate::parse(&[0x12, 0x01, 0xc0, 0, 0, 100, 0x01]), None);
-        assert_eq!(Terminate::parse(&[0x12, 0x01, 0x20, 0]), None);
+        assert_eq!(Terminate::parse(&[0x12, 0x01]), Err(Error::Truncated));
+        assert_eq!(Terminate::parse(&[0x12, 0x01, 0xc0, 0, 0, 100, 0x01]), Err(Error::Truncated));
+        assert_eq!(Terminate::parse(&[0x12, 0x01, 0x20, 0]), Err(Error::Truncated));
     }
 }

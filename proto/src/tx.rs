@@ -5,7 +5,7 @@
 use crate::crc::Crc32c;
 use crate::ddp::{self, Buffer, Header};
 use crate::markers::{self, pad_len, Markers, Run, MARKER_LEN};
-use crate::rdmap::{queue, Opcode, ReadRequest, READ_REQUEST_LEN};
+use crate::rdmap::{self, queue, Opcode, ReadRequest, READ_REQUEST_LEN};
 use crate::terminate::{self, Terminate};
 
 /// Control octets one FPDU can need: length field, largest header with inline payload, pad,
@@ -244,7 +244,7 @@ impl Transmitter {
     pub fn start(&mut self, msg: Message, len: u64) -> Result<Outgoing, TxError> {
         let op = msg.opcode();
         let hdr = if op.tagged() { ddp::TAGGED_LEN } else { ddp::UNTAGGED_LEN } as u32;
-        let inline = emit_inline(&msg, &mut [0u8; terminate::MAX_LEN]) as u32;
+        let inline = inline_len(&msg) as u32;
         if self.cfg.mulpdu < hdr + inline.max(1) || self.cfg.mulpdu > 65535 {
             return Err(TxError::MulpduTooSmall);
         }
@@ -275,7 +275,9 @@ impl Transmitter {
         // Length field, DDP/RDMAP header and any inline payload, in wire order.
         let mut pre = [0u8; 2 + ddp::UNTAGGED_LEN + terminate::MAX_LEN];
         let hdr_len = if op.tagged() { ddp::TAGGED_LEN } else { ddp::UNTAGGED_LEN };
-        let inline = emit_inline(&out.msg, &mut pre[2 + hdr_len..]);
+        let inline = inline_len(&out.msg);
+        // `pre` holds the largest header and inline payload: neither emit can fail.
+        let _ = emit_inline(&out.msg, &mut pre[2 + hdr_len..]);
         // Keep the FPDU within the marker budget of one scatter list.
         // A marker every `interval` wire octets means one per `interval - 4` body octets.
         let max_ulpdu =
@@ -290,7 +292,7 @@ impl Transmitter {
         };
         let ulpdu_len = (hdr_len + inline) as u32 + chunk;
         pre[..2].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
-        Header { last, version: ddp::VERSION, ulp_ctrl: op.ctrl_byte(), buf }.emit(&mut pre[2..]);
+        let _ = Header { last, version: ddp::VERSION, ulp_ctrl: op.ctrl_byte(), buf }.emit(&mut pre[2..]);
         let pre_len = (2 + hdr_len + inline) as u32;
         let pad = pad_len(ulpdu_len);
         let body_len = 2 + ulpdu_len + pad + 4;
@@ -347,15 +349,24 @@ impl Transmitter {
     }
 }
 
-/// Writes the payload a message carries itself (a Read Request header, a Terminate) into `out`
-/// and returns its length; 0 for messages whose payload is the caller's.
-fn emit_inline(msg: &Message, out: &mut [u8]) -> usize {
+/// Octets of payload a message carries itself (a Read Request header, a Terminate); 0 for
+/// messages whose payload is the caller's.
+fn inline_len(msg: &Message) -> usize {
+    match msg {
+        Message::ReadRequest(_) => READ_REQUEST_LEN,
+        Message::Terminate(t) => t.wire_len(),
+        _ => 0,
+    }
+}
+
+/// Writes that payload into `out` and returns its length.
+fn emit_inline(msg: &Message, out: &mut [u8]) -> Result<usize, rdmap::Error> {
     match msg {
         Message::ReadRequest(rr) => {
-            out[..READ_REQUEST_LEN].copy_from_slice(&rr.emit());
-            READ_REQUEST_LEN
+            out.get_mut(..READ_REQUEST_LEN).ok_or(rdmap::Error::Truncated)?.copy_from_slice(&rr.emit());
+            Ok(READ_REQUEST_LEN)
         }
         Message::Terminate(t) => t.emit(out),
-        _ => 0,
+        _ => Ok(0),
     }
 }

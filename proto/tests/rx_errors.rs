@@ -161,7 +161,7 @@ fn crc_and_marker_errors() {
 #[test]
 fn a_received_terminate_is_delivered_and_ends_the_stream() {
     let mut payload = [0u8; 64];
-    let n = Terminate::new(Cause::RdmapAccessRights).emit(&mut payload);
+    let n = Terminate::new(Cause::RdmapAccessRights).emit(&mut payload).unwrap();
     let wire = fpdu(&untagged(L, 0x47, 0, 2, 1, 0, &payload[..n]));
     let mut mem = memory();
     let mut rx = Receiver::new(rx::Config { markers: Markers::NONE, crc: true, expect_rtr: None, expect_rtr_read_response: false });

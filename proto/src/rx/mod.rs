@@ -257,7 +257,7 @@ impl Receiver {
         let avail = (f.ulpdu_len as usize).min(hdr.len());
         fpdu::read_body(data, self.cfg.markers, f.start, f.body_len, 2, &mut hdr[..avail]).ok_or(RxError::Closed)?;
         let fail = |c: Cause| RxError::Terminate(Terminate::new(c).with_segment(f.ulpdu_len, &hdr[..avail]));
-        let h = Header::parse(&hdr[..avail]).ok_or_else(|| fail(Cause::DdpCatastrophic))?;
+        let h = Header::parse(&hdr[..avail]).map_err(|_| fail(Cause::DdpCatastrophic))?;
         let tagged = matches!(h.buf, Buffer::Tagged { .. });
         let hdr_len = h.wire_len() as u32;
         let payload_len = f.ulpdu_len as u32 - hdr_len;
@@ -268,7 +268,7 @@ impl Receiver {
         if rv != rdmap::VERSION {
             return Err(fail(Cause::RdmapVersion));
         }
-        let op = Opcode::from_bits(bits).filter(|op| op.tagged() == tagged).ok_or_else(|| fail(Cause::RdmapOpcode))?;
+        let op = Opcode::parse(bits).ok().filter(|op| op.tagged() == tagged).ok_or_else(|| fail(Cause::RdmapOpcode))?;
         match h.buf {
             Buffer::Tagged { to, .. } => {
                 to.checked_add(payload_len as u64).ok_or_else(|| fail(Cause::DdpToWrap))?;
@@ -380,11 +380,11 @@ impl Receiver {
                 fpdu::read_body(data, self.cfg.markers, f.start, f.body_len, 2 + seg.hdr_len, payload).ok_or(RxError::Closed)?;
                 if seg.op == Opcode::ReadRequest {
                     // segment() checked that a Read Request's payload is exactly its header.
-                    let rr = <&[u8; READ_REQUEST_LEN]>::try_from(&*payload).map_err(|_| RxError::Closed)?;
-                    sink.deliver(Event::ReadRequest(ReadRequest::parse(rr)));
+                    let rr = ReadRequest::parse(payload).map_err(|_| RxError::Closed)?;
+                    sink.deliver(Event::ReadRequest(rr));
                     return Ok(false);
                 }
-                let t = Terminate::parse(payload).ok_or_else(|| RxError::Terminate(Terminate::new(Cause::RdmapStreamCatastrophic)))?;
+                let t = Terminate::parse(payload).map_err(|_| RxError::Terminate(Terminate::new(Cause::RdmapStreamCatastrophic)))?;
                 sink.deliver(Event::Terminate(t));
                 Ok(true)
             }
