@@ -6,6 +6,7 @@
  * even when the process has exited (file release after exit).
  */
 #include <linux/capability.h>
+#include <linux/err.h>
 #include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/overflow.h>
@@ -14,7 +15,7 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
-#include "mem_shim.h"
+#include "shim.h"
 
 #ifdef CONFIG_HIGHMEM
 #error "pages are sent and checksummed through their kernel addresses; it needs every page mapped (no HIGHMEM)"
@@ -37,10 +38,10 @@ static void unpin_and_uncharge(struct mm_struct *mm, struct page **pages, unsign
 
 /*
  * Pins every page of [@addr, @addr + @len) for long-term DMA-like access. Returns the pinned
- * set, or NULL with *@err set: -EINVAL (empty or wrapping range), -ENOMEM (RLIMIT_MEMLOCK or
+ * set, or an ERR_PTR: -EINVAL (empty or wrapping range), -ENOMEM (RLIMIT_MEMLOCK or
  * allocation), -EFAULT (not mapped, or not writable when @writable).
  */
-struct iwarp_pinned *iwarp_shim_pin_user(u64 addr, u64 len, bool writable, int *err)
+struct iwarp_pinned *iwarp_shim_pin_user(u64 addr, u64 len, bool writable)
 {
 	struct mm_struct *mm = current->mm;
 	unsigned long first, last, npages, done = 0, limit;
@@ -49,33 +50,27 @@ struct iwarp_pinned *iwarp_shim_pin_user(u64 addr, u64 len, bool writable, int *
 	u64 end;
 	long rc;
 
-	if (!len || check_add_overflow(addr, len, &end) || !mm) {
-		*err = -EINVAL;
-		return NULL;
-	}
+	if (!len || check_add_overflow(addr, len, &end) || !mm)
+		return ERR_PTR(-EINVAL);
 	first = addr >> PAGE_SHIFT;
 	last = (end - 1) >> PAGE_SHIFT;
 	npages = last - first + 1;
 
 	p = kvzalloc(struct_size(p, pages, npages), GFP_KERNEL);
-	if (!p) {
-		*err = -ENOMEM;
-		return NULL;
-	}
+	if (!p)
+		return ERR_PTR(-ENOMEM);
 	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	if (atomic64_add_return(npages, &mm->pinned_vm) > limit && !capable(CAP_IPC_LOCK)) {
 		atomic64_sub(npages, &mm->pinned_vm);
 		kvfree(p);
-		*err = -ENOMEM;
-		return NULL;
+		return ERR_PTR(-ENOMEM);
 	}
 	while (done < npages) {
 		rc = pin_user_pages_fast((first + done) << PAGE_SHIFT, npages - done, gup, p->pages + done);
 		if (rc <= 0) {
 			unpin_and_uncharge(mm, p->pages, done, npages, false);
 			kvfree(p);
-			*err = rc < 0 ? (int)rc : -EFAULT;
-			return NULL;
+			return ERR_PTR(rc < 0 ? rc : -EFAULT);
 		}
 		done += rc;
 	}
@@ -83,7 +78,6 @@ struct iwarp_pinned *iwarp_shim_pin_user(u64 addr, u64 len, bool writable, int *
 	p->mm = mm;
 	p->npages = npages;
 	p->writable = writable;
-	*err = 0;
 	return p;
 }
 

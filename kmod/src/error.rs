@@ -6,6 +6,7 @@
 use crate::cq::Overrun;
 use crate::terminate::{Cause, Terminate};
 use core::ptr::NonNull;
+use kernel::error::from_err_ptr;
 use kernel::prelude::*;
 
 fn errno(e: u32) -> Error {
@@ -27,9 +28,9 @@ pub(crate) fn econnrefused() -> Error {
     errno(kernel::bindings::ECONNREFUSED)
 }
 
-/// What a shim constructor returned: the object, or NULL and the negative errno it set.
-pub(crate) fn made<T>(raw: *mut T, err: i32) -> Result<NonNull<T>> {
-    NonNull::new(raw).ok_or_else(|| Error::from_errno(err))
+/// What a shim constructor returned: the object, or the errno its ERR_PTR carries.
+pub(crate) fn made<T>(raw: *mut T) -> Result<NonNull<T>> {
+    NonNull::new(from_err_ptr(raw)?).ok_or(EINVAL)
 }
 
 /// Why a QP's stream must end, in the spirit of binder's `BinderError`: each variant knows the

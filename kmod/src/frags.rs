@@ -1,30 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What TCP sends by reference: runs of octets in pages ([`PageFrag`], laid out as the kernel's
+//! What TCP sends by reference: runs of octets in pages ([`PageFrag`], the kernel's
 //! `struct bio_vec`), and an [`Arena`] of fresh pages for the octets the module makes itself
 //! (headers, markers, pad, CRCs, small payloads copied out of user memory). TCP takes its own
 //! page references when it queues a fragment (MSG_SPLICE_PAGES), so an arena drops its pages as
 //! soon as the send call returns and they live on exactly as long as TCP needs them.
 
-use core::ffi::c_void;
+use crate::ffi;
+use kernel::bindings::{bio_vec, page};
 use kernel::page::{Page, PAGE_SIZE};
 use kernel::prelude::*;
 
-mod ffi {
-    use core::ffi::c_void;
-    extern "C" {
-        pub(super) fn iwarp_shim_page_address(page: *mut c_void) -> *mut u8;
-    }
-}
-
-/// Octets `[offset, offset + len)` of one page (`struct bio_vec`; the shim checks the layout).
-#[repr(C)]
+/// Octets `[offset, offset + len)` of one page: a `struct bio_vec`, which TCP takes as it is.
+#[repr(transparent)]
 #[derive(Clone, Copy)]
-pub(crate) struct PageFrag {
-    page: *mut c_void,
-    len: u32,
-    offset: u32,
-}
+pub(crate) struct PageFrag(bio_vec);
 
 // SAFETY: a fragment only names a page; the page may be read from any thread.
 unsafe impl Send for PageFrag {}
@@ -36,13 +26,18 @@ impl PageFrag {
     ///
     /// `page` must be a valid `struct page` that stays allocated for as long as the fragment (or
     /// any copy of it) is used, and `offset + len` must not exceed `PAGE_SIZE`.
-    pub(crate) unsafe fn new(page: *mut c_void, offset: u32, len: u32) -> PageFrag {
-        PageFrag { page, len, offset }
+    pub(crate) unsafe fn new(page: *mut page, offset: u32, len: u32) -> PageFrag {
+        PageFrag(bio_vec { bv_page: page, bv_len: len, bv_offset: offset })
     }
 
     /// Octets in the fragment.
     pub(crate) fn len(&self) -> u32 {
-        self.len
+        self.0.bv_len
+    }
+
+    /// The fragments as the kernel's array of `struct bio_vec` (same layout: transparent).
+    pub(crate) fn as_bio_vecs(frags: &mut [PageFrag]) -> *mut bio_vec {
+        frags.as_mut_ptr().cast()
     }
 
     /// The octets, to compute CRCs over. For pinned user pages they are what the application's
@@ -52,20 +47,20 @@ impl PageFrag {
         // SAFETY: by the constructor's contract the page is allocated while the fragment is
         // used and the range lies inside it; every page has a kernel address (no HIGHMEM, which
         // the shim refuses at build time).
-        unsafe { core::slice::from_raw_parts(ffi::iwarp_shim_page_address(self.page).add(self.offset as usize), self.len as usize) }
+        unsafe { core::slice::from_raw_parts(ffi::iwarp_shim_page_address(self.0.bv_page).cast::<u8>().add(self.0.bv_offset as usize), self.len() as usize) }
     }
 
     /// Octets `[from, from + len)` of this fragment (clamped to it).
     pub(crate) fn slice(&self, from: u32, len: u32) -> PageFrag {
-        let from = from.min(self.len);
-        PageFrag { page: self.page, offset: self.offset + from, len: len.min(self.len - from) }
+        let from = from.min(self.len());
+        PageFrag(bio_vec { bv_page: self.0.bv_page, bv_offset: self.0.bv_offset + from, bv_len: len.min(self.len() - from) })
     }
 
     /// Grows this fragment by `next` if `next` continues it in the same page.
     pub(crate) fn absorb(&mut self, next: &PageFrag) -> bool {
-        let joins = next.page == self.page && next.offset == self.offset + self.len;
+        let joins = next.0.bv_page == self.0.bv_page && next.0.bv_offset == self.0.bv_offset + self.0.bv_len;
         if joins {
-            self.len += next.len;
+            self.0.bv_len += next.0.bv_len;
         }
         joins
     }
@@ -101,7 +96,7 @@ impl Arena {
             self.pages.push(Page::alloc_page(GFP_KERNEL)?, GFP_KERNEL)?;
             self.used = 0;
         }
-        let page = self.pages.last().ok_or(EINVAL)?.as_ptr().cast::<c_void>();
+        let page = self.pages.last().ok_or(EINVAL)?.as_ptr();
         let at = self.used;
         self.used += len;
         // SAFETY: the page is owned by the arena until clear()/drop, and `at + len` is within it.
@@ -109,7 +104,7 @@ impl Arena {
         // SAFETY: the page has a kernel address (no HIGHMEM); the range lies inside it and was
         // handed out to nobody else (the fill point only moves forward); TCP reads it only after
         // it is filled, because it is queued later.
-        let bytes = unsafe { core::slice::from_raw_parts_mut(ffi::iwarp_shim_page_address(page).add(at), len) };
+        let bytes = unsafe { core::slice::from_raw_parts_mut(ffi::iwarp_shim_page_address(page).cast::<u8>().add(at), len) };
         Ok((frag, bytes))
     }
 

@@ -39,6 +39,7 @@ mod device;
 mod error;
 mod eventfd;
 mod events;
+mod ffi;
 mod frags;
 mod handles;
 mod listen;

@@ -5,26 +5,12 @@
 //! stays pinned.
 
 use crate::error::made;
+use crate::ffi;
 use crate::frags::PageFrag;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-
-mod ffi {
-    #[repr(C)]
-    pub(super) struct IwarpPinned {
-        _opaque: [u8; 0],
-    }
-    extern "C" {
-        pub(super) fn iwarp_shim_pin_user(addr: u64, len: u64, writable: bool, err: *mut i32) -> *mut IwarpPinned;
-        pub(super) fn iwarp_shim_unpin_user(p: *mut IwarpPinned);
-        pub(super) fn iwarp_shim_pinned_npages(p: *const IwarpPinned) -> usize;
-        pub(super) fn iwarp_shim_pinned_copy_from(p: *const IwarpPinned, offset: u64, dst: *mut u8, len: usize);
-        pub(super) fn iwarp_shim_pinned_copy_to(p: *const IwarpPinned, offset: u64, src: *const u8, len: usize);
-        pub(super) fn iwarp_shim_pinned_page(p: *const IwarpPinned, idx: usize) -> *mut core::ffi::c_void;
-    }
-}
 
 /// User pages pinned by every region of every context.
 static PINNED_PAGES: AtomicU64 = AtomicU64::new(0);
@@ -42,7 +28,7 @@ pub(crate) fn pinned_pages() -> u64 {
 /// `writable`), covering `len` octets from offset `first` of the first page; the pages stay
 /// pinned and counted in the module-wide total until drop unpins them.
 pub(crate) struct PinnedPages {
-    ptr: NonNull<ffi::IwarpPinned>,
+    ptr: NonNull<ffi::iwarp_pinned>,
     npages: usize,
     /// Offset of the buffer's first byte in the first page.
     first: usize,
@@ -61,11 +47,9 @@ unsafe impl Sync for PinnedPages {}
 impl PinnedPages {
     /// Pins `[addr, addr + len)` of the calling process, charging RLIMIT_MEMLOCK.
     pub(crate) fn pin(addr: u64, len: u64, writable: bool) -> Result<PinnedPages> {
-        let mut err = 0i32;
-        // SAFETY: `err` is a live local the shim writes; the shim validates the user range
-        // itself and touches user memory only through pin_user_pages_fast().
-        let raw = unsafe { ffi::iwarp_shim_pin_user(addr, len, writable, &mut err) };
-        let ptr = made(raw, err)?;
+        // SAFETY: the shim validates the user range itself and touches user memory only
+        // through pin_user_pages_fast().
+        let ptr = made(unsafe { ffi::iwarp_shim_pin_user(addr, len, writable) })?;
         // SAFETY: `ptr` is the valid set the shim just returned.
         let npages = unsafe { ffi::iwarp_shim_pinned_npages(ptr.as_ptr()) };
         PINNED_PAGES.fetch_add(npages as u64, Ordering::Relaxed);
@@ -79,7 +63,7 @@ impl PinnedPages {
         self.check_range(offset, dst.len() as u64)?;
         // SAFETY: the set is live and the range lies inside the buffer, hence inside the pinned
         // pages; `dst` is valid for writes of its length.
-        unsafe { ffi::iwarp_shim_pinned_copy_from(self.ptr.as_ptr(), self.first as u64 + offset, dst.as_mut_ptr(), dst.len()) };
+        unsafe { ffi::iwarp_shim_pinned_copy_from(self.ptr.as_ptr(), self.first as u64 + offset, dst.as_mut_ptr().cast(), dst.len()) };
         Ok(())
     }
 
@@ -92,7 +76,7 @@ impl PinnedPages {
         }
         // SAFETY: the set is live and writable and the range lies inside the buffer, hence
         // inside the pinned pages; `src` is valid for reads of its length.
-        unsafe { ffi::iwarp_shim_pinned_copy_to(self.ptr.as_ptr(), self.first as u64 + offset, src.as_ptr(), src.len()) };
+        unsafe { ffi::iwarp_shim_pinned_copy_to(self.ptr.as_ptr(), self.first as u64 + offset, src.as_ptr().cast(), src.len()) };
         Ok(())
     }
 

@@ -5,22 +5,13 @@
 //! the module reads only the words it must (with atomics) and treats them as untrusted hints
 //! (as CLAN's queue discipline says: the kernel never trusts the shared segment).
 
+use crate::ffi;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::error::to_result;
 use kernel::mm::virt::VmaNew;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-
-mod ffi {
-    use core::ffi::c_void;
-    extern "C" {
-        pub(super) fn iwarp_shim_ring_alloc(bytes: usize) -> *mut u8;
-        pub(super) fn iwarp_shim_ring_free(ring: *mut u8);
-        pub(super) fn iwarp_shim_ring_mmap(vma: *mut c_void, ring: *mut u8, bytes: usize) -> i32;
-        pub(super) fn iwarp_shim_vma_pgoff(vma: *const c_void) -> usize;
-    }
-}
 
 /// Zeroed, page-aligned memory shared with user space through `mmap`.
 ///
@@ -45,7 +36,7 @@ impl SharedRing {
     pub(crate) fn new(bytes: usize) -> Result<SharedRing> {
         let bytes = bytes.checked_next_multiple_of(PAGE_SIZE).ok_or(EINVAL)?;
         // SAFETY: a plain allocation call.
-        let raw = unsafe { ffi::iwarp_shim_ring_alloc(bytes) };
+        let raw = unsafe { ffi::iwarp_shim_ring_alloc(bytes) }.cast::<u8>();
         Ok(SharedRing { ptr: NonNull::new(raw).ok_or(ENOMEM)?, bytes })
     }
 
@@ -94,20 +85,20 @@ impl SharedRing {
     /// Maps the ring into `vma`, which must span exactly [`SharedRing::len`] octets.
     pub(crate) fn mmap(&self, vma: &VmaNew) -> Result {
         // SAFETY: `vma` is a live vma being set up by mmap; the ring is live and `bytes` long.
-        to_result(unsafe { ffi::iwarp_shim_ring_mmap(vma.as_ptr().cast(), self.ptr.as_ptr(), self.bytes) })
+        to_result(unsafe { ffi::iwarp_shim_ring_mmap(vma.as_ptr(), self.ptr.as_ptr().cast(), self.bytes) })
     }
 }
 
 /// The page offset `mmap` was called with.
 pub(crate) fn mmap_pgoff(vma: &VmaNew) -> usize {
     // SAFETY: `vma` is live; the shim reads one field.
-    unsafe { ffi::iwarp_shim_vma_pgoff(vma.as_ptr().cast()) }
+    unsafe { ffi::iwarp_shim_vma_pgoff(vma.as_ptr()) }
 }
 
 impl Drop for SharedRing {
     fn drop(&mut self) {
         // SAFETY: allocated by iwarp_shim_ring_alloc() and freed once; pages still mapped by a
         // process keep their own references.
-        unsafe { ffi::iwarp_shim_ring_free(self.ptr.as_ptr()) };
+        unsafe { ffi::iwarp_shim_ring_free(self.ptr.as_ptr().cast()) };
     }
 }

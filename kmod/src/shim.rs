@@ -1,17 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Safe wrappers over the C shim (`shim/net_shim.c`): the kernel APIs the Rust kernel crate
-//! does not wrap. All unsafe FFI of the module's networking and CRC lives here.
+//! The kernel's crc32c (a static inline, reached through the C shim) as the protocol core's CRC,
+//! and the TCP probe the module runs at load when asked.
 
+use crate::ffi;
 use kernel::error::to_result;
 use kernel::prelude::*;
-
-mod ffi {
-    extern "C" {
-        pub(super) fn iwarp_shim_crc32c(crc: u32, p: *const u8, len: usize) -> u32;
-        pub(super) fn iwarp_shim_tcp_probe(port: *mut u16, write_seq: *mut u32) -> i32;
-    }
-}
 
 /// The kernel's crc32c(), as the protocol core's CRC implementation.
 pub(crate) struct KernelCrc;
@@ -21,7 +15,7 @@ impl crate::crc::Crc32c for KernelCrc {
         // The core passes finished CRC values; the kernel works on the raw register.
         // SAFETY: `data` is a valid slice for its whole length during the call, and the shim
         // only reads it.
-        !unsafe { ffi::iwarp_shim_crc32c(!crc, data.as_ptr(), data.len()) }
+        !unsafe { ffi::iwarp_shim_crc32c(!crc, data.as_ptr().cast(), data.len()) }
     }
 }
 

@@ -12,6 +12,7 @@ use super::receive::Queues;
 use super::{Phase, QueuePair};
 use crate::abi::wc_status;
 use crate::cq::Overrun;
+use crate::socket::seq_after;
 use kernel::prelude::*;
 
 /// A queued Send or Write whose completion waits for the peer's acknowledgement.
@@ -29,7 +30,7 @@ pub(crate) struct Unacked {
 
 /// Whether sequence number `una` is at or past `seq` (modulo 2^32).
 fn reached(una: u32, seq: u32) -> bool {
-    una.wrapping_sub(seq) as i32 >= 0
+    !seq_after(seq, una)
 }
 
 impl QueuePair {

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The C shim: what Rust cannot reach through the kernel crate or its bindings (static inlines,
+ * macros, struct fields, and APIs that take C callbacks). Bindgen turns this header into the
+ * module's Rust declarations at build time (Kbuild: shim_bindings.rs), so the two sides cannot
+ * disagree; kernel structures stay opaque here and are the kernel crate's on the Rust side.
+ * Functions that create an object return it or an ERR_PTR (from_err_ptr() on the Rust side).
+ */
+#ifndef IWARP_SHIM_H
+#define IWARP_SHIM_H
+
+#include <linux/types.h>
+
+struct bio_vec;
+struct page;
+struct sk_buff;
+struct socket;
+struct vm_area_struct;
+
+/* net_shim.c: CRC */
+u32 iwarp_shim_crc32c(u32 crc, const void *p, size_t len);
+
+/* net_shim.c: kernel TCP sockets */
+int iwarp_shim_tcp_probe(u16 *port, u32 *write_seq);
+struct socket *iwarp_shim_sock_adopt(int fd);
+struct socket *iwarp_shim_sock_connect(u32 addr, u16 port, unsigned int timeout_ms);
+struct socket *iwarp_shim_sock_listen(u32 addr, u16 *port, int backlog);
+struct socket *iwarp_shim_sock_accept(struct socket *listener, unsigned int timeout_ms, u32 *addr, u16 *port);
+void iwarp_shim_sock_put(struct socket *sock);
+void iwarp_shim_sock_shutdown(struct socket *sock);
+bool iwarp_shim_sock_established(struct socket *sock);
+int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len);
+int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsigned int timeout_ms);
+long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, size_t len, u32 *end_seq);
+u32 iwarp_shim_sock_snd_una(struct socket *sock);
+u32 iwarp_shim_sock_mss(struct socket *sock);
+void iwarp_shim_sock_want_write_space(struct socket *sock);
+
+/* net_shim.c: the receive queue and its skbs (read under the socket lock) */
+int iwarp_shim_sock_read(struct socket *sock, void *ctx,
+			 int (*actor)(void *ctx, struct sk_buff *skb, u32 offset, size_t len));
+struct sk_buff *iwarp_shim_rx_next(struct socket *sock, struct sk_buff *skb);
+u32 iwarp_shim_skb_seq(const struct sk_buff *skb);
+u32 iwarp_shim_skb_len(const struct sk_buff *skb);
+const u8 *iwarp_shim_skb_head(const struct sk_buff *skb, u32 *len);
+int iwarp_shim_skb_nr_frags(const struct sk_buff *skb);
+const u8 *iwarp_shim_skb_frag(const struct sk_buff *skb, int i, u32 *len);
+struct sk_buff *iwarp_shim_skb_frag_list(const struct sk_buff *skb);
+struct sk_buff *iwarp_shim_skb_next(const struct sk_buff *skb);
+
+/* net_shim.c: the hook that runs a QP's work when its socket calls back */
+/* What the hook's write_space does, as decided by @space (a mask). */
+#define IWARP_SPACE_TRANSMIT 1u	/* queue the transmit work */
+#define IWARP_SPACE_WATCH 2u	/* keep SOCK_NOSPACE set: call again on the next acknowledgement */
+struct iwarp_hook;
+struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, void (*run)(void *owner),
+					   void (*run_tx)(void *owner), const void *watch,
+					   unsigned int (*space)(const void *watch, u32 snd_una, bool writeable));
+void iwarp_shim_sock_kick_tx(struct socket *sock);
+void iwarp_shim_hook_remove(struct iwarp_hook *h);
+
+/* mem_shim.c: pinned user memory */
+struct iwarp_pinned;
+struct iwarp_pinned *iwarp_shim_pin_user(u64 addr, u64 len, bool writable);
+void iwarp_shim_unpin_user(struct iwarp_pinned *p);
+unsigned long iwarp_shim_pinned_npages(const struct iwarp_pinned *p);
+void iwarp_shim_pinned_copy_from(const struct iwarp_pinned *p, u64 offset, void *dst, size_t len);
+void iwarp_shim_pinned_copy_to(const struct iwarp_pinned *p, u64 offset, const void *src, size_t len);
+struct page *iwarp_shim_pinned_page(const struct iwarp_pinned *p, unsigned long idx);
+void *iwarp_shim_page_address(struct page *page);
+
+/* mem_shim.c: rings user space maps */
+void *iwarp_shim_ring_alloc(size_t bytes);
+void iwarp_shim_ring_free(void *ring);
+int iwarp_shim_ring_mmap(struct vm_area_struct *vma, void *ring, size_t bytes);
+unsigned long iwarp_shim_vma_pgoff(const struct vm_area_struct *vma);
+
+#endif

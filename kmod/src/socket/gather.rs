@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Receiving without a copy: tcp_read_sock() offers the queued stream from the first unread
+//! octet on, skb by skb. At the first skb the actor gathers the addresses of every queued octet
+//! (linear parts and page fragments of this and the following skbs) into at most [`GATHER_MAX`]
+//! pieces and offers them to the caller, which says how many octets it consumed; the actor then
+//! consumes that many, across as many skbs as it takes. What is left stays queued for the next
+//! read, with more data.
+
+use super::{seq_after, TcpSocket};
+use crate::ffi;
+use core::ffi::{c_int, c_void};
+use kernel::bindings::{sk_buff, socket};
+use kernel::error::to_result;
+use kernel::prelude::*;
+
+/// Most pieces one offer holds.
+const GATHER_MAX: usize = 64;
+
+/// Octets `[base, base + len)` of a queued skb.
+#[derive(Clone, Copy)]
+struct Piece {
+    base: *const u8,
+    len: usize,
+}
+
+/// The pieces of one offer.
+struct Gather {
+    parts: [Piece; GATHER_MAX],
+    n: usize,
+}
+
+impl Gather {
+    /// Adds a piece; false when the offer is full.
+    fn add(&mut self, base: *const u8, len: u32) -> bool {
+        if len == 0 {
+            return true;
+        }
+        if self.n == GATHER_MAX {
+            return false;
+        }
+        self.parts[self.n] = Piece { base, len: len as usize };
+        self.n += 1;
+        true
+    }
+
+    /// Adds the octets of `skb` from `off` on; false when the offer is full or the skb's pages
+    /// cannot be read (device memory).
+    ///
+    /// # Safety
+    ///
+    /// `skb` is a queued skb of a socket whose lock the caller holds.
+    unsafe fn add_skb(&mut self, skb: *mut sk_buff, mut off: u32) -> bool {
+        let mut len = 0;
+        // SAFETY: `skb` is live under the socket lock (the caller's contract).
+        let head = unsafe { ffi::iwarp_shim_skb_head(skb, &mut len) };
+        if off < len {
+            // SAFETY: `off` lies inside the linear part.
+            if !self.add(unsafe { head.add(off as usize) }, len - off) {
+                return false;
+            }
+            off = 0;
+        } else {
+            off -= len;
+        }
+        // SAFETY: as above.
+        let nr = unsafe { ffi::iwarp_shim_skb_nr_frags(skb) };
+        if nr < 0 {
+            return false;
+        }
+        for i in 0..nr {
+            // SAFETY: as above, and `i` is below the fragment count.
+            let frag = unsafe { ffi::iwarp_shim_skb_frag(skb, i, &mut len) };
+            if off < len {
+                // SAFETY: `off` lies inside the fragment.
+                if !self.add(unsafe { frag.add(off as usize) }, len - off) {
+                    return false;
+                }
+                off = 0;
+            } else {
+                off -= len;
+            }
+        }
+        // SAFETY: as above.
+        let mut inner = unsafe { ffi::iwarp_shim_skb_frag_list(skb) };
+        while !inner.is_null() {
+            // SAFETY: skbs of a queued skb's frag list live as long as it does.
+            let len = unsafe { ffi::iwarp_shim_skb_len(inner) };
+            if off < len {
+                // SAFETY: as above.
+                if !unsafe { self.add_skb(inner, off) } {
+                    return false;
+                }
+                off = 0;
+            } else {
+                off -= len;
+            }
+            // SAFETY: as above.
+            inner = unsafe { ffi::iwarp_shim_skb_next(inner) };
+        }
+        true
+    }
+}
+
+/// One [`TcpSocket::read`] in progress.
+struct Reader<F> {
+    sock: *mut socket,
+    f: F,
+    gather: KBox<Gather>,
+    /// Octets the caller consumed that are not yet consumed from the queue.
+    skip: usize,
+    /// The caller wants no more offers in this read.
+    stop: bool,
+}
+
+impl<F: FnMut(&[&[u8]], bool) -> isize> Reader<F> {
+    /// tcp_read_sock()'s actor: `skb`'s octets from `offset` on (`len` of them) are next.
+    ///
+    /// # Safety
+    ///
+    /// Called by tcp_read_sock() on `self.sock`, under its lock, with a queued skb.
+    unsafe fn offer(&mut self, skb: *mut sk_buff, offset: u32, len: usize) -> c_int {
+        if self.skip == 0 {
+            if self.stop {
+                return 0;
+            }
+            self.gather.n = 0;
+            let mut capped = false;
+            let (mut next, mut off) = (skb, offset);
+            // The sequence number just past the octets gathered so far.
+            // SAFETY (here and below): every skb is queued on `self.sock`, whose lock is held.
+            let mut end = unsafe { ffi::iwarp_shim_skb_seq(skb) }.wrapping_add(offset);
+            loop {
+                // SAFETY: see above.
+                if !unsafe { self.gather.add_skb(next, off) } {
+                    capped = true;
+                    break;
+                }
+                // SAFETY: see above.
+                let (seq, len) = unsafe { (ffi::iwarp_shim_skb_seq(next), ffi::iwarp_shim_skb_len(next)) };
+                if seq_after(seq.wrapping_add(len), end) {
+                    end = seq.wrapping_add(len);
+                }
+                // SAFETY: see above.
+                next = unsafe { ffi::iwarp_shim_rx_next(self.sock, next) };
+                if next.is_null() {
+                    break;
+                }
+                // Queued skbs may overlap: TCP queues a segment that starts below rcv_nxt (a
+                // retransmission or duplicate that also carries new octets) whole, as
+                // tcp_read_sock() knows. Go on from the first octet not gathered yet.
+                // SAFETY: see above.
+                let seq = unsafe { ffi::iwarp_shim_skb_seq(next) };
+                if seq_after(seq, end) {
+                    break;
+                }
+                off = end.wrapping_sub(seq);
+            }
+            const NONE: &[u8] = &[];
+            let mut slices = [NONE; GATHER_MAX];
+            for (s, p) in slices.iter_mut().zip(&self.gather.parts[..self.gather.n]) {
+                // SAFETY: each piece lies in a queued skb, which stays queued (and its octets
+                // unchanged) under the socket lock until this actor consumes it.
+                *s = unsafe { core::slice::from_raw_parts(p.base, p.len) };
+            }
+            let rc = (self.f)(&slices[..self.gather.n], capped);
+            if rc <= 0 {
+                self.stop = true;
+                return 0;
+            }
+            self.skip = rc as usize;
+            // Everything queued was offered: once it is consumed, wait for more.
+            self.stop = !capped;
+        }
+        let used = self.skip.min(len);
+        self.skip -= used;
+        used as c_int
+    }
+}
+
+impl TcpSocket {
+    /// Offers the queued stream to `f` (under the socket lock) as the pieces of the stream from
+    /// the first unread octet on, without copying, and whether more is queued than fits in one
+    /// offer. `f` returns how many octets it consumed (0 or less: stop). Returns the total
+    /// consumed.
+    pub(crate) fn read<F: FnMut(&[&[u8]], bool) -> isize>(&self, f: F) -> Result<usize> {
+        unsafe extern "C" fn actor<F: FnMut(&[&[u8]], bool) -> isize>(ctx: *mut c_void, skb: *mut sk_buff, offset: u32, len: usize) -> c_int {
+            // SAFETY: `ctx` is the `Reader` passed to iwarp_shim_sock_read() below, alive for
+            // the whole read and used by nobody else meanwhile.
+            let reader = unsafe { &mut *ctx.cast::<Reader<F>>() };
+            // SAFETY: tcp_read_sock() calls its actor under the socket lock with queued skbs.
+            unsafe { reader.offer(skb, offset, len) }
+        }
+        // On the heap: a work item's stack is small.
+        let gather = KBox::new(Gather { parts: [Piece { base: core::ptr::null(), len: 0 }; GATHER_MAX], n: 0 }, GFP_KERNEL)?;
+        let mut reader = Reader { sock: self.sock.as_ptr(), f, gather, skip: 0, stop: false };
+        // SAFETY: the socket reference is live; `reader` outlives the call, and the shim calls
+        // the actor only during it.
+        let rc = unsafe { ffi::iwarp_shim_sock_read(self.sock.as_ptr(), (&raw mut reader).cast(), Some(actor::<F>)) };
+        to_result(rc)?;
+        Ok(rc as usize)
+    }
+}

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The hook on a QP's socket: the C side (`shim/net_shim.c`) replaces the socket's callbacks
+//! and queues work items; everything decided here. Data arriving or a state change runs
+//! [`OnReceive::on_receive`]; a kick, or send buffer freed when [`TxWatch`] asks for it, runs
+//! [`OnReceive::on_transmit`].
+
+use super::{seq_after, TcpSocket};
+use crate::error::made;
+use crate::ffi;
+use core::ffi::c_void;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// When freed send buffer must run the transmit work: after a refused send once the socket can
+/// take more, and once the peer acknowledged up to a goal. The socket's write_space callback
+/// asks [`TxWatch::space`] (softirq context, socket spinlock held: atomics only). Its writers
+/// store before they read TCP's state again, so a callback in between is never missed.
+#[derive(Default)]
+pub(crate) struct TxWatch {
+    /// The socket refused part of a send.
+    pub(super) blocked: AtomicBool,
+    /// Whether `goal` is armed.
+    watching: AtomicBool,
+    /// The sequence number `snd_una` must reach.
+    goal: AtomicU32,
+}
+
+impl TxWatch {
+    /// Runs the transmit work once `snd_una` reaches `goal`.
+    pub(super) fn arm(&self, goal: u32) {
+        self.goal.store(goal, Ordering::SeqCst);
+        self.watching.store(true, Ordering::SeqCst);
+    }
+
+    /// What the write_space callback does, given TCP's `snd_una` and whether the socket can
+    /// take more: a mask of the shim's `IWARP_SPACE_*`.
+    fn space(&self, snd_una: u32, writeable: bool) -> u32 {
+        let mut what = 0;
+        if writeable && self.blocked.swap(false, Ordering::SeqCst) {
+            what |= ffi::IWARP_SPACE_TRANSMIT;
+        }
+        if self.watching.load(Ordering::SeqCst) {
+            if seq_after(self.goal.load(Ordering::SeqCst), snd_una) {
+                what |= ffi::IWARP_SPACE_WATCH;
+            } else {
+                self.watching.store(false, Ordering::SeqCst);
+                what |= ffi::IWARP_SPACE_TRANSMIT;
+            }
+        }
+        what
+    }
+}
+
+/// Work a hook runs.
+pub(crate) trait OnReceive: Send + Sync {
+    /// Called in process context (a workqueue) after data arrived or the connection changed
+    /// state; never twice at once.
+    fn on_receive(&self);
+    /// Called in process context after [`TcpSocket::kick_transmit`], when the socket can take
+    /// more after [`TcpSocket::send_frags`] could not send all, or on the acknowledgement
+    /// [`TcpSocket::watch_acks`] waits for; never twice at once, but possibly alongside
+    /// `on_receive`.
+    fn on_transmit(&self);
+}
+
+/// While this lives, data arriving on the socket (or a state change) runs `T::on_receive` on
+/// a workqueue. Dropping it restores the socket's callbacks and waits for a running call.
+///
+/// # Invariants
+///
+/// `raw` is the shim's hook, installed on a socket that outlives it, whose `owner` pointer is
+/// `_owner`'s and whose `watch` pointer is that socket's [`TxWatch`]; it is removed (callbacks
+/// restored, works cancelled) exactly once, on drop.
+pub(crate) struct Hook<T: OnReceive> {
+    raw: NonNull<ffi::iwarp_hook>,
+    /// Kept alive for the hook's runs.
+    _owner: Arc<T>,
+}
+
+// SAFETY: the hook is owned by this value and removed once; the shim's functions may be called
+// from any thread.
+unsafe impl<T: OnReceive> Send for Hook<T> {}
+// SAFETY: `&Hook` offers no methods; the shim's callbacks run on their own.
+unsafe impl<T: OnReceive> Sync for Hook<T> {}
+
+impl<T: OnReceive> Hook<T> {
+    /// Hooks `sock` for `owner` (EBUSY if the socket has a user already). `owner` must keep
+    /// `sock` alive, which it does by owning it; the hook keeps `owner` alive.
+    pub(crate) fn install(sock: &TcpSocket, owner: Arc<T>) -> Result<Hook<T>> {
+        unsafe extern "C" fn run<T: OnReceive>(owner: *mut c_void) {
+            // SAFETY: `owner` is the `Arc<T>` data pointer stored below; the `Hook` holds that
+            // Arc until iwarp_shim_hook_remove() has waited out every run.
+            let owner = unsafe { &*owner.cast::<T>() };
+            owner.on_receive();
+        }
+        unsafe extern "C" fn run_tx<T: OnReceive>(owner: *mut c_void) {
+            // SAFETY: as for `run`.
+            let owner = unsafe { &*owner.cast::<T>() };
+            owner.on_transmit();
+        }
+        unsafe extern "C" fn space(watch: *const c_void, snd_una: u32, writeable: bool) -> u32 {
+            // SAFETY: `watch` is the socket's `TxWatch`, which does not move and outlives the
+            // hook (the socket does); callbacks end before iwarp_shim_hook_remove() returns.
+            let watch = unsafe { &*watch.cast::<TxWatch>() };
+            watch.space(snd_una, writeable)
+        }
+        let ptr = Arc::as_ptr(&owner).cast_mut().cast();
+        let watch: *const TxWatch = &*sock.watch;
+        // SAFETY: the socket is live (and outlives the hook, see above), and so is its watch;
+        // `ptr` stays valid while the hook is installed.
+        let raw = made(unsafe { ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, Some(run::<T>), Some(run_tx::<T>), watch.cast(), Some(space)) })?;
+        Ok(Hook { raw, _owner: owner })
+    }
+}
+
+impl<T: OnReceive> Drop for Hook<T> {
+    fn drop(&mut self) {
+        // SAFETY: installed by iwarp_shim_hook_install() and removed once; after this returns
+        // no run or callback is in progress or queued, so `owner` and the watch may go.
+        unsafe { ffi::iwarp_shim_hook_remove(self.raw.as_ptr()) };
+    }
+}

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A kernel TCP socket (`shim/net_shim.c`) behind a safe owner that shuts the connection down
+//! and drops its reference when it goes; the [`Hook`] that runs a QP's work when the socket
+//! calls back (`hook`); receiving straight from the socket's buffers (`gather`).
+
+mod gather;
+mod hook;
+
+pub(crate) use hook::{Hook, OnReceive};
+
+use crate::error::made;
+use crate::ffi;
+use crate::frags::PageFrag;
+use core::ptr::NonNull;
+use core::sync::atomic::Ordering;
+use hook::TxWatch;
+use kernel::bindings;
+use kernel::error::to_result;
+use kernel::prelude::*;
+
+/// Whether TCP sequence number `a` comes after `b` (modulo 2^32, as the kernel's `after()`).
+pub(crate) fn seq_after(a: u32, b: u32) -> bool {
+    (b.wrapping_sub(a) as i32) < 0
+}
+
+/// A reference to a kernel TCP socket: connected, or listening.
+///
+/// # Invariants
+///
+/// `sock` points to a `struct socket` with a file, on which this value holds one reference
+/// (taken by the shim's adopt, connect, listen or accept); it stays valid until drop, which
+/// shuts the connection down and drops that reference. `watch` does not move while the socket
+/// lives (a [`Hook`] hands its address to the C side).
+pub(crate) struct TcpSocket {
+    sock: NonNull<bindings::socket>,
+    watch: KBox<TxWatch>,
+}
+
+// SAFETY: the reference is owned by this value and dropped once; the socket layer serializes
+// concurrent senders and receivers itself (the socket lock).
+unsafe impl Send for TcpSocket {}
+// SAFETY: see above: every operation is safe to call from several threads at once.
+unsafe impl Sync for TcpSocket {}
+
+impl TcpSocket {
+    /// Owns the reference `sock` (dropped here too if allocating fails).
+    fn new(sock: NonNull<bindings::socket>) -> Result<TcpSocket> {
+        match KBox::new(TxWatch::default(), GFP_KERNEL) {
+            Ok(watch) => Ok(TcpSocket { sock, watch }),
+            Err(e) => {
+                // SAFETY: the caller handed over its one reference, dropped exactly once here.
+                unsafe { ffi::iwarp_shim_sock_put(sock.as_ptr()) };
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Takes a reference on the established TCP socket behind the caller's descriptor `fd`.
+    pub(crate) fn adopt(fd: i32) -> Result<TcpSocket> {
+        // SAFETY: the shim validates `fd` through sockfd_lookup().
+        TcpSocket::new(made(unsafe { ffi::iwarp_shim_sock_adopt(fd) })?)
+    }
+
+    /// A new kernel TCP socket connected to `addr:port` (IPv4, host order) within `timeout_ms`.
+    pub(crate) fn connect(addr: u32, port: u16, timeout_ms: u32) -> Result<TcpSocket> {
+        // SAFETY: the shim only uses its scalar arguments.
+        TcpSocket::new(made(unsafe { ffi::iwarp_shim_sock_connect(addr, port, timeout_ms) })?)
+    }
+
+    /// A new kernel TCP socket listening on `addr:port` (IPv4, host order; port 0: any) and the
+    /// port it bound.
+    pub(crate) fn listen(addr: u32, port: u16, backlog: u32) -> Result<(TcpSocket, u16)> {
+        let mut port = port;
+        // SAFETY: `port` is a live local; the shim only uses its scalar arguments.
+        let raw = unsafe { ffi::iwarp_shim_sock_listen(addr, &mut port, backlog as i32) };
+        Ok((TcpSocket::new(made(raw)?)?, port))
+    }
+
+    /// The next connection on this listening socket within `timeout_ms`, and its peer's IPv4
+    /// address and port.
+    pub(crate) fn accept(&self, timeout_ms: u32) -> Result<(TcpSocket, u32, u16)> {
+        let (mut addr, mut port) = (0u32, 0u16);
+        // SAFETY: the socket reference is live; the other pointers are live locals.
+        let raw = unsafe { ffi::iwarp_shim_sock_accept(self.sock.as_ptr(), timeout_ms, &mut addr, &mut port) };
+        Ok((TcpSocket::new(made(raw)?)?, addr, port))
+    }
+
+    /// Sends all of `buf`, blocking.
+    pub(crate) fn send_all(&self, buf: &[u8]) -> Result {
+        // SAFETY: the socket reference is live; `buf` is valid for reads of its length.
+        to_result(unsafe { ffi::iwarp_shim_sock_send_all(self.sock.as_ptr(), buf.as_ptr().cast(), buf.len()) })
+    }
+
+    /// Queues as much of `frags`, in order, as the send buffer takes now, by reference (TCP
+    /// takes its own page references and copies nothing); when it cannot take all, the hook's
+    /// transmit work runs once it can take more. Returns the octets taken, and sets `end_seq` to
+    /// the sequence number just past what TCP has. Every fragment must be valid during the call.
+    pub(crate) fn send_frags(&self, frags: &mut [PageFrag], end_seq: &mut u32) -> Result<usize> {
+        let len = frags.iter().map(|f| f.len() as usize).sum();
+        // Set first: a write_space between a refusal and our return must not be missed.
+        self.watch.blocked.store(true, Ordering::SeqCst);
+        // SAFETY: the socket reference is live; each fragment names a page that is allocated
+        // during the call (see above), which TCP references before it returns; `end_seq` is a
+        // live exclusive reference.
+        let rc = unsafe { ffi::iwarp_shim_sock_send_pages(self.sock.as_ptr(), PageFrag::as_bio_vecs(frags), frags.len(), len, end_seq) };
+        if rc < 0 {
+            return Err(Error::from_errno(rc as i32));
+        }
+        if rc as usize == len {
+            self.watch.blocked.store(false, Ordering::SeqCst);
+        }
+        Ok(rc as usize)
+    }
+
+    /// The oldest sequence number the peer has not acknowledged.
+    pub(crate) fn snd_una(&self) -> u32 {
+        // SAFETY: the socket reference is live; the shim reads one field.
+        unsafe { ffi::iwarp_shim_sock_snd_una(self.sock.as_ptr()) }
+    }
+
+    /// Has the hook's transmit work run once the peer has acknowledged everything before
+    /// sequence number `goal`. Read [`TcpSocket::snd_una`] after calling this, so no
+    /// acknowledgement falls in between.
+    pub(crate) fn watch_acks(&self, goal: u32) {
+        self.watch.arm(goal);
+        // SAFETY: the socket reference is live; the shim sets a flag and orders it after the
+        // stores above.
+        unsafe { ffi::iwarp_shim_sock_want_write_space(self.sock.as_ptr()) }
+    }
+
+    /// The connection's current MSS.
+    pub(crate) fn mss(&self) -> u32 {
+        // SAFETY: the socket reference is live; the shim only reads one field.
+        unsafe { ffi::iwarp_shim_sock_mss(self.sock.as_ptr()) }
+    }
+
+    /// Fills all of `buf`, waiting at most `timeout_ms` for each piece.
+    pub(crate) fn recv_exact(&self, buf: &mut [u8], timeout_ms: u32) -> Result {
+        // SAFETY: the socket reference is live; `buf` is valid for writes of its length.
+        to_result(unsafe { ffi::iwarp_shim_sock_recv_exact(self.sock.as_ptr(), buf.as_mut_ptr().cast(), buf.len(), timeout_ms) })
+    }
+
+    /// Whether the connection is still established (no FIN, reset or close seen).
+    pub(crate) fn established(&self) -> bool {
+        // SAFETY: the socket reference is live; the shim reads one field.
+        unsafe { ffi::iwarp_shim_sock_established(self.sock.as_ptr()) }
+    }
+
+    /// Has the hook on this socket (if any) run its transmit work soon.
+    pub(crate) fn kick_transmit(&self) {
+        // SAFETY: the socket reference is live; the shim looks the hook up under its lock.
+        unsafe { ffi::iwarp_shim_sock_kick_tx(self.sock.as_ptr()) }
+    }
+
+    /// Shuts the connection down both ways (the peer sees a FIN).
+    pub(crate) fn shutdown(&self) {
+        // SAFETY: the socket reference is live.
+        unsafe { ffi::iwarp_shim_sock_shutdown(self.sock.as_ptr()) }
+    }
+}
+
+impl Drop for TcpSocket {
+    fn drop(&mut self) {
+        // SAFETY: the reference came from iwarp_shim_sock_adopt() and is dropped exactly once.
+        unsafe { ffi::iwarp_shim_sock_put(self.sock.as_ptr()) };
+    }
+}
