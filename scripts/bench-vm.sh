@@ -38,12 +38,13 @@ ours() {
     out=$(vm_pair B "timeout 600 $bench server --port 7300 $opts" A "{ $run; } >$json") || { echo "$out"; return 1; }
     out=$(vm_run A "cat $json") || return 1
     echo "$out"
-    # One JSON array per client run; the first result of each test.
-    pick() { jq -rs --arg t "$1" "[.[][] | select(.test == \$t)][0] | $2 // empty" <<<"$out"; }
-    R[$name/write_bw]=$(pick write_bw '.bw_bytes_per_sec / 1e6 * 10 | round / 10')
-    R[$name/write_lat]=$(pick write_lat '.lat_mean_us')
-    R[$name/send_lat]=$(pick send_lat '.lat_mean_us')
+    R[$name/write_bw]=$(pick "$out" write_bw '.bw_bytes_per_sec / 1e6 * 10 | round / 10')
+    R[$name/write_lat]=$(pick "$out" write_lat '.lat_mean_us')
+    R[$name/send_lat]=$(pick "$out" send_lat '.lat_mean_us')
 }
+# pick JSON TEST EXPR: EXPR of the first result of TEST in iwarp-bench's JSON (one array per
+# client run).
+pick() { jq -rs --arg t "$2" "[.[][] | select(.test == \$t)][0] | $3 // empty" <<<"$1"; }
 # Other stacks' figures (siw, TCP) are anchors: each is a server in B and a client in A. The
 # client starts only once the server listens; a failed pair is retried as a pair (a fresh server
 # and client) up to ANCHOR_TRIES times while the anchor has taken less than ANCHOR_SECONDS. An
@@ -118,9 +119,13 @@ siw() {
     perftest siw/write_lat ib_write_lat 8 "$lat_iters" 6 1 # t_avg, us
     perftest siw/send_lat ib_send_lat 8 "$lat_iters" 6 1
 }
+# iperf3_bw NAME: TCP's 64 KiB write bandwidth (iperf3) in MB/s.
+iperf3_bw() {
+    anchor "$1" 5201 "iperf3 -s -1 -p 5201" "iperf3 -c $B -p 5201 -t $secs -l 65536 -J"
+    figure "$1" "$(grep -o '"bits_per_second":[[:space:]]*[0-9.e+]*' <<<"$OUT" | tail -1 | tr ':' ' ')" 2 1.25e-7
+}
 tcp() {
-    anchor tcp/write_bw 5201 "iperf3 -s -1 -p 5201" "iperf3 -c $B -p 5201 -t $secs -l 65536 -J"
-    figure tcp/write_bw "$(grep -o '"bits_per_second":[[:space:]]*[0-9.e+]*' <<<"$OUT" | tail -1 | tr ':' ' ')" 2 1.25e-7
+    iperf3_bw tcp/write_bw
     echo "tcp iperf3 64 KiB writes: ${R[tcp/write_bw]:-not measured} MB/s"
     anchor tcp/lat 11111 "sockperf sr --tcp -i $B -p 11111" "sockperf pp --tcp -i $B -p 11111 -m 14 -t $secs" stop
     figure tcp/lat "$(grep -o 'avg-latency=[0-9.]*' <<<"$OUT" | head -1 | tr '=' ' ')" 2 1
@@ -136,8 +141,7 @@ if [ $faults = 1 ]; then
         vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }
         ours "$n/mc" "--markers 1 --crc 1" bw || status=1
         ours "$n/plain" "--markers 0 --crc 0" bw || status=1
-        anchor "$n/tcp/write_bw" 5201 "iperf3 -s -1 -p 5201" "iperf3 -c $B -p 5201 -t $secs -l 65536 -J"
-        figure "$n/tcp/write_bw" "$(grep -o '"bits_per_second":[[:space:]]*[0-9.e+]*' <<<"$OUT" | tail -1 | tr ':' ' ')" 2 1.25e-7
+        iperf3_bw "$n/tcp/write_bw"
     done
     vm_netem A && vm_netem B
     vm_stop || status=1
