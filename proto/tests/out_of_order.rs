@@ -84,6 +84,29 @@ fn fpdus_without_a_marker_are_found_after_an_early_placed_one() {
 }
 
 #[test]
+fn early_placement_goes_on_past_an_fpdu_it_cannot_place() {
+    let msgs = writes(8, 1000);
+    let (wire, fpdus) = emit(&msgs, tx::Config { markers: Markers::RFC, crc: true, mulpdu: 1400 });
+    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    let mut mem = Memory::for_scenario(&msgs);
+    // Write 3's buffer is not there (yet): its FPDU cannot be placed early.
+    let held = mem.tagged.remove(&0x103).unwrap();
+    // Everything after the first FPDU arrives as one run.
+    let s = fpdus[1].0 as usize;
+    assert_eq!(rx.receive::<Crc, _>(&Pieces::new(s as u64, &[&wire[s..]]), &mut mem), Ok(0));
+    let st = rx.early_stats();
+    assert_eq!((st.by_marker, st.after_placed, st.held_back, st.bad), (2, 4, 1, 0), "{st:?}");
+    for i in [1, 2, 4, 5, 6, 7] {
+        assert_eq!(mem.tagged[&(0x100 + i as u32)].1, msgs[i].payload, "write {i} placed early");
+    }
+    // In order, write 3 is placed then (its buffer registered by now) and the rest delivered.
+    mem.tagged.insert(0x103, held);
+    rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem).unwrap();
+    assert_eq!(mem.events, expected_events(&msgs));
+    mem.assert_placed(&msgs);
+}
+
+#[test]
 fn a_split_fpdu_is_left_for_the_in_order_pass() {
     let msgs = writes(3, 1000);
     let (wire, fpdus) = emit(&msgs, tx::Config { markers: Markers::RFC, crc: true, mulpdu: 1400 });

@@ -113,6 +113,29 @@ pub enum RxError {
     Closed,
 }
 
+/// What early placement did: counters for the caller to report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EarlyStats {
+    /// FPDUs placed early whose start a marker revealed.
+    pub by_marker: u64,
+    /// FPDUs placed early that start right after one placed early.
+    pub after_placed: u64,
+    /// Whole FPDUs found early but not placed (their target is not there yet, their header is
+    /// wrong, or the record is full): the in-order pass handles them.
+    pub held_back: u64,
+    /// Whole FPDUs found early whose markers or CRC did not check (the in-order pass, which
+    /// sees TCP's final bytes, decides).
+    pub bad: u64,
+}
+
+/// Why a run of early placement stopped.
+enum RunEnd {
+    /// The FPDU at this offset could not be placed; later ones may be.
+    Failed(u64),
+    /// Out of data or of room to record placements.
+    Done,
+}
+
 /// A validated segment header.
 #[derive(Clone, Copy, Debug)]
 struct Segment {
@@ -130,13 +153,14 @@ pub struct Receiver {
     next_msn: [u32; 3],
     send_mo: u32,
     placed: Placed,
+    early: EarlyStats,
     closed: bool,
 }
 
 impl Receiver {
     /// A receiver whose first FPDU starts at stream offset 0.
     pub fn new(cfg: Config) -> Receiver {
-        Receiver { cfg, next: 0, next_msn: [1; 3], send_mo: 0, placed: Placed::new(), closed: false }
+        Receiver { cfg, next: 0, next_msn: [1; 3], send_mo: 0, placed: Placed::new(), early: EarlyStats::default(), closed: false }
     }
 
     /// Stream offset of the next FPDU to process in order: the caller keeps every byte from here.
@@ -147,6 +171,11 @@ impl Receiver {
     /// Number of FPDUs placed early and not yet reached in order.
     pub fn placed_ahead(&self) -> usize {
         self.placed.len()
+    }
+
+    /// What early placement did so far.
+    pub fn early_stats(&self) -> EarlyStats {
+        self.early
     }
 
     /// Takes stream bytes `data`. Returns how far the in-order point advanced: the caller may
@@ -209,46 +238,67 @@ impl Receiver {
             // the RTR itself must not be placed, and what follows it must wait its turn.
             return;
         }
+        // Octets below `tried` were placed or tried already.
+        let mut tried = data.start();
         if self.placed.ends_at(data.start()) {
             // Right after an FPDU placed early: an FPDU starts here, marker or not.
-            self.place_run_from::<C, S>(data, data.start(), sink);
-            return;
+            match self.place_run_from::<C, S>(data, data.start(), false, sink) {
+                RunEnd::Failed(at) => tried = at + 1,
+                RunEnd::Done => return,
+            }
         }
         let markers = self.cfg.markers;
-        let Some(mut m) = markers.next_at_or_after(data.start()) else { return };
+        let Some(mut m) = markers.next_at_or_after(tried) else { return };
         while m + 4 <= data.end() {
             let mut raw = [0u8; 4];
             data.copy_to(m, &mut raw);
             match crate::markers::decode(m, raw) {
-                Some(start) if start >= data.start() => {
-                    self.place_run_from::<C, S>(data, start, sink);
-                    return;
-                }
-                _ => m += markers.interval() as u64,
+                Some(start) if start >= tried => match self.place_run_from::<C, S>(data, start, true, sink) {
+                    RunEnd::Failed(at) => tried = at + 1,
+                    RunEnd::Done => return,
+                },
+                _ => {}
             }
+            m += markers.interval() as u64;
         }
     }
 
-    /// Places consecutive whole FPDUs from `start` until one is incomplete or fails a check.
-    fn place_run_from<C: Crc32c, S: Sink>(&mut self, data: &Pieces<'_>, mut start: u64, sink: &mut S) {
+    /// Places consecutive whole FPDUs from `start` (found through a marker if `marked`) until
+    /// one is incomplete, fails a check, or cannot be recorded.
+    fn place_run_from<C: Crc32c, S: Sink>(&mut self, data: &Pieces<'_>, mut start: u64, mut marked: bool, sink: &mut S) -> RunEnd {
         let markers = self.cfg.markers;
         while let Some(f) = fpdu::locate(data, markers, start) {
-            if f.end() > data.end() || !self.placed.has_room() {
-                return;
+            if f.end() > data.end() {
+                return RunEnd::Done;
+            }
+            if !self.placed.has_room() {
+                self.early.held_back += 1;
+                return RunEnd::Done;
             }
             if !self.placed.overlaps(f.start, f.wire_len) {
                 let ok = fpdu::check_markers(data, markers, &f).is_ok() && (!self.cfg.crc || fpdu::check_crc::<C>(data, &f).is_ok());
-                let Some(seg) = ok.then(|| self.segment(data, &f).ok()).flatten() else { return };
+                if !ok {
+                    self.early.bad += 1;
+                    return RunEnd::Failed(f.start);
+                }
+                let Ok(seg) = self.segment(data, &f) else {
+                    self.early.held_back += 1;
+                    return RunEnd::Failed(f.start);
+                };
                 if !seg.op.tagged() && !seg.op.is_send() {
                     // Read Requests and Terminates have nothing to place; the in-order pass acts.
                 } else if self.place::<S>(data, &f, &seg, sink).is_ok() {
                     self.placed.insert(f.start, f.wire_len);
+                    *(if marked { &mut self.early.by_marker } else { &mut self.early.after_placed }) += 1;
                 } else {
-                    return;
+                    self.early.held_back += 1;
+                    return RunEnd::Failed(f.start);
                 }
             }
             start = f.end();
+            marked = false;
         }
+        RunEnd::Done
     }
 
     /// Parses and validates the DDP/RDMAP header of an FPDU (everything that needs no order).
