@@ -36,10 +36,16 @@ u32 iwarp_shim_sock_snd_una(struct socket *sock);
 u32 iwarp_shim_sock_mss(struct socket *sock);
 void iwarp_shim_sock_want_write_space(struct socket *sock);
 
-/* net_shim.c: the receive queue and its skbs (read under the socket lock) */
+/* rx_shim.c: the socket lock, the receive and out-of-order queues, and their skbs */
+void iwarp_shim_sock_lock(struct socket *sock);
+void iwarp_shim_sock_release(struct socket *sock);
 int iwarp_shim_sock_read(struct socket *sock, void *ctx,
 			 int (*actor)(void *ctx, struct sk_buff *skb, u32 offset, size_t len));
 struct sk_buff *iwarp_shim_rx_next(struct socket *sock, struct sk_buff *skb);
+u32 iwarp_shim_sock_copied_seq(struct socket *sock);
+u32 iwarp_shim_sock_ooo_packets(struct socket *sock);
+struct sk_buff *iwarp_shim_ooo_first(struct socket *sock);
+struct sk_buff *iwarp_shim_ooo_next(struct sk_buff *skb);
 u32 iwarp_shim_skb_seq(const struct sk_buff *skb);
 u32 iwarp_shim_skb_len(const struct sk_buff *skb);
 const u8 *iwarp_shim_skb_head(const struct sk_buff *skb, u32 *len);
@@ -48,16 +54,20 @@ const u8 *iwarp_shim_skb_frag(const struct sk_buff *skb, int i, u32 *len);
 struct sk_buff *iwarp_shim_skb_frag_list(const struct sk_buff *skb);
 struct sk_buff *iwarp_shim_skb_next(const struct sk_buff *skb);
 
-/* net_shim.c: the hook that runs a QP's work when its socket calls back */
+/* hook_shim.c: the hook that runs a QP's work when its socket calls back, and the doorbell */
 /* What the hook's write_space does, as decided by @space (a mask). */
 #define IWARP_SPACE_TRANSMIT 1u	/* queue the transmit work */
 #define IWARP_SPACE_WATCH 2u	/* keep SOCK_NOSPACE set: call again on the next acknowledgement */
 struct iwarp_hook;
 struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, void (*run)(void *owner),
 					   void (*run_tx)(void *owner), const void *watch,
-					   unsigned int (*space)(const void *watch, u32 snd_una, bool writeable));
-void iwarp_shim_sock_kick_tx(struct socket *sock);
+					   unsigned int (*space)(const void *watch, u32 snd_una, bool writeable),
+					   bool doorbell);
+void iwarp_shim_sock_kick(struct socket *sock, bool tx);
+u64 iwarp_shim_sock_doorbells(struct socket *sock);
 void iwarp_shim_hook_remove(struct iwarp_hook *h);
+int iwarp_shim_doorbell_register(void);
+void iwarp_shim_doorbell_unregister(void);
 
 /* mem_shim.c: pinned user memory */
 struct iwarp_pinned;

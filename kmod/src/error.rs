@@ -84,6 +84,11 @@ impl FirstError {
         }
     }
 
+    /// Whether no error is recorded.
+    pub(crate) fn is_clear(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// The recorded error, leaving none.
     pub(crate) fn take(&mut self) -> Option<Terminate> {
         self.0.take()

@@ -72,6 +72,8 @@ module! {
 
 #[pin_data]
 struct IwarpModule {
+    /// Rings a QP's receive work for segments that arrive out of order.
+    _doorbell: socket::Doorbell,
     #[pin]
     device: kernel::miscdevice::MiscDeviceRegistration<device::Context>,
 }
@@ -79,10 +81,11 @@ struct IwarpModule {
 impl kernel::InPlaceModule for IwarpModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            device <- {
+            _doorbell: {
                 startup()?;
-                device::register()
+                socket::Doorbell::register()?
             },
+            device <- device::register(),
         })
     }
 }

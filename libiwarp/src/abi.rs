@@ -6,7 +6,7 @@
 //! Bump [`ABI_VERSION`] on every incompatible change.
 
 /// Version of this ABI; QUERY_DEVICE reports the module's.
-pub const ABI_VERSION: u32 = 3;
+pub const ABI_VERSION: u32 = 4;
 
 /// The ioctl type byte of `/dev/iwarp`.
 pub const IOCTL_TYPE: u32 = 0xa7;
@@ -198,8 +198,11 @@ pub mod conn {
     /// Out only, with ECONNREFUSED: the peer's MPA reject refused us (not TCP); its private
     /// data length is in `peer_private_len`.
     pub const REJECTED: u32 = 1 << 4;
+    /// Local only, not negotiated: place what arrives only at the in-order point (no
+    /// out-of-order placement), e.g. to compare the two.
+    pub const IN_ORDER: u32 = 1 << 5;
     /// Every bit a caller may ask for.
-    pub const ASKABLE: u32 = RX_MARKERS | CRC | COPY_SEND;
+    pub const ASKABLE: u32 = RX_MARKERS | CRC | COPY_SEND | IN_ORDER;
 }
 
 /// Argument of [`IOCTL_CREATE_QP`]: a queue pair not connected yet, with its send and receive
@@ -792,13 +795,32 @@ pub struct QueryQp {
     pub sent_zero_copy: u64,
     /// Out: payload octets it copied before queueing them (small messages).
     pub sent_copied: u64,
+    /// Out: received payload octets placed at the in-order point.
+    pub placed_in_order: u64,
+    /// Out: received payload octets placed out of order, from TCP's out-of-order queue, ahead of
+    /// the in-order point (never placed again).
+    pub placed_out_of_order: u64,
+    /// Out: FPDUs placed out of order.
+    pub fpdus_out_of_order: u64,
+    /// Out: walks of TCP's out-of-order queue (each after it queued something new).
+    pub ooo_walks: u64,
+    /// Out: segments of the connection the out-of-order doorbell saw arrive out of order.
+    pub doorbells: u64,
+    /// Out: of `fpdus_out_of_order`, those whose start a marker revealed (the others start right
+    /// after one placed out of order).
+    pub fpdus_by_marker: u64,
+    /// Out: whole FPDUs found out of order but not placed then (their target was not there yet,
+    /// or the record of early placements was full): placed in order instead.
+    pub fpdus_held_back: u64,
+    /// Out: whole FPDUs found out of order whose markers or CRC did not check then.
+    pub fpdus_bad: u64,
 }
 
 /// Size of [`QueryQp`].
-pub const QUERY_QP_SIZE: usize = 32;
+pub const QUERY_QP_SIZE: usize = 96;
 
-/// `_IOWR(0xa7, 0x0b, struct QueryQp)`: a QP's state, why it ended (the async event), and what
-/// it sent.
+/// `_IOWR(0xa7, 0x0b, struct QueryQp)`: a QP's state, why it ended (the async event), what it
+/// sent, and where what it received was placed.
 pub const IOCTL_QUERY_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0b, QUERY_QP_SIZE);
 
 /// QP states ([`QueryQp::state`]).
@@ -829,14 +851,14 @@ pub const MAX_MR: u32 = 4096;
 /// Largest memory region (4 GiB).
 pub const MAX_MR_SIZE: u64 = 1 << 32;
 
-/// What the module answers: markers, CRC and MPA v2;
-/// memory regions, completion queues and queue pairs over adopted TCP connections. Not yet
-/// OOO_PLACEMENT: the core can place early, but the module does not feed it out-of-order segments.
+/// What the module answers: markers, CRC and MPA v2; memory regions, completion queues and
+/// queue pairs over adopted TCP connections; out-of-order placement (IPv4 connections: the
+/// doorbell watches IPv4 only).
 pub const fn device_attributes() -> QueryDevice {
     QueryDevice {
         abi_version: ABI_VERSION,
         marker_interval: 512,
-        caps: caps::MARKERS | caps::CRC | caps::MPA_V2 | caps::QUEUE_PAIRS,
+        caps: caps::MARKERS | caps::CRC | caps::MPA_V2 | caps::QUEUE_PAIRS | caps::OOO_PLACEMENT,
         max_qp: MAX_QP,
         max_qp_wr: MAX_QP_WR,
         max_cq: MAX_CQ,

@@ -24,4 +24,4 @@ pub use events::{AsyncEvents, Event, QpEvent};
 pub use listen::{ConnectRequest, Listener};
 pub use mr::{Access, MemoryRegion};
 pub use pd::ProtectionDomain;
-pub use qp::{ConnectOptions, Negotiated, QpInit, QpState, QueuePair, RecvWr, Remote, Role, SendOp, SendWr};
+pub use qp::{ConnectOptions, Negotiated, Placement, QpInit, QpState, QueuePair, RecvWr, Remote, Role, SendOp, SendWr};

@@ -47,6 +47,8 @@ pub struct ConnectOptions {
     pub timeout: Duration,
     /// Copy every payload before sending (no zero copy), e.g. to compare the two.
     pub copy_send: bool,
+    /// Place what arrives only in order (no out-of-order placement), e.g. to compare the two.
+    pub in_order_only: bool,
 }
 
 impl ConnectOptions {
@@ -62,6 +64,7 @@ impl ConnectOptions {
             private_data: Vec::new(),
             timeout: Duration::from_secs(10),
             copy_send: false,
+            in_order_only: false,
         }
     }
 }
@@ -165,6 +168,28 @@ pub struct SendWr<'s> {
     pub sge: &'s [Sge],
     /// Report a completion (errors are always reported).
     pub signaled: bool,
+}
+
+/// Where a QP's received payload was placed ([`QueuePair::placement`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Payload octets placed at the in-order point.
+    pub in_order: u64,
+    /// Payload octets placed out of order, ahead of the in-order point (never placed twice).
+    pub out_of_order: u64,
+    /// FPDUs placed out of order.
+    pub fpdus_out_of_order: u64,
+    /// Walks of TCP's out-of-order queue, each after it queued something new.
+    pub ooo_walks: u64,
+    /// Segments the out-of-order doorbell saw arrive out of order.
+    pub doorbells: u64,
+    /// Of the FPDUs placed out of order, those a marker revealed.
+    pub fpdus_by_marker: u64,
+    /// Whole FPDUs found out of order but placed in order instead (target not there yet, or
+    /// the record of early placements full).
+    pub fpdus_held_back: u64,
+    /// Whole FPDUs found out of order whose markers or CRC did not check then.
+    pub fpdus_bad: u64,
 }
 
 /// Where a QP is in its life.
@@ -341,7 +366,8 @@ impl<'a> QueuePair<'a> {
             role: if opts.role == Role::Initiator { role::INITIATOR } else { role::RESPONDER },
             flags: (if opts.markers { conn::RX_MARKERS } else { 0 })
                 | (if opts.crc { conn::CRC } else { 0 })
-                | (if opts.copy_send { conn::COPY_SEND } else { 0 }),
+                | (if opts.copy_send { conn::COPY_SEND } else { 0 })
+                | (if opts.in_order_only { conn::IN_ORDER } else { 0 }),
             mpa_rev: opts.mpa_rev as u32,
             ird: opts.ird as u32,
             ord: opts.ord as u32,
@@ -477,6 +503,22 @@ impl<'a> QueuePair<'a> {
     pub fn sent_octets(&self) -> io::Result<(u64, u64)> {
         let q = self.query()?;
         Ok((q.sent_zero_copy, q.sent_copied))
+    }
+
+    /// Where the payload this QP received was placed: in order, or out of order straight from
+    /// TCP's out-of-order queue (ahead of the holes before it), with the doorbell's count.
+    pub fn placement(&self) -> io::Result<Placement> {
+        let q = self.query()?;
+        Ok(Placement {
+            in_order: q.placed_in_order,
+            out_of_order: q.placed_out_of_order,
+            fpdus_out_of_order: q.fpdus_out_of_order,
+            ooo_walks: q.ooo_walks,
+            doorbells: q.doorbells,
+            fpdus_by_marker: q.fpdus_by_marker,
+            fpdus_held_back: q.fpdus_held_back,
+            fpdus_bad: q.fpdus_bad,
+        })
     }
 
     fn query(&self) -> io::Result<QueryQp> {

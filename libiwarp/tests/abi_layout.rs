@@ -78,6 +78,12 @@ fn queue_pair_layouts() {
     assert_eq!(offset_of!(QueryQp, terminate_sent), 12);
     assert_eq!(offset_of!(QueryQp, sent_zero_copy), 16);
     assert_eq!(offset_of!(QueryQp, sent_copied), 24);
+    assert_eq!(offset_of!(QueryQp, placed_in_order), 32);
+    assert_eq!(offset_of!(QueryQp, placed_out_of_order), 40);
+    assert_eq!(offset_of!(QueryQp, fpdus_out_of_order), 48);
+    assert_eq!(offset_of!(QueryQp, ooo_walks), 56);
+    assert_eq!(offset_of!(QueryQp, doorbells), 64);
+    assert_eq!(offset_of!(QueryQp, fpdus_bad), 88);
 }
 
 #[test]
@@ -126,7 +132,7 @@ fn ioctl_numbers_use_linux_encoding() {
     assert_eq!(IOCTL_CREATE_CQ, 0xc020_a708);
     assert_eq!(IOCTL_DESTROY_CQ, 0x4008_a709);
     assert_eq!(IOCTL_ARM_CQ, 0x4008_a70a);
-    assert_eq!(IOCTL_QUERY_QP, 0xc020_a70b);
+    assert_eq!(IOCTL_QUERY_QP, 0xc060_a70b);
     assert_eq!(IOCTL_ALLOC_PD, 0xc008_a70e);
     assert_eq!(IOCTL_LISTEN, 0xc010_a710);
     assert_eq!(IOCTL_CLOSE_LISTENER, 0x4008_a711);

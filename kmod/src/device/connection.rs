@@ -107,11 +107,11 @@ impl Context {
         req.rev = c.rev as u32;
         req.neg_ird = c.ird as u32;
         req.neg_ord = c.ord as u32;
-        let hooked = qp.connect(est, req.flags & conn::COPY_SEND != 0).and_then(|()| {
+        let hooked = qp.connect(est, req.flags & conn::COPY_SEND != 0, req.flags & conn::IN_ORDER == 0).and_then(|()| {
             let mut qps = self.qps.lock();
             // Destroyed meanwhile: EINVAL, and closing below ends the connection.
             let entry: &mut Entry = qps.get_mut(req.qp)?;
-            entry.hook = Some(Hook::install(qp.socket()?, qp.clone())?);
+            entry.hook = Some(Hook::install(qp.socket()?, qp.clone(), qp.places_out_of_order())?);
             Ok(())
         });
         if let Err(e) = hooked {

@@ -222,9 +222,9 @@ impl QueuePair {
     }
 
     /// Takes the established stream: framing for what we send (`copy_send`: copy every
-    /// payload, no zero copy), the receive engine for what arrives. The caller then hooks the
-    /// socket.
-    pub(crate) fn connect(&self, est: Established, copy_send: bool) -> Result {
+    /// payload, no zero copy), the receive engine for what arrives (`ooo`: placing out of order
+    /// too). The caller then hooks the socket.
+    pub(crate) fn connect(&self, est: Established, copy_send: bool, ooo: bool) -> Result {
         let c: Connection = est.conn;
         // FPDUs sized to the connection's MSS, with room for the markers the peer asked for.
         let tx_marks = if c.tx_markers { Markers::RFC } else { Markers::NONE };
@@ -244,7 +244,7 @@ impl QueuePair {
         // The send side first (lock order); posting stays refused until the phase changes.
         *self.tx.lock() = Some(tx);
         let mut rx = self.rx.lock();
-        rx.connect(rx_cfg, c.ird as usize, c.ord as usize)?;
+        rx.connect(rx_cfg, c.ird as usize, c.ord as usize, ooo)?;
         rx.phase = Phase::Connected;
         Ok(())
     }
@@ -254,17 +254,28 @@ impl QueuePair {
         self.pd
     }
 
+    /// Whether this QP places what TCP holds out of order (it then wants the doorbell).
+    pub(crate) fn places_out_of_order(&self) -> bool {
+        self.rx.lock().places_out_of_order()
+    }
+
     /// The connected socket.
     pub(crate) fn socket(&self) -> Result<&TcpSocket> {
         self.sock.as_ref().ok_or_else(enotconn)
     }
 
-    /// QUERY_QP: fills in the state, the Terminate that ended the QP, and the octets sent.
+    /// QUERY_QP: fills in the state, the Terminate that ended the QP, the octets sent and where
+    /// received payload was placed.
     pub(crate) fn query(&self, q: &mut QueryQp) {
         if let Some(side) = &*self.tx.lock() {
             (q.sent_zero_copy, q.sent_copied) = side.sent();
         }
-        (q.state, q.terminate, q.terminate_sent) = match self.rx.lock().phase {
+        let rx = self.rx.lock();
+        let (p, e) = (rx.queues.placement, rx.early_stats());
+        (q.placed_in_order, q.placed_out_of_order, q.ooo_walks) = (p.in_order, p.out_of_order, p.ooo_walks);
+        (q.fpdus_out_of_order, q.fpdus_by_marker, q.fpdus_held_back, q.fpdus_bad) = (e.by_marker + e.after_placed, e.by_marker, e.held_back, e.bad);
+        q.doorbells = self.sock.as_ref().map_or(0, |s| s.doorbells());
+        (q.state, q.terminate, q.terminate_sent) = match rx.phase {
             Phase::Init | Phase::Connecting => (qp_state::INIT, 0, 0),
             Phase::Connected => (qp_state::RTS, 0, 0),
             Phase::Ended(e) => (qp_state::ERROR, e.terminate, e.sent as u32),

@@ -3,8 +3,10 @@
 //! The receive side of a QP, run by the socket hook's work when data arrives: the queued TCP
 //! stream goes through the protocol core straight from the socket buffers (no intermediate
 //! copy), payload lands in registered memory as each FPDU is checked, and completions go to the
-//! CQ rings in stream order. Peer Read Requests are answered in the same work, after the socket
-//! is released.
+//! CQ rings in stream order. Then, under the same socket lock, what TCP holds out of order
+//! (rung by the doorbell) goes to the core too, which places the FPDUs it can find there early
+//! and records them, so the in-order pass later only delivers them (docs/ooo-placement.md).
+//! Peer Read Requests are answered in the transmit work.
 
 use super::unacked::Unacked;
 use super::wr::{Fifo, PendingRead, RecvWr, Sgl};
@@ -13,7 +15,7 @@ use crate::abi::{access, wc_flags, wc_opcode, wc_status, Cqe, PostRecv};
 use crate::error::{enotconn, FirstError};
 use crate::mr::{Domain, Fault};
 use crate::rdmap::{Opcode, ReadRequest};
-use crate::rx::{self, Event, Receiver, RxError, Sink, Target};
+use crate::rx::{self, EarlyStats, Event, Receiver, RxError, Sink, Target};
 use crate::shim::KernelCrc;
 use crate::socket::OnReceive;
 use crate::stream::Pieces;
@@ -27,6 +29,8 @@ pub(crate) struct RxSide {
     engine: Option<Receiver>,
     /// Stream octets consumed since the first FPDU (the engine's in-order point).
     consumed: u64,
+    /// Whether what TCP holds out of order is placed early.
+    ooo: bool,
     pub(super) queues: Queues,
 }
 
@@ -48,23 +52,61 @@ pub(crate) struct Queues {
     fatal: FirstError,
     /// The peer's Terminate.
     peer_terminate: Option<Terminate>,
+    /// What was placed where (QUERY_QP).
+    pub(super) placement: Placement,
+    /// TCP's out-of-order packet count at the last walk of its out-of-order queue.
+    ooo_seen: u32,
+}
+
+/// Where payload was placed: counters QUERY_QP reports (with the engine's [`EarlyStats`]).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Placement {
+    /// Payload octets placed at the in-order point.
+    pub(crate) in_order: u64,
+    /// Payload octets placed out of order, ahead of the in-order point.
+    pub(crate) out_of_order: u64,
+    /// Walks of TCP's out-of-order queue (each after it queued something new).
+    pub(crate) ooo_walks: u64,
 }
 
 impl RxSide {
     pub(super) fn new(rq: Fifo<RecvWr>, reads: Fifo<PendingRead>, unacked: Fifo<Unacked>) -> Result<RxSide> {
         let max_reads = reads.capacity();
-        let queues =
-            Queues { next_recv_msn: 1, rq, reads, unacked, requests: Fifo::new(0)?, ird: 0, max_reads, fatal: FirstError::default(), peer_terminate: None };
-        Ok(RxSide { phase: Phase::Init, engine: None, consumed: 0, queues })
+        let queues = Queues {
+            next_recv_msn: 1,
+            rq,
+            reads,
+            unacked,
+            requests: Fifo::new(0)?,
+            ird: 0,
+            max_reads,
+            fatal: FirstError::default(),
+            peer_terminate: None,
+            placement: Placement::default(),
+            ooo_seen: 0,
+        };
+        Ok(RxSide { phase: Phase::Init, engine: None, consumed: 0, ooo: false, queues })
     }
 
-    /// Starts receiving: the first FPDU is the next stream octet.
-    pub(super) fn connect(&mut self, cfg: rx::Config, ird: usize, ord: usize) -> Result {
+    /// Starts receiving: the first FPDU is the next stream octet. Out-of-order octets are
+    /// placed if `ooo` and markers reveal FPDUs in them (FPDUs are not aligned to segments yet).
+    pub(super) fn connect(&mut self, cfg: rx::Config, ird: usize, ord: usize, ooo: bool) -> Result {
+        self.ooo = ooo && cfg.markers.enabled();
         self.queues.requests = Fifo::new(ird)?;
         self.queues.ird = ird;
         self.queues.max_reads = self.queues.max_reads.min(ord);
         self.engine = Some(Receiver::new(cfg));
         Ok(())
+    }
+
+    /// Whether what TCP holds out of order is placed early.
+    pub(super) fn places_out_of_order(&self) -> bool {
+        self.ooo
+    }
+
+    /// What early placement did so far.
+    pub(super) fn early_stats(&self) -> EarlyStats {
+        self.engine.as_ref().map(|e| e.early_stats()).unwrap_or_default()
     }
 
     /// Whether work requests may be posted for sending.
@@ -102,6 +144,8 @@ struct Placer<'a> {
     qp: &'a QueuePair,
     q: &'a mut Queues,
     mrs: Domain<'a>,
+    /// Offering out-of-order octets (what is placed counts as placed early).
+    early: bool,
 }
 
 impl Placer<'_> {
@@ -122,7 +166,13 @@ impl Sink for Placer<'_> {
         match target {
             Target::Tagged { stag, to } if op == Opcode::Write => self.mrs.check(stag, to, len as u64, access::REMOTE_WRITE).map_err(tagged_cause),
             Target::Tagged { stag, to } => {
-                // A Read Response goes only where our oldest outstanding Read asked for it.
+                // A Read Response goes only where our oldest outstanding Read asked for it. Out
+                // of order, its FPDU may belong to a later Read into the same buffer, which the
+                // in-order pass would then overwrite with the older Read's data: only a lone
+                // outstanding Read is placed early.
+                if self.early && self.q.reads.len() > 1 {
+                    return Err(Cause::RdmapOpcode);
+                }
                 let read = self.q.reads.get(0).ok_or(Cause::RdmapOpcode)?;
                 let s = read.sink;
                 if stag != s.lkey {
@@ -145,6 +195,8 @@ impl Sink for Placer<'_> {
     }
 
     fn place(&mut self, target: Target, bytes: &[u8]) {
+        let p = &mut self.q.placement;
+        *(if self.early { &mut p.out_of_order } else { &mut p.in_order }) += bytes.len() as u64;
         // check() allowed this range; regions cannot change while the pass holds the table.
         let _ = match target {
             Target::Tagged { stag, to } => self.mrs.write(stag, to, bytes, access::LOCAL_WRITE),
@@ -222,13 +274,14 @@ impl OnReceive for QueuePair {
         if rx.phase != Phase::Connected {
             return;
         }
-        let RxSide { engine: Some(engine), consumed, queues, .. } = rx else { return };
+        let RxSide { engine: Some(engine), consumed, queues, ooo: place_ooo, .. } = rx else { return };
         let mut error = None;
+        let locked = sock.lock();
         // An error here (the socket closed under us) shows as !established() below.
-        let _ = sock.read(|parts, capped| {
+        let _ = locked.read(|parts, capped| {
             let data = Pieces::new(*consumed, parts);
             let mut mrs = self.mrs.lock();
-            let mut sink = Placer { qp: self, q: queues, mrs: mrs.domain(self.pd) };
+            let mut sink = Placer { qp: self, q: queues, mrs: mrs.domain(self.pd), early: false };
             match engine.receive::<KernelCrc, _>(&data, &mut sink) {
                 Ok(0) if capped => {
                     // An FPDU spread over more socket buffers than one offer holds.
@@ -246,6 +299,25 @@ impl OnReceive for QueuePair {
                 Err(RxError::Closed) => -1,
             }
         });
+        let ooo = sock.ooo_packets();
+        if *place_ooo && error.is_none() && queues.fatal.is_clear() && ooo != queues.ooo_seen {
+            queues.ooo_seen = ooo;
+            queues.placement.ooo_walks += 1;
+            // Octets at `ahead` from the first unread one are at stream offset consumed + ahead.
+            let _ = locked.out_of_order(|ahead, parts| {
+                let data = Pieces::new(*consumed + ahead as u64, parts);
+                let mut mrs = self.mrs.lock();
+                let mut sink = Placer { qp: self, q: queues, mrs: mrs.domain(self.pd), early: true };
+                // Out-of-order octets are only placed or left: errors wait for the in-order pass.
+                let _ = engine.receive::<KernelCrc, _>(&data, &mut sink);
+            });
+        }
+        drop(locked);
+        // Releasing the lock had TCP process what arrived meanwhile (its backlog), unseen by the
+        // doorbell: look again if that queued anything out of order.
+        if *place_ooo && error.is_none() && sock.ooo_packets() != queues.ooo_seen {
+            sock.kick_receive();
+        }
         if let Err(e) = self.complete_acked(queues) {
             queues.fatal.set(e.into());
         }

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Receiving without a copy: tcp_read_sock() offers the queued stream from the first unread
-//! octet on, skb by skb. At the first skb the actor gathers the addresses of every queued octet
-//! (linear parts and page fragments of this and the following skbs) into at most [`GATHER_MAX`]
-//! pieces and offers them to the caller, which says how many octets it consumed; the actor then
-//! consumes that many, across as many skbs as it takes. What is left stays queued for the next
-//! read, with more data.
+//! Receiving without a copy, under the socket lock ([`Locked`]). In order: tcp_read_sock()
+//! offers the queued stream from the first unread octet on, skb by skb. At the first skb the
+//! actor gathers the addresses of every queued octet (linear parts and page fragments of this and
+//! the following skbs) into at most [`GATHER_MAX`] pieces and offers them to the caller, which
+//! says how many octets it consumed; the actor then consumes that many, across as many skbs as it
+//! takes. What is left stays queued for the next read, with more data. Out of order: the runs of
+//! contiguous octets in TCP's out-of-order queue, offered the same way but only to look at (TCP
+//! delivers them in order later; docs/ooo-placement.md).
 
 use super::{seq_after, TcpSocket};
 use crate::ffi;
@@ -44,6 +46,17 @@ impl Gather {
         true
     }
 
+    /// Adds the octets of a piece of `len` octets at `base` from `*off` on (none if `*off` is
+    /// past it), and moves `*off` past the piece; false when the offer is full.
+    fn add_from(&mut self, base: *const u8, len: u32, off: &mut u32) -> bool {
+        if *off >= len {
+            *off -= len;
+            return true;
+        }
+        let from = core::mem::take(off);
+        self.add(base.wrapping_add(from as usize), len - from)
+    }
+
     /// Adds the octets of `skb` from `off` on; false when the offer is full or the skb's pages
     /// cannot be read (device memory).
     ///
@@ -54,14 +67,8 @@ impl Gather {
         let mut len = 0;
         // SAFETY: `skb` is live under the socket lock (the caller's contract).
         let head = unsafe { ffi::iwarp_shim_skb_head(skb, &mut len) };
-        if off < len {
-            // SAFETY: `off` lies inside the linear part.
-            if !self.add(unsafe { head.add(off as usize) }, len - off) {
-                return false;
-            }
-            off = 0;
-        } else {
-            off -= len;
+        if !self.add_from(head, len, &mut off) {
+            return false;
         }
         // SAFETY: as above.
         let nr = unsafe { ffi::iwarp_shim_skb_nr_frags(skb) };
@@ -71,14 +78,8 @@ impl Gather {
         for i in 0..nr {
             // SAFETY: as above, and `i` is below the fragment count.
             let frag = unsafe { ffi::iwarp_shim_skb_frag(skb, i, &mut len) };
-            if off < len {
-                // SAFETY: `off` lies inside the fragment.
-                if !self.add(unsafe { frag.add(off as usize) }, len - off) {
-                    return false;
-                }
-                off = 0;
-            } else {
-                off -= len;
+            if !self.add_from(frag, len, &mut off) {
+                return false;
             }
         }
         // SAFETY: as above.
@@ -102,7 +103,29 @@ impl Gather {
     }
 }
 
-/// One [`TcpSocket::read`] in progress.
+impl Gather {
+    fn new() -> Result<KBox<Gather>> {
+        Ok(KBox::new(Gather { parts: [Piece { base: core::ptr::null(), len: 0 }; GATHER_MAX], n: 0 }, GFP_KERNEL)?)
+    }
+
+    /// Offers the gathered pieces to `f`.
+    ///
+    /// # Safety
+    ///
+    /// Every piece lies in a queued skb that stays queued (and its octets unchanged) while `f`
+    /// runs: the socket lock is held.
+    unsafe fn offer<R>(&self, f: impl FnOnce(&[&[u8]]) -> R) -> R {
+        const NONE: &[u8] = &[];
+        let mut slices = [NONE; GATHER_MAX];
+        for (s, p) in slices.iter_mut().zip(&self.parts[..self.n]) {
+            // SAFETY: see the function's contract.
+            *s = unsafe { core::slice::from_raw_parts(p.base, p.len) };
+        }
+        f(&slices[..self.n])
+    }
+}
+
+/// One [`Locked::read`] in progress.
 struct Reader<F> {
     sock: *mut socket,
     f: F,
@@ -156,14 +179,10 @@ impl<F: FnMut(&[&[u8]], bool) -> isize> Reader<F> {
                 }
                 off = end.wrapping_sub(seq);
             }
-            const NONE: &[u8] = &[];
-            let mut slices = [NONE; GATHER_MAX];
-            for (s, p) in slices.iter_mut().zip(&self.gather.parts[..self.gather.n]) {
-                // SAFETY: each piece lies in a queued skb, which stays queued (and its octets
-                // unchanged) under the socket lock until this actor consumes it.
-                *s = unsafe { core::slice::from_raw_parts(p.base, p.len) };
-            }
-            let rc = (self.f)(&slices[..self.gather.n], capped);
+            let f = &mut self.f;
+            // SAFETY: the pieces lie in skbs queued on `self.sock`, whose lock is held; they stay
+            // until this actor consumes them.
+            let rc = unsafe { self.gather.offer(|parts| f(parts, capped)) };
             if rc <= 0 {
                 self.stop = true;
                 return 0;
@@ -178,11 +197,37 @@ impl<F: FnMut(&[&[u8]], bool) -> isize> Reader<F> {
     }
 }
 
+/// The socket's lock, held (process context): the receive and out-of-order queues stay as they
+/// are while this lives, except for what [`Locked::read`] consumes.
+///
+/// # Invariants
+///
+/// `sock`'s socket lock is held by this value and released on drop.
+pub(crate) struct Locked<'a> {
+    sock: &'a TcpSocket,
+}
+
 impl TcpSocket {
-    /// Offers the queued stream to `f` (under the socket lock) as the pieces of the stream from
-    /// the first unread octet on, without copying, and whether more is queued than fits in one
-    /// offer. `f` returns how many octets it consumed (0 or less: stop). Returns the total
-    /// consumed.
+    /// Takes the socket lock (may sleep). TCP queues what arrives meanwhile in its backlog and
+    /// processes it when the lock is released.
+    pub(crate) fn lock(&self) -> Locked<'_> {
+        // SAFETY: the socket reference is live; the guard releases the lock exactly once.
+        unsafe { ffi::iwarp_shim_sock_lock(self.sock.as_ptr()) };
+        Locked { sock: self }
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the lock is held by this guard (type invariant).
+        unsafe { ffi::iwarp_shim_sock_release(self.sock.sock.as_ptr()) };
+    }
+}
+
+impl Locked<'_> {
+    /// Offers the queued stream to `f` as the pieces of the stream from the first unread octet
+    /// on, without copying, and whether more is queued than fits in one offer. `f` returns how
+    /// many octets it consumed (0 or less: stop). Returns the total consumed.
     pub(crate) fn read<F: FnMut(&[&[u8]], bool) -> isize>(&self, f: F) -> Result<usize> {
         unsafe extern "C" fn actor<F: FnMut(&[&[u8]], bool) -> isize>(ctx: *mut c_void, skb: *mut sk_buff, offset: u32, len: usize) -> c_int {
             // SAFETY: `ctx` is the `Reader` passed to iwarp_shim_sock_read() below, alive for
@@ -191,13 +236,58 @@ impl TcpSocket {
             // SAFETY: tcp_read_sock() calls its actor under the socket lock with queued skbs.
             unsafe { reader.offer(skb, offset, len) }
         }
+        let sock = self.sock.sock.as_ptr();
         // On the heap: a work item's stack is small.
-        let gather = KBox::new(Gather { parts: [Piece { base: core::ptr::null(), len: 0 }; GATHER_MAX], n: 0 }, GFP_KERNEL)?;
-        let mut reader = Reader { sock: self.sock.as_ptr(), f, gather, skip: 0, stop: false };
-        // SAFETY: the socket reference is live; `reader` outlives the call, and the shim calls
-        // the actor only during it.
-        let rc = unsafe { ffi::iwarp_shim_sock_read(self.sock.as_ptr(), (&raw mut reader).cast(), Some(actor::<F>)) };
+        let mut reader = Reader { sock, f, gather: Gather::new()?, skip: 0, stop: false };
+        // SAFETY: the socket is live and locked (type invariant); `reader` outlives the call,
+        // and the shim calls the actor only during it.
+        let rc = unsafe { ffi::iwarp_shim_sock_read(sock, (&raw mut reader).cast(), Some(actor::<F>)) };
         to_result(rc)?;
         Ok(rc as usize)
+    }
+
+    /// Offers each run of contiguous octets in TCP's out-of-order queue to `f`, lowest first,
+    /// with its distance in octets from the first unread octet; a run is cut at [`GATHER_MAX`]
+    /// pieces, and the walk ends there. Nothing is consumed: TCP delivers these octets in order
+    /// once the holes before them are filled.
+    pub(crate) fn out_of_order(&self, mut f: impl FnMut(u32, &[&[u8]])) -> Result {
+        let sock = self.sock.sock.as_ptr();
+        let mut gather = Gather::new()?;
+        // SAFETY (here and below): the socket is live and locked, so its out-of-order queue and
+        // its skbs stay as they are while we walk them.
+        let copied = unsafe { ffi::iwarp_shim_sock_copied_seq(sock) };
+        // SAFETY: see above.
+        let mut skb = unsafe { ffi::iwarp_shim_ooo_first(sock) };
+        while !skb.is_null() {
+            // SAFETY: see above.
+            let start = unsafe { ffi::iwarp_shim_skb_seq(skb) };
+            let (mut end, mut capped) = (start, false);
+            gather.n = 0;
+            while !skb.is_null() {
+                // SAFETY: see above.
+                let (seq, len) = unsafe { (ffi::iwarp_shim_skb_seq(skb), ffi::iwarp_shim_skb_len(skb)) };
+                if seq_after(seq, end) {
+                    break;
+                }
+                // Queued skbs may overlap in part: go on from the first octet not gathered yet.
+                let skip = end.wrapping_sub(seq);
+                if skip < len {
+                    // SAFETY: see above.
+                    if !unsafe { gather.add_skb(skb, skip) } {
+                        capped = true;
+                        break;
+                    }
+                    end = seq.wrapping_add(len);
+                }
+                // SAFETY: see above.
+                skb = unsafe { ffi::iwarp_shim_ooo_next(skb) };
+            }
+            // SAFETY: the pieces lie in skbs of the locked socket's out-of-order queue.
+            unsafe { gather.offer(|parts| f(start.wrapping_sub(copied), parts)) };
+            if capped {
+                break;
+            }
+        }
+        Ok(())
     }
 }

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The hook on a QP's socket: the C side (`shim/net_shim.c`) replaces the socket's callbacks
-//! and queues work items; everything decided here. Data arriving or a state change runs
-//! [`OnReceive::on_receive`]; a kick, or send buffer freed when [`TxWatch`] asks for it, runs
-//! [`OnReceive::on_transmit`].
+//! The hook on a QP's socket: the C side (`shim/hook_shim.c`) replaces the socket's callbacks
+//! and queues work items; everything decided here. Data arriving, a state change, or a segment
+//! above `rcv_nxt` (the [`Doorbell`]) runs [`OnReceive::on_receive`]; a kick, or send buffer
+//! freed when [`TxWatch`] asks for it, runs [`OnReceive::on_transmit`].
 
 use super::{seq_after, TcpSocket};
 use crate::error::made;
@@ -11,6 +11,7 @@ use crate::ffi;
 use core::ffi::c_void;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use kernel::error::to_result;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -87,9 +88,10 @@ unsafe impl<T: OnReceive> Send for Hook<T> {}
 unsafe impl<T: OnReceive> Sync for Hook<T> {}
 
 impl<T: OnReceive> Hook<T> {
-    /// Hooks `sock` for `owner` (EBUSY if the socket has a user already). `owner` must keep
-    /// `sock` alive, which it does by owning it; the hook keeps `owner` alive.
-    pub(crate) fn install(sock: &TcpSocket, owner: Arc<T>) -> Result<Hook<T>> {
+    /// Hooks `sock` for `owner` (EBUSY if the socket has a user already), with the
+    /// out-of-order [`Doorbell`] if `doorbell`. `owner` must keep `sock` alive, which it does by
+    /// owning it; the hook keeps `owner` alive.
+    pub(crate) fn install(sock: &TcpSocket, owner: Arc<T>, doorbell: bool) -> Result<Hook<T>> {
         unsafe extern "C" fn run<T: OnReceive>(owner: *mut c_void) {
             // SAFETY: `owner` is the `Arc<T>` data pointer stored below; the `Hook` holds that
             // Arc until iwarp_shim_hook_remove() has waited out every run.
@@ -111,7 +113,7 @@ impl<T: OnReceive> Hook<T> {
         let watch: *const TxWatch = &*sock.watch;
         // SAFETY: the socket is live (and outlives the hook, see above), and so is its watch;
         // `ptr` stays valid while the hook is installed.
-        let raw = made(unsafe { ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, Some(run::<T>), Some(run_tx::<T>), watch.cast(), Some(space)) })?;
+        let raw = made(unsafe { ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, Some(run::<T>), Some(run_tx::<T>), watch.cast(), Some(space), doorbell) })?;
         Ok(Hook { raw, _owner: owner })
     }
 }
@@ -121,5 +123,32 @@ impl<T: OnReceive> Drop for Hook<T> {
         // SAFETY: installed by iwarp_shim_hook_install() and removed once; after this returns
         // no run or callback is in progress or queued, so `owner` and the watch may go.
         unsafe { ffi::iwarp_shim_hook_remove(self.raw.as_ptr()) };
+    }
+}
+
+/// While this lives, a netfilter hook in every network namespace rings a hooked IPv4
+/// connection's receive work when one of its segments arrives above `rcv_nxt`: TCP itself calls
+/// nothing when it queues a segment out of order. The hook only looks (never keeps, changes or
+/// drops a packet); the work reads TCP's out-of-order queue under the socket lock, so only what
+/// TCP accepted is placed (docs/ooo-placement.md).
+///
+/// # Invariants
+///
+/// The shim's pernet operations are registered while this value lives, and unregistered once.
+pub(crate) struct Doorbell(());
+
+impl Doorbell {
+    /// Registers the doorbell.
+    pub(crate) fn register() -> Result<Doorbell> {
+        // SAFETY: registers static operations once; `Drop` unregisters them.
+        to_result(unsafe { ffi::iwarp_shim_doorbell_register() })?;
+        Ok(Doorbell(()))
+    }
+}
+
+impl Drop for Doorbell {
+    fn drop(&mut self) {
+        // SAFETY: registered by `register` (type invariant), unregistered once.
+        unsafe { ffi::iwarp_shim_doorbell_unregister() };
     }
 }

@@ -2,12 +2,13 @@
 
 //! A kernel TCP socket (`shim/net_shim.c`) behind a safe owner that shuts the connection down
 //! and drops its reference when it goes; the [`Hook`] that runs a QP's work when the socket
-//! calls back (`hook`); receiving straight from the socket's buffers (`gather`).
+//! calls back, and the out-of-order [`Doorbell`] (`hook`); receiving straight from the socket's
+//! buffers, in order and out of order, under its lock (`gather`).
 
 mod gather;
 mod hook;
 
-pub(crate) use hook::{Hook, OnReceive};
+pub(crate) use hook::{Doorbell, Hook, OnReceive};
 
 use crate::error::made;
 use crate::ffi;
@@ -147,10 +148,29 @@ impl TcpSocket {
         unsafe { ffi::iwarp_shim_sock_established(self.sock.as_ptr()) }
     }
 
+    /// Segments of this connection the out-of-order doorbell rang for (0 if not hooked).
+    pub(crate) fn doorbells(&self) -> u64 {
+        // SAFETY: the socket reference is live; the shim looks the hook up under its lock.
+        unsafe { ffi::iwarp_shim_sock_doorbells(self.sock.as_ptr()) }
+    }
+
     /// Has the hook on this socket (if any) run its transmit work soon.
     pub(crate) fn kick_transmit(&self) {
         // SAFETY: the socket reference is live; the shim looks the hook up under its lock.
-        unsafe { ffi::iwarp_shim_sock_kick_tx(self.sock.as_ptr()) }
+        unsafe { ffi::iwarp_shim_sock_kick(self.sock.as_ptr(), true) }
+    }
+
+    /// Has the hook on this socket (if any) run its receive work soon.
+    pub(crate) fn kick_receive(&self) {
+        // SAFETY: as for `kick_transmit`.
+        unsafe { ffi::iwarp_shim_sock_kick(self.sock.as_ptr(), false) }
+    }
+
+    /// How many packets TCP has queued out of order so far on this connection (exact under the
+    /// socket lock): when it has not changed, the out-of-order queue holds nothing new.
+    pub(crate) fn ooo_packets(&self) -> u32 {
+        // SAFETY: the socket reference is live; the shim reads one field.
+        unsafe { ffi::iwarp_shim_sock_ooo_packets(self.sock.as_ptr()) }
     }
 
     /// Shuts the connection down both ways (the peer sees a FIN).

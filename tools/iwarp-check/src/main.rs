@@ -21,6 +21,8 @@
 //!   verbs-drive HOST PORT SIZES DEEP OPTS     (A) per size: Write + Send to B, B Reads it back
 //!                                             and Sends its own, A Reads that back; then DEEP
 //!                                             Sends into as many receives posted at once
+//!                                             (OPTS: MPA options, plus kernel-connect=1 and
+//!                                             ooo=1: some must be placed out of order)
 //!   many-serve PORT N / many-drive HOST PORT N   N QPs at once, each running rounds
 //!   fault-serve PORT CASE / fault-drive HOST PORT CASE
 //!                    CASE: bad-stag, write-bounds, read-rights, no-recv, invalidated-stag (a
@@ -237,6 +239,7 @@ fn options(role: Role, spec: &str) -> Result<ConnectOptions, String> {
             "pd" => o.private_data = v.as_bytes().to_vec(),
             "timeout" => o.timeout = Duration::from_millis(v.parse().map_err(|_| format!("bad timeout {v}"))?),
             "copy" => o.copy_send = bit(),
+            "in-order" => o.in_order_only = bit(),
             _ => return Err(format!("unknown option {k}")),
         }
     }

@@ -228,7 +228,33 @@ pub(crate) fn many_drive(host: &str, port: &str, many: usize) -> Check {
     ensure(qps == 0, format!("A: {many} QPs ran at once, all gone after"))
 }
 
+/// Whether `flag` (such as `ooo=1`) is among the comma-separated `opts`, and the others.
+fn split_flag(opts: &str, flag: &str) -> (bool, String) {
+    let key = flag.split('=').next().unwrap_or(flag);
+    let rest: Vec<&str> = opts.split(',').filter(|o| o.split('=').next() != Some(key)).collect();
+    (opts.split(',').any(|o| o == flag), rest.join(","))
+}
+
+/// Shows where `who`'s QP placed what it received; with `ooo` (the `ooo=1` option: the network
+/// reorders or loses packets), some of it must have been placed out of order, straight from
+/// TCP's out-of-order queue.
+fn placement(qp: &QueuePair<'_>, who: &str, ooo: bool) -> Check {
+    let p = qp.placement().map_err(|e| e.to_string())?;
+    let shown = format!(
+        "{who}: placed {} octets in order, {} out of order ({} FPDUs: {} found through a marker; {} held back, {} bad; {} walks of TCP's out-of-order queue, {} doorbells)",
+        p.in_order, p.out_of_order, p.fpdus_out_of_order, p.fpdus_by_marker, p.fpdus_held_back, p.fpdus_bad, p.ooo_walks, p.doorbells
+    );
+    if ooo {
+        ensure(p.out_of_order > 0 && p.fpdus_out_of_order > 0, shown)
+    } else {
+        println!("# {shown}");
+        Ok(())
+    }
+}
+
 fn serve_on(dev: &Device, stream: TcpStream, max: usize, opts: &str) -> Check {
+    let (ooo, opts) = split_flag(opts, "ooo=1");
+    let opts = opts.as_str();
     let (scq, rcq) = (dev.create_cq(64).map_err(|e| e.to_string())?, dev.create_cq(4096).map_err(|e| e.to_string())?);
     let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
     let mut s = connect(&pd, (&scq, &rcq), Via::Stream(stream), Role::Responder, opts, buffers(&pd, max)?, 2048, POSTED)?;
@@ -237,6 +263,7 @@ fn serve_on(dev: &Device, stream: TcpStream, max: usize, opts: &str) -> Check {
         let (_, size, sum) = s.hear()?;
         if size == DONE {
             ensure(s.qp.state().map_err(|e| e.to_string())? == QpState::Connected, "B: QP still connected at the end")?;
+            placement(&s.qp, "B", ooo)?;
             s.tell(DONE, 0)?;
             // The initiator closes once it has the answer.
             return wait_ended(&s.qp).map(drop);
@@ -274,16 +301,17 @@ fn serve_on(dev: &Device, stream: TcpStream, max: usize, opts: &str) -> Check {
 pub(crate) fn drive(host: &str, port: &str, sizes: &str, deep: usize, opts: &str) -> Check {
     let sizes: Vec<usize> = sizes.split(',').map(|s| s.parse().map_err(|_| format!("bad size {s}"))).collect::<Result<_, _>>()?;
     let dev = open()?;
-    let kernel = opts.split(',').any(|o| o == "kernel-connect=1");
-    let opts: Vec<&str> = opts.split(',').filter(|o| !o.starts_with("kernel-connect=")).collect();
+    let (kernel, opts) = split_flag(opts, "kernel-connect=1");
     let via = if kernel { Via::Kernel(format!("{host}:{port}").parse().map_err(|e| format!("{host}:{port}: {e}"))?) } else { Via::Stream(dial(host, port)?) };
-    drive_on(&dev, via, &sizes, deep, &opts.join(","))
+    drive_on(&dev, via, &sizes, deep, &opts)
 }
 
 /// The module sends payloads from this size on from the registered pages (qp/payload.rs).
 const ZERO_COPY_MIN: usize = 4096;
 
 fn drive_on(dev: &Device, via: Via, sizes: &[usize], deep: usize, opts: &str) -> Check {
+    let (ooo, opts) = split_flag(opts, "ooo=1");
+    let opts = opts.as_str();
     let max = sizes.iter().copied().max().unwrap_or(16).max(16 * (deep + 4)).max(16);
     let (scq, rcq) = (dev.create_cq(64).map_err(|e| e.to_string())?, dev.create_cq(64).map_err(|e| e.to_string())?);
     let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
@@ -332,6 +360,7 @@ fn drive_on(dev: &Device, via: Via, sizes: &[usize], deep: usize, opts: &str) ->
         deep_send(&mut s, deep)?;
     }
     ensure(s.qp.state().map_err(|e| e.to_string())? == QpState::Connected, "A: QP still connected at the end")?;
+    placement(&s.qp, "A", ooo)?;
     s.tell(DONE, 0)?;
     s.hear().map(drop)
 }

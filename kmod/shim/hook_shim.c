@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The hook of a QP's socket (src/socket/hook.rs): the socket's callbacks replaced by ones that
+ * queue the QP's work, and the out-of-order doorbell, a netfilter hook that queues the same work
+ * when a segment of a hooked connection arrives above rcv_nxt (TCP calls nothing when it queues
+ * such a segment; docs/ooo-placement.md). Mechanism only: what runs and when to transmit is
+ * decided in Rust.
+ */
+#include <linux/err.h>
+#include <linux/ip.h>
+#include <linux/list.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter_ipv4.h>
+#include <linux/rculist.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/tcp.h>
+#include <linux/workqueue.h>
+#include <net/inet_sock.h>
+#include <net/net_namespace.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+
+#include "shim.h"
+
+/*
+ * The socket's data_ready and state_change callbacks, and the doorbell, queue @work, which
+ * calls @run(@owner) in process context (receiving); iwarp_shim_sock_kick() queues @tx_work,
+ * which calls @run_tx(@owner) (sending what receiving asked for, so receiving never waits on a
+ * full send buffer). On write_space (send buffer freed by an acknowledgement) @space(@watch, ...)
+ * decides whether the transmit work runs. Installed under sk_callback_lock; removal takes the
+ * hook off the doorbell's list and waits for RCU readers, restores the old callbacks under the
+ * lock and then waits for both works, so neither @owner nor @watch is used after
+ * iwarp_shim_hook_remove() returns.
+ */
+struct iwarp_hook {
+	struct sock *sk;
+	void *owner;
+	void (*run)(void *owner);
+	void (*run_tx)(void *owner);
+	const void *watch;
+	unsigned int (*space)(const void *watch, u32 snd_una, bool writeable);
+	struct work_struct work;
+	struct work_struct tx_work;
+	void (*old_data_ready)(struct sock *sk);
+	void (*old_state_change)(struct sock *sk);
+	void (*old_write_space)(struct sock *sk);
+	/* The doorbell's view: the connection's addresses and ports as on the wire. */
+	struct list_head node;
+	bool listed;
+	__be32 laddr, raddr;
+	__be16 lport, rport;
+	/* Segments the doorbell saw out of order. */
+	atomic64_t doorbells;
+};
+
+/* Hooks of IPv4 connections, for the doorbell (RCU readers; writers hold the lock). */
+static LIST_HEAD(iwarp_hooks);
+static DEFINE_SPINLOCK(iwarp_hooks_lock);
+
+static void iwarp_hook_work(struct work_struct *work)
+{
+	struct iwarp_hook *h = container_of(work, struct iwarp_hook, work);
+
+	h->run(h->owner);
+}
+
+static void iwarp_hook_tx_work(struct work_struct *work)
+{
+	struct iwarp_hook *h = container_of(work, struct iwarp_hook, tx_work);
+
+	h->run_tx(h->owner);
+}
+
+/* Queues the transmit (@tx) or receive work of the hook on @sock, if it is hooked. */
+void iwarp_shim_sock_kick(struct socket *sock, bool tx)
+{
+	struct sock *sk = sock->sk;
+	struct iwarp_hook *h;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	h = sk->sk_user_data;
+	if (h && h->sk == sk)
+		queue_work(system_highpri_wq, tx ? &h->tx_work : &h->work);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/* Segments of @sock's connection the doorbell rang for (0 if it is not hooked). */
+u64 iwarp_shim_sock_doorbells(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+	struct iwarp_hook *h;
+	u64 n = 0;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	h = sk->sk_user_data;
+	if (h && h->sk == sk)
+		n = atomic64_read(&h->doorbells);
+	read_unlock_bh(&sk->sk_callback_lock);
+	return n;
+}
+
+/* Runs in softirq context with the socket spinlock held: only queue the work. */
+static void iwarp_hook_wake(struct sock *sk)
+{
+	struct iwarp_hook *h;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	h = sk->sk_user_data;
+	if (h)
+		queue_work(system_highpri_wq, &h->work);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * Softirq context, socket spinlock held: send buffer was freed (an acknowledgement, or space for
+ * a blocked sender). Wakes blocked senders, then does what the Rust side decides.
+ */
+static void iwarp_hook_write_space(struct sock *sk)
+{
+	struct iwarp_hook *h;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	h = sk->sk_user_data;
+	if (h) {
+		unsigned int what;
+
+		h->old_write_space(sk);
+		what = h->space(h->watch, READ_ONCE(tcp_sk(sk)->snd_una), sk_stream_is_writeable(sk));
+		if (what & IWARP_SPACE_TRANSMIT)
+			queue_work(system_highpri_wq, &h->tx_work);
+		if ((what & IWARP_SPACE_WATCH) && sk->sk_socket)
+			set_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
+	} else if (sk->sk_write_space != iwarp_hook_write_space) {
+		/* Unhooked since this call began: the restored callback still has to wake. */
+		sk->sk_write_space(sk);
+	}
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * The doorbell: NF_INET_LOCAL_IN, softirq, under RCU, before TCP has seen the segment. It only
+ * looks: a segment with payload above rcv_nxt on a hooked connection queues the hook's work,
+ * which reads TCP's out-of-order queue under the socket lock (so only what TCP accepted is ever
+ * placed). It never changes, keeps or drops a packet. While the socket is owned (the work holds
+ * its lock), TCP only queues segments in its backlog and rcv_nxt lags, so in-order segments
+ * would look out of order: it does not ring then, and the work looks again after releasing the
+ * lock, when TCP has processed the backlog (src/qp/receive.rs).
+ */
+static unsigned int iwarp_doorbell(void *priv, struct sk_buff *skb, const struct nf_hook_state *state)
+{
+	const struct iphdr *iph = ip_hdr(skb);
+	struct tcphdr _th;
+	const struct tcphdr *th;
+	struct iwarp_hook *h;
+	unsigned int hlen;
+
+	if (list_empty(&iwarp_hooks) || iph->protocol != IPPROTO_TCP)
+		return NF_ACCEPT;
+	hlen = ip_hdrlen(skb);
+	th = skb_header_pointer(skb, hlen, sizeof(_th), &_th);
+	if (!th || skb->len <= hlen + th->doff * 4)
+		return NF_ACCEPT;
+	list_for_each_entry_rcu(h, &iwarp_hooks, node) {
+		if (h->lport != th->dest || h->rport != th->source || h->laddr != iph->daddr ||
+		    h->raddr != iph->saddr || !net_eq(sock_net(h->sk), state->net))
+			continue;
+		if (after(ntohl(th->seq), READ_ONCE(tcp_sk(h->sk)->rcv_nxt)) && !sock_owned_by_user_nocheck(h->sk)) {
+			atomic64_inc(&h->doorbells);
+			queue_work(system_highpri_wq, &h->work);
+		}
+		break;
+	}
+	return NF_ACCEPT;
+}
+
+static const struct nf_hook_ops iwarp_doorbell_ops = {
+	.hook = iwarp_doorbell,
+	.pf = NFPROTO_IPV4,
+	.hooknum = NF_INET_LOCAL_IN,
+	/* Last: after every filter that may still drop the packet. */
+	.priority = NF_IP_PRI_LAST,
+};
+
+static int __net_init iwarp_doorbell_net_init(struct net *net)
+{
+	return nf_register_net_hook(net, &iwarp_doorbell_ops);
+}
+
+static void __net_exit iwarp_doorbell_net_exit(struct net *net)
+{
+	nf_unregister_net_hook(net, &iwarp_doorbell_ops);
+}
+
+static struct pernet_operations iwarp_doorbell_net_ops = {
+	.init = iwarp_doorbell_net_init,
+	.exit = iwarp_doorbell_net_exit,
+};
+
+/* Registers the doorbell in every network namespace, present and future. */
+int iwarp_shim_doorbell_register(void)
+{
+	return register_pernet_subsys(&iwarp_doorbell_net_ops);
+}
+
+void iwarp_shim_doorbell_unregister(void)
+{
+	unregister_pernet_subsys(&iwarp_doorbell_net_ops);
+}
+
+/*
+ * Hooks @sock, with the doorbell if @doorbell; returns the hook or an ERR_PTR (-EBUSY: the
+ * socket has a user already).
+ */
+struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, void (*run)(void *owner),
+					   void (*run_tx)(void *owner), const void *watch,
+					   unsigned int (*space)(const void *watch, u32 snd_una, bool writeable),
+					   bool doorbell)
+{
+	struct sock *sk = sock->sk;
+	struct iwarp_hook *h = kzalloc(sizeof(*h), GFP_KERNEL);
+
+	if (!h)
+		return ERR_PTR(-ENOMEM);
+	h->sk = sk;
+	h->owner = owner;
+	h->run = run;
+	h->run_tx = run_tx;
+	h->watch = watch;
+	h->space = space;
+	INIT_WORK(&h->work, iwarp_hook_work);
+	INIT_WORK(&h->tx_work, iwarp_hook_tx_work);
+	INIT_LIST_HEAD(&h->node);
+	write_lock_bh(&sk->sk_callback_lock);
+	if (sk->sk_user_data) {
+		write_unlock_bh(&sk->sk_callback_lock);
+		kfree(h);
+		return ERR_PTR(-EBUSY);
+	}
+	h->old_data_ready = sk->sk_data_ready;
+	h->old_state_change = sk->sk_state_change;
+	h->old_write_space = sk->sk_write_space;
+	sk->sk_user_data = h;
+	sk->sk_data_ready = iwarp_hook_wake;
+	sk->sk_state_change = iwarp_hook_wake;
+	sk->sk_write_space = iwarp_hook_write_space;
+	write_unlock_bh(&sk->sk_callback_lock);
+	/* IPv4 connections get the doorbell (an IPv6 one is walked only when data arrives). */
+	if (doorbell && sk->sk_family == AF_INET) {
+		const struct inet_sock *inet = inet_sk(sk);
+
+		h->laddr = inet->inet_saddr;
+		h->raddr = inet->inet_daddr;
+		h->lport = inet->inet_sport;
+		h->rport = inet->inet_dport;
+		h->listed = true;
+		spin_lock_bh(&iwarp_hooks_lock);
+		list_add_tail_rcu(&h->node, &iwarp_hooks);
+		spin_unlock_bh(&iwarp_hooks_lock);
+	}
+	/* Whatever arrived, or could not be sent, before the hook was in place. */
+	queue_work(system_highpri_wq, &h->work);
+	queue_work(system_highpri_wq, &h->tx_work);
+	return h;
+}
+
+/*
+ * Takes @h off the doorbell's list and waits out its readers, restores the socket's callbacks,
+ * waits for a running or queued work to finish, frees @h. May sleep.
+ */
+void iwarp_shim_hook_remove(struct iwarp_hook *h)
+{
+	struct sock *sk = h->sk;
+
+	if (h->listed) {
+		spin_lock_bh(&iwarp_hooks_lock);
+		list_del_rcu(&h->node);
+		spin_unlock_bh(&iwarp_hooks_lock);
+		synchronize_rcu();
+	}
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_data_ready = h->old_data_ready;
+	sk->sk_state_change = h->old_state_change;
+	sk->sk_write_space = h->old_write_space;
+	write_unlock_bh(&sk->sk_callback_lock);
+	/* Nothing can queue either work now (kicks look the hook up under the lock). */
+	cancel_work_sync(&h->work);
+	cancel_work_sync(&h->tx_work);
+	kfree(h);
+}
