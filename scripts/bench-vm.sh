@@ -2,8 +2,9 @@
 # cargo xtask bench verbs: in one run between the same two guests, iwarp.ko (iwarp-bench) beside
 # siw (perftest with rdma_cm, -R) and plain TCP (iperf3, sockperf ping-pong); prints each
 # figure and the ratios. Usage: bench-vm.sh [--quick] [--faults]
-# --faults: 64 KiB write_bw of iwarp.ko (markers and CRC, and plain) and of TCP (iperf3) under
-# each network fault of vm-lib.sh (netem on both guests), as ratios to the same run without it.
+# --faults: 64 KiB write_bw of iwarp.ko (markers and CRC; the same placing only in order; plain)
+# and of TCP (iperf3) under each network fault of vm-lib.sh (netem on both guests), as ratios to
+# the same run without it, and out-of-order placement on ÷ off.
 # Guests run under TCG here: absolute numbers mean little, ratios between stacks measured in the
 # same guests, back to back, are the point.
 set -uo pipefail
@@ -140,6 +141,7 @@ if [ $faults = 1 ]; then
         echo "---- netem: ${f#*|}"
         vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }
         ours "$n/mc" "--markers 1 --crc 1" bw || status=1
+        ours "$n/mc-inorder" "--markers 1 --crc 1 --ooo 0" bw || status=1
         ours "$n/plain" "--markers 0 --crc 0" bw || status=1
         iperf3_bw "$n/tcp/write_bw"
     done
@@ -147,12 +149,13 @@ if [ $faults = 1 ]; then
     vm_stop || status=1
     echo
     echo "==== 64 KiB write_bw under network faults (netem on both guests), ratio to the same run without"
-    printf '%-16s %22s %22s %22s\n' "fault" "iwarp M+C MB/s (÷)" "iwarp plain MB/s (÷)" "TCP MB/s (÷)"
+    printf '%-16s %22s %24s %22s %22s %16s\n' "fault" "iwarp M+C MB/s (÷)" "M+C in order MB/s (÷)" "iwarp plain MB/s (÷)" "TCP MB/s (÷)" "M+C ooo÷inorder"
     for f in "none|" "${VM_NET_FAULTS[@]}"; do
         n=${f%%|*}
         cell() { printf '%s (%s)' "${R[$n/$1]:-n/a}" "$(ratio "${R[$n/$1]:-}" "${R[none/$1]:-}")"; }
-        printf '%-16s %22s %22s %22s\n' "$n" "$(cell mc/write_bw)" "$(cell plain/write_bw)" "$(cell tcp/write_bw)"
-        for m in mc plain; do [ -n "${R[$n/$m/write_bw]:-}" ] || { echo "FAILED: our $n $m write_bw is missing"; status=1; }; done
+        printf '%-16s %22s %24s %22s %22s %16s\n' "$n" "$(cell mc/write_bw)" "$(cell mc-inorder/write_bw)" "$(cell plain/write_bw)" "$(cell tcp/write_bw)" \
+            "$(ratio "${R[$n/mc/write_bw]:-}" "${R[$n/mc-inorder/write_bw]:-}")"
+        for m in mc mc-inorder plain; do [ -n "${R[$n/$m/write_bw]:-}" ] || { echo "FAILED: our $n $m write_bw is missing"; status=1; }; done
         [ -n "${R[$n/tcp/write_bw]:-}" ] || echo "$n TCP: NOT MEASURED: ${MISSING[$n/tcp/write_bw]:-unknown}"
     done
     exit $status

@@ -1,11 +1,12 @@
 //! iwarp-bench: perftest-style measurements over iwarp.ko between two machines.
 //!
-//!   iwarp-bench server [--port P] [--markers 0|1] [--crc 0|1] [--mpa-rev 1|2] [--copy 0|1]
+//!   iwarp-bench server [--port P] [--markers 0|1] [--crc 0|1] [--mpa-rev 1|2] [--copy 0|1] [--ooo 0|1]
 //!   iwarp-bench client HOST [--port P] [--test T,..] [--sizes S,..] [--iters N] [--depth D]
-//!                           [--markers 0|1] [--crc 0|1] [--mpa-rev 1|2] [--copy 0|1]
+//!                           [--markers 0|1] [--crc 0|1] [--mpa-rev 1|2] [--copy 0|1] [--ooo 0|1]
 //!                           [--format table|csv|json] [--stop-server]
 //!
-//! `--copy 1` has the module copy every payload before sending (no zero copy), to compare.
+//! `--copy 1` has the module copy every payload before sending (no zero copy), to compare;
+//! `--ooo 0` has it place what arrives only in order (no out-of-order placement), to compare.
 //!
 //! Tests: send_lat, write_lat, read_lat (ping-pong or round trip; half the round trip for the
 //! ping-pongs, as perftest reports), send_bw, write_bw, read_bw (payload octets over the time
@@ -32,6 +33,7 @@ pub(crate) struct Options {
     pub(crate) crc: bool,
     pub(crate) mpa_rev: u8,
     pub(crate) copy: bool,
+    pub(crate) ooo: bool,
     pub(crate) format: report::Format,
     pub(crate) stop_server: bool,
 }
@@ -55,6 +57,7 @@ fn run() -> Result<(), Box<dyn Error>> {
         crc: true,
         mpa_rev: 2,
         copy: false,
+        ooo: true,
         format: report::Format::Table,
         stop_server: false,
     };
@@ -72,6 +75,7 @@ fn run() -> Result<(), Box<dyn Error>> {
             "--crc" => o.crc = val()? == "1",
             "--mpa-rev" => o.mpa_rev = val()?.parse()?,
             "--copy" => o.copy = val()? == "1",
+            "--ooo" => o.ooo = val()? == "1",
             "--format" => o.format = report::Format::parse(val()?)?,
             "--stop-server" => o.stop_server = true,
             _ => rest.push(a.clone()),
@@ -94,6 +98,7 @@ fn connect_options(role: Role, o: &Options, private: Vec<u8>) -> ConnectOptions 
     c.crc = o.crc;
     c.mpa_rev = o.mpa_rev;
     c.copy_send = o.copy;
+    c.in_order_only = !o.ooo;
     c.private_data = private;
     c.timeout = Duration::from_secs(30);
     c
