@@ -108,10 +108,13 @@ impl Context {
         req.neg_ird = c.ird as u32;
         req.neg_ord = c.ord as u32;
         let hooked = qp.connect(est, req.flags & conn::COPY_SEND != 0, req.flags & conn::IN_ORDER == 0).and_then(|()| {
+            // Asked before the table is locked: a QP's receive side is never locked inside it
+            // (the receive work holds it while it takes the socket lock).
+            let doorbell = qp.places_out_of_order();
             let mut qps = self.qps.lock();
             // Destroyed meanwhile: EINVAL, and closing below ends the connection.
             let entry: &mut Entry = qps.get_mut(req.qp)?;
-            entry.hook = Some(Hook::install(qp.socket()?, qp.clone(), qp.places_out_of_order())?);
+            entry.hook = Some(Hook::install(qp.socket()?, qp.clone(), doorbell)?);
             Ok(())
         });
         if let Err(e) = hooked {

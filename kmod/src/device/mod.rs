@@ -60,6 +60,9 @@ pub(crate) struct Context {
     events: Arc<Mutex<AsyncEvents>>,
     #[pin]
     cqs: Mutex<Handles<Arc<Cq>>>,
+    /// The QPs. mmap takes this under mmap_lock, and a QP's receive work holds its receive
+    /// side while it takes the socket lock (whose holders may fault on user memory): never
+    /// lock a QP's receive side inside this table.
     #[pin]
     qps: Mutex<Handles<Entry>>,
     /// Listening sockets; shared with GET_REQUESTs waiting on them.
