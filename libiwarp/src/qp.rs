@@ -170,26 +170,20 @@ pub struct SendWr<'s> {
     pub signaled: bool,
 }
 
-/// Where a QP's received payload was placed ([`QueuePair::placement`]).
+/// Where a QP's received payload was placed ([`QueuePair::placement`]): `QUERY_QP`'s counters,
+/// each explained on [`crate::abi::QueryQp`] (`in_order` and `out_of_order` are its
+/// `placed_in_order` and `placed_out_of_order`; the others have the same names there).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[allow(missing_docs)]
 pub struct Placement {
-    /// Payload octets placed at the in-order point.
     pub in_order: u64,
-    /// Payload octets placed out of order, ahead of the in-order point (never placed twice).
     pub out_of_order: u64,
-    /// FPDUs placed out of order.
     pub fpdus_out_of_order: u64,
-    /// Walks of TCP's out-of-order queue, each after it queued something new.
-    pub ooo_walks: u64,
-    /// Segments the out-of-order doorbell saw arrive out of order.
-    pub doorbells: u64,
-    /// Of the FPDUs placed out of order, those a marker revealed.
     pub fpdus_by_marker: u64,
-    /// Whole FPDUs found out of order but placed in order instead (target not there yet, or
-    /// the record of early placements full).
     pub fpdus_held_back: u64,
-    /// Whole FPDUs found out of order whose markers or CRC did not check then.
     pub fpdus_bad: u64,
+    pub ooo_walks: u64,
+    pub doorbells: u64,
 }
 
 /// Where a QP is in its life.

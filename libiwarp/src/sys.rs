@@ -14,6 +14,7 @@ pub fn ioctl<T>(fd: BorrowedFd<'_>, cmd: u32, arg: &mut T) -> io::Result<()> {
 
 /// `ioctl(fd, cmd, buf)` with any command on plain bytes (tests of the module's command
 /// checking); EINVAL unless `cmd` encodes `buf.len()`.
+#[cfg(feature = "test-hooks")]
 pub fn ioctl_bytes(fd: BorrowedFd<'_>, cmd: u32, buf: &mut [u8]) -> io::Result<()> {
     // SAFETY: `buf` is valid and exclusively borrowed for its whole length.
     unsafe { ioctl_on(fd, cmd, buf.as_mut_ptr().cast(), buf.len()) }
