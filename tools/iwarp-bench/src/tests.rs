@@ -69,7 +69,10 @@ pub(crate) struct Outcome {
 const MAX_SIZE: usize = 4 << 20;
 /// Receives the server keeps posted (the deepest send_bw batch).
 const SERVER_RECVS: usize = 1024;
+/// How long one completion may take.
 const WAIT: Duration = Duration::from_secs(60);
+/// How long a whole run may take (the client's "done" comes after it).
+const RUN_WAIT: Duration = Duration::from_secs(600);
 
 /// What the client asks for.
 struct Request {
@@ -118,7 +121,12 @@ impl Side<'_> {
     }
 
     fn recv(&self) -> Res<u32> {
-        let n = self.wait(self.rcq, WcOpcode::Recv)?;
+        self.recv_within(WAIT)
+    }
+
+    /// [`Side::recv`], waiting up to `limit`.
+    fn recv_within(&self, limit: Duration) -> Res<u32> {
+        let n = iwarp_testkit::completion(self.rcq, WcOpcode::Recv, limit)?.byte_len;
         self.qp.post_recv(0, &[self.mr.sge(0..self.mr.as_slice().len())])?;
         Ok(n)
     }
@@ -203,8 +211,9 @@ pub(crate) fn serve_one(stream: TcpStream, o: &Options) -> Res<bool> {
         }
         Test::ReadLat | Test::WriteBw | Test::ReadBw => {}
     }
-    // The client's "done", answered once everything before it has been placed.
-    s.recv()?;
+    // The client's "done", answered once everything before it has been placed: after a whole
+    // bandwidth run, which over a faulty network may take minutes.
+    s.recv_within(RUN_WAIT)?;
     s.send(0)?;
     // Wait for the client to close, so our own close cannot cut its answer short.
     let start = Instant::now();
