@@ -14,24 +14,41 @@ fn writes(n: usize, len: usize) -> Vec<Msg> {
     (0..n).map(|i| Msg { msg: Message::Write { stag: 0x100 + i as u32, to: 4096 }, payload: vec![i as u8 + 1; len] }).collect()
 }
 
-fn run(markers: Markers, msgs: &[Msg]) -> (Memory, Receiver, Vec<(u64, u32)>, Vec<u8>) {
-    let (wire, fpdus) = emit(msgs, tx::Config { markers, crc: true, mulpdu: 1400 });
-    let mut rx = Receiver::new(rx::Config { markers, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+/// How the sender cut the stream into segments.
+#[derive(Clone, Copy, PartialEq)]
+enum Cut {
+    /// Each segment is one FPDU (the sender aligns).
+    Aligned,
+    /// Each segment starts 4 octets before an FPDU (it does not).
+    Shifted,
+}
+
+/// Offers every FPDU but the first as a segment, newest first, CRCs on if `crc`.
+fn run_cut(markers: Markers, crc: bool, cut: Cut, msgs: &[Msg]) -> (Memory, Receiver, Vec<(u64, u32)>, Vec<u8>) {
+    let (wire, fpdus) = emit(msgs, tx::Config { markers, crc, mulpdu: 1400 });
+    let mut rx = Receiver::new(rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false });
     let mut mem = Memory::for_scenario(msgs);
-    // Everything but the first FPDU, newest first.
     for &(start, len) in fpdus.iter().skip(1).rev() {
-        let seg = &wire[start as usize..(start + len as u64) as usize];
-        assert_eq!(rx.receive::<Crc, _>(&Pieces::new(start, &[seg]), &mut mem), Ok(0));
+        let from = if cut == Cut::Shifted { start - 4 } else { start };
+        let seg = &wire[from as usize..(start + len as u64) as usize];
+        assert_eq!(rx.receive::<Crc, _>(&Pieces::new(from, &[seg]), &mut mem), Ok(0));
     }
     (mem, rx, fpdus, wire)
+}
+
+/// Segments that do not start on FPDUs, CRCs on: only markers find FPDUs.
+fn run(markers: Markers, msgs: &[Msg]) -> (Memory, Receiver, Vec<(u64, u32)>, Vec<u8>) {
+    run_cut(markers, true, Cut::Shifted, msgs)
 }
 
 #[test]
 fn markers_let_out_of_order_fpdus_be_placed_at_once() {
     let msgs = writes(8, 1000);
-    let (mut mem, mut rx, fpdus, wire) = run(Markers::RFC, &msgs);
+    let (mut mem, mut rx, _, wire) = run(Markers::RFC, &msgs);
     assert!(mem.events.is_empty(), "nothing is delivered before the gap fills");
     assert_eq!(rx.placed_ahead(), 7);
+    let st = rx.early_stats();
+    assert_eq!((st.by_marker, st.by_alignment, st.bad), (7, 0, 0), "{st:?}");
     for (i, m) in msgs.iter().enumerate().skip(1) {
         assert_eq!(mem.tagged[&(0x100 + i as u32)].1, m.payload, "write {i} placed early");
     }
@@ -41,15 +58,36 @@ fn markers_let_out_of_order_fpdus_be_placed_at_once() {
     assert_eq!(mem.events, expected_events(&msgs));
     assert_eq!(rx.placed_ahead(), 0);
     mem.assert_placed(&msgs);
-    let _ = fpdus;
 }
 
 #[test]
-fn without_markers_nothing_is_placed_early() {
+fn without_markers_or_alignment_nothing_is_placed_early() {
     let msgs = writes(4, 1000);
     let (mut mem, mut rx, _, wire) = run(Markers::NONE, &msgs);
     assert_eq!(rx.placed_ahead(), 0);
+    assert_eq!(rx.early_stats(), Default::default(), "a wrong guess is not a bad FPDU");
     assert!(mem.tagged.values().all(|(_, b, _)| b.iter().all(|&x| x == 0)));
+    rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem).unwrap();
+    mem.assert_placed(&msgs);
+}
+
+#[test]
+fn fpdus_at_segment_starts_are_placed_early_without_markers() {
+    let msgs = writes(8, 1000);
+    let (mut mem, mut rx, _, wire) = run_cut(Markers::NONE, true, Cut::Aligned, &msgs);
+    assert_eq!(rx.placed_ahead(), 7);
+    assert_eq!(rx.early_stats().by_alignment, 7);
+    assert!(mem.events.is_empty());
+    rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem).unwrap();
+    assert_eq!(mem.events, expected_events(&msgs));
+    mem.assert_placed(&msgs);
+}
+
+#[test]
+fn without_crcs_a_segment_start_is_not_trusted() {
+    let msgs = writes(4, 1000);
+    let (mut mem, mut rx, _, wire) = run_cut(Markers::NONE, false, Cut::Aligned, &msgs);
+    assert_eq!(rx.placed_ahead(), 0);
     rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem).unwrap();
     mem.assert_placed(&msgs);
 }
@@ -91,11 +129,12 @@ fn early_placement_goes_on_past_an_fpdu_it_cannot_place() {
     let mut mem = Memory::for_scenario(&msgs);
     // Write 3's buffer is not there (yet): its FPDU cannot be placed early.
     let held = mem.tagged.remove(&0x103).unwrap();
-    // Everything after the first FPDU arrives as one run.
+    // Everything after the first FPDU arrives as one run: its first FPDU found at its start,
+    // the next right after it, write 3 held back, write 4 through a marker, the rest after it.
     let s = fpdus[1].0 as usize;
     assert_eq!(rx.receive::<Crc, _>(&Pieces::new(s as u64, &[&wire[s..]]), &mut mem), Ok(0));
     let st = rx.early_stats();
-    assert_eq!((st.by_marker, st.after_placed, st.held_back, st.bad), (2, 4, 1, 0), "{st:?}");
+    assert_eq!((st.by_alignment, st.by_marker, st.after_placed, st.held_back, st.bad), (1, 1, 4, 1, 0), "{st:?}");
     for i in [1, 2, 4, 5, 6, 7] {
         assert_eq!(mem.tagged[&(0x100 + i as u32)].1, msgs[i].payload, "write {i} placed early");
     }

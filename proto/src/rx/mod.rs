@@ -5,7 +5,8 @@
 //! are checked before any of its bytes is placed, its header is validated, the [`Sink`] checks
 //! the target and the payload is placed, then deliveries are made strictly in order, exactly
 //! once. Bytes beyond the in-order point are placed early when markers reveal FPDU starts in
-//! them and whole FPDUs are present (Balaji et al., "Analyzing the Impact of Supporting
+//! them, or when the CRC confirms that they start with an FPDU (a sender that aligns FPDUs to
+//! TCP segments), and whole FPDUs are present (Balaji et al., "Analyzing the Impact of Supporting
 //! Out-of-Order Communication on In-order Performance with iWARP" and "Supporting iWARP
 //! Compatibility and Features for Regular Network Adapters"); such FPDUs are recorded so the
 //! in-order pass, which TCP guarantees will see the same bytes again, only delivers them. Anything that
@@ -118,6 +119,9 @@ pub enum RxError {
 pub struct EarlyStats {
     /// FPDUs placed early whose start a marker revealed.
     pub by_marker: u64,
+    /// FPDUs placed early found at the start of the octets offered (a segment start, where an
+    /// aligning sender puts an FPDU), confirmed by their CRC.
+    pub by_alignment: u64,
     /// FPDUs placed early that start right after one placed early.
     pub after_placed: u64,
     /// Whole FPDUs found early but not placed (their target is not there yet, their header is
@@ -126,6 +130,17 @@ pub struct EarlyStats {
     /// Whole FPDUs found early whose markers or CRC did not check (the in-order pass, which
     /// sees TCP's final bytes, decides).
     pub bad: u64,
+}
+
+/// How the first FPDU of a run of early placement was found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// A marker points to it.
+    Marker,
+    /// It is guessed at the start of the octets offered; only its CRC confirms the guess.
+    Alignment,
+    /// It follows an FPDU placed early.
+    AfterPlaced,
 }
 
 /// Why a run of early placement stopped.
@@ -231,7 +246,8 @@ impl Receiver {
         Ok(())
     }
 
-    /// Places whole FPDUs found through markers in bytes beyond the in-order point.
+    /// Places whole FPDUs found in bytes beyond the in-order point: right after one placed
+    /// early, at the start of the bytes (guessed, with CRCs only), and where markers point.
     fn place_ahead<C: Crc32c, S: Sink>(&mut self, data: &Pieces<'_>, sink: &mut S) {
         if self.cfg.expect_rtr.is_some() || self.cfg.expect_rtr_read_response {
             // Until the in-order pass has seen the ready-to-receive exchange, nothing is placed:
@@ -240,11 +256,20 @@ impl Receiver {
         }
         // Octets below `tried` were placed or tried already.
         let mut tried = data.start();
-        if self.placed.ends_at(data.start()) {
+        let first = if self.placed.ends_at(data.start()) {
             // Right after an FPDU placed early: an FPDU starts here, marker or not.
-            match self.place_run_from::<C, S>(data, data.start(), false, sink) {
+            Some(Found::AfterPlaced)
+        } else {
+            // The CRC makes a guess safe: a wrong one fails it (and is not counted as bad).
+            self.cfg.crc.then_some(Found::Alignment)
+        };
+        if let Some(found) = first {
+            match self.place_run_from::<C, S>(data, data.start(), found, sink) {
                 RunEnd::Failed(at) => tried = at + 1,
-                RunEnd::Done => return,
+                RunEnd::Done if found == Found::AfterPlaced => return,
+                // A wrong guess may read a length that runs past the data: markers may still
+                // find FPDUs.
+                RunEnd::Done => {}
             }
         }
         let markers = self.cfg.markers;
@@ -253,7 +278,7 @@ impl Receiver {
             let mut raw = [0u8; 4];
             data.copy_to(m, &mut raw);
             match crate::markers::decode(m, raw) {
-                Some(start) if start >= tried => match self.place_run_from::<C, S>(data, start, true, sink) {
+                Some(start) if start >= tried => match self.place_run_from::<C, S>(data, start, Found::Marker, sink) {
                     RunEnd::Failed(at) => tried = at + 1,
                     RunEnd::Done => return,
                 },
@@ -263,9 +288,9 @@ impl Receiver {
         }
     }
 
-    /// Places consecutive whole FPDUs from `start` (found through a marker if `marked`) until
-    /// one is incomplete, fails a check, or cannot be recorded.
-    fn place_run_from<C: Crc32c, S: Sink>(&mut self, data: &Pieces<'_>, mut start: u64, mut marked: bool, sink: &mut S) -> RunEnd {
+    /// Places consecutive whole FPDUs from `start` (the first one `found` so) until one is
+    /// incomplete, fails a check, or cannot be recorded.
+    fn place_run_from<C: Crc32c, S: Sink>(&mut self, data: &Pieces<'_>, mut start: u64, mut found: Found, sink: &mut S) -> RunEnd {
         let markers = self.cfg.markers;
         while let Some(f) = fpdu::locate(data, markers, start) {
             if f.end() > data.end() {
@@ -278,7 +303,8 @@ impl Receiver {
             if !self.placed.overlaps(f.start, f.wire_len) {
                 let ok = fpdu::check_markers(data, markers, &f).is_ok() && (!self.cfg.crc || fpdu::check_crc::<C>(data, &f).is_ok());
                 if !ok {
-                    self.early.bad += 1;
+                    // A guess that fails is only a sender that does not align.
+                    self.early.bad += (found != Found::Alignment) as u64;
                     return RunEnd::Failed(f.start);
                 }
                 let Ok(seg) = self.segment(data, &f) else {
@@ -289,14 +315,19 @@ impl Receiver {
                     // Read Requests and Terminates have nothing to place; the in-order pass acts.
                 } else if self.place::<S>(data, &f, &seg, sink).is_ok() {
                     self.placed.insert(f.start, f.wire_len);
-                    *(if marked { &mut self.early.by_marker } else { &mut self.early.after_placed }) += 1;
+                    let e = &mut self.early;
+                    *(match found {
+                        Found::Marker => &mut e.by_marker,
+                        Found::Alignment => &mut e.by_alignment,
+                        Found::AfterPlaced => &mut e.after_placed,
+                    }) += 1;
                 } else {
                     self.early.held_back += 1;
                     return RunEnd::Failed(f.start);
                 }
             }
             start = f.end();
-            marked = false;
+            found = Found::AfterPlaced;
         }
         RunEnd::Done
     }
