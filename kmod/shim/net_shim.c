@@ -226,30 +226,56 @@ int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsig
 }
 
 /*
- * Queues as much of the @n page fragments of @bv (@len bytes in all) as the socket buffer takes
- * now, by reference (MSG_SPLICE_PAGES: TCP takes its own page references and copies nothing).
- * Reports the sequence number just past what TCP has in *@end_seq. Returns the bytes taken or a
- * negative errno.
+ * Queues as much of the @n page fragments of @bv as the socket buffer takes now, by reference
+ * (MSG_SPLICE_PAGES: TCP takes its own page references and copies nothing). The fragments are
+ * @nrec records of @records[i] bytes each; with @eor each record ends its skb (MSG_EOR), so the
+ * next starts a new one and, when a record fits the MSS, a TCP segment of its own. One socket
+ * lock covers all records. Reports the sequence number just past what TCP has in *@end_seq.
+ * Returns the bytes taken or a negative errno.
  */
-long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, size_t len, u32 *end_seq)
+long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, const u32 *records, size_t nrec,
+				bool eor, u32 *end_seq)
 {
 	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL | MSG_SPLICE_PAGES | MSG_DONTWAIT };
+	struct sock *sk = sock->sk;
+	size_t total = 0, i;
 	long taken = 0;
+	int rc = 0;
 
-	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, n, len);
-	while (msg_data_left(&msg)) {
-		int rc = sock_sendmsg(sock, &msg);
+	for (i = 0; i < nrec; i++)
+		total += records[i];
+	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, n, total);
+	lock_sock(sk);
+	for (i = 0; i < nrec && rc >= 0; i++) {
+		size_t after = msg_data_left(&msg) - records[i];
 
-		if (rc == -EAGAIN)
-			break;
-		if (rc < 0)
-			return rc;
+		/* Cork all but the last record: TCP sends them as the next one follows. */
+		msg.msg_flags &= ~(MSG_EOR | MSG_MORE);
+		msg.msg_flags |= (eor ? MSG_EOR : 0) | (i + 1 < nrec ? MSG_MORE : 0);
+		iov_iter_truncate(&msg.msg_iter, records[i]);
+		while (msg_data_left(&msg)) {
+			rc = tcp_sendmsg_locked(sk, &msg, msg_data_left(&msg));
+			if (rc <= 0)
+				break;
+			taken += rc;
+		}
 		if (rc == 0)
-			return -EPIPE;
-		taken += rc;
+			rc = -EPIPE;
+		if (!msg_data_left(&msg))
+			rc = 0;
+		iov_iter_reexpand(&msg.msg_iter, msg_data_left(&msg) + after);
 	}
-	*end_seq = READ_ONCE(tcp_sk(sock->sk)->write_seq);
+	*end_seq = READ_ONCE(tcp_sk(sk)->write_seq);
+	release_sock(sk);
+	if (rc < 0 && rc != -EAGAIN)
+		return rc;
 	return taken;
+}
+
+/* Sends what is written at once (an RNIC does not wait to fill a segment; siw does the same). */
+void iwarp_shim_sock_nodelay(struct socket *sock)
+{
+	tcp_sock_set_nodelay(sock->sk);
 }
 
 /* The oldest sequence number the peer has not acknowledged. */

@@ -6,7 +6,7 @@
 //! Bump [`ABI_VERSION`] on every incompatible change.
 
 /// Version of this ABI; QUERY_DEVICE reports the module's.
-pub const ABI_VERSION: u32 = 4;
+pub const ABI_VERSION: u32 = 5;
 
 /// The ioctl type byte of `/dev/iwarp`.
 pub const IOCTL_TYPE: u32 = 0xa7;
@@ -201,8 +201,12 @@ pub mod conn {
     /// Local only, not negotiated: place what arrives only at the in-order point (no
     /// out-of-order placement), e.g. to compare the two.
     pub const IN_ORDER: u32 = 1 << 5;
+    /// Local only, not negotiated: send FPDUs as one stream, without starting each at a TCP
+    /// segment (by default each FPDU is a record that ends its skb, so a receiver can place an
+    /// out-of-order segment without markers), e.g. to compare the two.
+    pub const UNALIGNED: u32 = 1 << 6;
     /// Every bit a caller may ask for.
-    pub const ASKABLE: u32 = RX_MARKERS | CRC | COPY_SEND | IN_ORDER;
+    pub const ASKABLE: u32 = RX_MARKERS | CRC | COPY_SEND | IN_ORDER | UNALIGNED;
 }
 
 /// Argument of [`IOCTL_CREATE_QP`]: a queue pair not connected yet, with its send and receive
@@ -297,8 +301,10 @@ pub struct AdoptQp {
     pub neg_ird: u32,
     /// Out: negotiated ORD (revision 2, else as asked).
     pub neg_ord: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// Octets from one marker to the next, in each direction that negotiates markers: 0 for
+    /// RFC 5044's 512. Anything else (a multiple of 4, 8..=65532) is for experiments only: MPA
+    /// does not carry it, so both ends must ask for the same, and a real peer uses 512.
+    pub marker_interval: u32,
 }
 
 /// Size of [`AdoptQp`].
@@ -814,10 +820,17 @@ pub struct QueryQp {
     pub fpdus_held_back: u64,
     /// Out: whole FPDUs found out of order whose markers or CRC did not check then.
     pub fpdus_bad: u64,
+    /// Out: of `fpdus_out_of_order`, those found at the start of an out-of-order segment (the
+    /// sender aligns FPDUs to segments), confirmed by their CRC.
+    pub fpdus_by_alignment: u64,
+    /// Out: octets between markers in what we receive, 0 without markers.
+    pub rx_marker_interval: u32,
+    /// Out: octets between markers in what we send, 0 without markers.
+    pub tx_marker_interval: u32,
 }
 
 /// Size of [`QueryQp`].
-pub const QUERY_QP_SIZE: usize = 96;
+pub const QUERY_QP_SIZE: usize = 112;
 
 /// `_IOWR(0xa7, 0x0b, struct QueryQp)`: a QP's state, why it ended (the async event), what it
 /// sent, and where what it received was placed.

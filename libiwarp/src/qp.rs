@@ -49,6 +49,11 @@ pub struct ConnectOptions {
     pub copy_send: bool,
     /// Place what arrives only in order (no out-of-order placement), e.g. to compare the two.
     pub in_order_only: bool,
+    /// Do not start each FPDU at a TCP segment, e.g. to compare the two.
+    pub unaligned: bool,
+    /// Octets between markers, 0 for RFC 5044's 512; see [`crate::abi::AdoptQp::marker_interval`]
+    /// (experiments only: both ends must ask for the same).
+    pub marker_interval: u32,
 }
 
 impl ConnectOptions {
@@ -65,6 +70,8 @@ impl ConnectOptions {
             timeout: Duration::from_secs(10),
             copy_send: false,
             in_order_only: false,
+            unaligned: false,
+            marker_interval: 0,
         }
     }
 }
@@ -180,10 +187,13 @@ pub struct Placement {
     pub out_of_order: u64,
     pub fpdus_out_of_order: u64,
     pub fpdus_by_marker: u64,
+    pub fpdus_by_alignment: u64,
     pub fpdus_held_back: u64,
     pub fpdus_bad: u64,
     pub ooo_walks: u64,
     pub doorbells: u64,
+    pub rx_marker_interval: u32,
+    pub tx_marker_interval: u32,
 }
 
 /// Where a QP is in its life.
@@ -361,7 +371,9 @@ impl<'a> QueuePair<'a> {
             flags: (if opts.markers { conn::RX_MARKERS } else { 0 })
                 | (if opts.crc { conn::CRC } else { 0 })
                 | (if opts.copy_send { conn::COPY_SEND } else { 0 })
-                | (if opts.in_order_only { conn::IN_ORDER } else { 0 }),
+                | (if opts.in_order_only { conn::IN_ORDER } else { 0 })
+                | (if opts.unaligned { conn::UNALIGNED } else { 0 }),
+            marker_interval: opts.marker_interval,
             mpa_rev: opts.mpa_rev as u32,
             ird: opts.ird as u32,
             ord: opts.ord as u32,
@@ -510,8 +522,11 @@ impl<'a> QueuePair<'a> {
             ooo_walks: q.ooo_walks,
             doorbells: q.doorbells,
             fpdus_by_marker: q.fpdus_by_marker,
+            fpdus_by_alignment: q.fpdus_by_alignment,
             fpdus_held_back: q.fpdus_held_back,
             fpdus_bad: q.fpdus_bad,
+            rx_marker_interval: q.rx_marker_interval,
+            tx_marker_interval: q.tx_marker_interval,
         })
     }
 

@@ -69,6 +69,7 @@ fn queue_pair_layouts() {
     assert_eq!(offset_of!(AdoptQp, timeout_ms), 48);
     assert_eq!(offset_of!(AdoptQp, qp), 52);
     assert_eq!(offset_of!(AdoptQp, neg_ord), 72);
+    assert_eq!(offset_of!(AdoptQp, marker_interval), 76);
     assert_eq!(size_of::<ConnectQp>(), CONNECT_QP_SIZE);
     assert_eq!(offset_of!(ConnectQp, addr), 80);
     assert_eq!(offset_of!(ConnectQp, port), 84);
@@ -84,6 +85,9 @@ fn queue_pair_layouts() {
     assert_eq!(offset_of!(QueryQp, ooo_walks), 56);
     assert_eq!(offset_of!(QueryQp, doorbells), 64);
     assert_eq!(offset_of!(QueryQp, fpdus_bad), 88);
+    assert_eq!(offset_of!(QueryQp, fpdus_by_alignment), 96);
+    assert_eq!(offset_of!(QueryQp, rx_marker_interval), 104);
+    assert_eq!(offset_of!(QueryQp, tx_marker_interval), 108);
 }
 
 #[test]
@@ -132,7 +136,7 @@ fn ioctl_numbers_use_linux_encoding() {
     assert_eq!(IOCTL_CREATE_CQ, 0xc020_a708);
     assert_eq!(IOCTL_DESTROY_CQ, 0x4008_a709);
     assert_eq!(IOCTL_ARM_CQ, 0x4008_a70a);
-    assert_eq!(IOCTL_QUERY_QP, 0xc060_a70b);
+    assert_eq!(IOCTL_QUERY_QP, 0xc070_a70b);
     assert_eq!(IOCTL_ALLOC_PD, 0xc008_a70e);
     assert_eq!(IOCTL_LISTEN, 0xc010_a710);
     assert_eq!(IOCTL_CLOSE_LISTENER, 0x4008_a711);

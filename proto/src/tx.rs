@@ -230,6 +230,11 @@ impl Transmitter {
         Transmitter { cfg, pos: 0, next_msn: [1; 3] }
     }
 
+    /// How FPDUs are framed.
+    pub fn config(&self) -> Config {
+        self.cfg
+    }
+
     /// Stream offset of the next FPDU.
     pub fn stream_pos(&self) -> u64 {
         self.pos

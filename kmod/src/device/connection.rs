@@ -9,9 +9,10 @@ use super::{Context, Entry};
 use crate::abi::{self, conn, Accept, AdoptQp, ConnectQp, GetRequest, HandleOp, Listen, Reject, MAX_IRD_ORD, MAX_PRIVATE_DATA};
 use crate::error::econnrefused;
 use crate::listen::Pending;
+use crate::markers::Markers;
 use crate::mpa::frame::RtrTypes;
 use crate::mpa::negotiate::Local;
-use crate::qp::{self, Failed, Side};
+use crate::qp::{self, Failed, Side, StreamOptions};
 use crate::socket::{Hook, TcpSocket};
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -86,11 +87,12 @@ impl Context {
             && req.private_len <= MAX_PRIVATE_DATA
             && (1..=60_000).contains(&req.timeout_ms)
             && req.ird <= MAX_IRD_ORD as u32
-            && req.ord <= MAX_IRD_ORD as u32
-            && req.reserved == 0;
-        if !valid {
-            return Err(EINVAL);
-        }
+            && req.ord <= MAX_IRD_ORD as u32;
+        let markers = match req.marker_interval {
+            0 => Some(Markers::RFC),
+            n => Markers::every(n),
+        };
+        let Some(markers) = markers.filter(|_| valid) else { return Err(EINVAL) };
         let qp = self.qp(req.qp)?;
         qp.claim()?;
         let est = match self.exchange(req, from) {
@@ -107,7 +109,13 @@ impl Context {
         req.rev = c.rev as u32;
         req.neg_ird = c.ird as u32;
         req.neg_ord = c.ord as u32;
-        let hooked = qp.connect(est, req.flags & conn::COPY_SEND != 0, req.flags & conn::IN_ORDER == 0).and_then(|()| {
+        let opts = StreamOptions {
+            copy_send: req.flags & conn::COPY_SEND != 0,
+            ooo: req.flags & conn::IN_ORDER == 0,
+            aligned: req.flags & conn::UNALIGNED == 0,
+            markers,
+        };
+        let hooked = qp.connect(est, &opts).and_then(|()| {
             // Asked before the table is locked: a QP's receive side is never locked inside it
             // (the receive work holds it while it takes the socket lock).
             let doorbell = qp.places_out_of_order();

@@ -41,6 +41,18 @@ use wr::{Fifo, PendingRead, RecvWr};
 /// Queue pairs of all contexts.
 static QUEUE_PAIRS: AtomicU64 = AtomicU64::new(0);
 
+/// What the caller asked of the stream beyond what MPA negotiates.
+pub(crate) struct StreamOptions {
+    /// Copy every payload before sending it (no zero copy).
+    pub(crate) copy_send: bool,
+    /// Place what TCP holds out of order, where FPDUs can be found in it.
+    pub(crate) ooo: bool,
+    /// Start each FPDU at a TCP segment.
+    pub(crate) aligned: bool,
+    /// Where markers sit in each direction that negotiated them.
+    pub(crate) markers: Markers,
+}
+
 /// The module-wide QP count.
 pub(crate) fn queue_pairs() -> u64 {
     QUEUE_PAIRS.load(Ordering::Relaxed)
@@ -221,30 +233,25 @@ impl QueuePair {
         }
     }
 
-    /// Takes the established stream: framing for what we send (`copy_send`: copy every
-    /// payload, no zero copy), the receive engine for what arrives (`ooo`: placing out of order
-    /// too). The caller then hooks the socket.
-    pub(crate) fn connect(&self, est: Established, copy_send: bool, ooo: bool) -> Result {
+    /// Takes the established stream: framing for what we send, the receive engine for what
+    /// arrives, as `opts` asks. The caller then hooks the socket.
+    pub(crate) fn connect(&self, est: Established, opts: &StreamOptions) -> Result {
         let c: Connection = est.conn;
+        let (rx_marks, tx_marks) = (if c.rx_markers { opts.markers } else { Markers::NONE }, if c.tx_markers { opts.markers } else { Markers::NONE });
         // FPDUs sized to the connection's MSS, with room for the markers the peer asked for.
-        let tx_marks = if c.tx_markers { Markers::RFC } else { Markers::NONE };
         let mulpdu = markers::mulpdu(est.sock.mss(), tx_marks).min(u16::MAX as u32);
         let framing = Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu });
-        let tx = TxSide::new(framing, self.sq_ring.entries() as usize, c.ird as usize)?;
-        let rx_cfg = crate::rx::Config {
-            markers: if c.rx_markers { Markers::RFC } else { Markers::NONE },
-            crc: c.crc,
-            expect_rtr: None,
-            expect_rtr_read_response: false,
-        };
+        let tx = TxSide::new(framing, self.sq_ring.entries() as usize, c.ird as usize, opts.aligned)?;
+        let rx_cfg = crate::rx::Config { markers: rx_marks, crc: c.crc, expect_rtr: None, expect_rtr_read_response: false };
+        est.sock.set_nodelay();
         if !self.sock.populate(est.sock) {
             return Err(EINVAL);
         }
-        self.copy_send.store(copy_send, Ordering::Relaxed);
+        self.copy_send.store(opts.copy_send, Ordering::Relaxed);
         // The send side first (lock order); posting stays refused until the phase changes.
         *self.tx.lock() = Some(tx);
         let mut rx = self.rx.lock();
-        rx.connect(rx_cfg, c.ird as usize, c.ord as usize, ooo)?;
+        rx.connect(rx_cfg, c.ird as usize, c.ord as usize, opts.ooo)?;
         rx.phase = Phase::Connected;
         Ok(())
     }
@@ -269,11 +276,14 @@ impl QueuePair {
     pub(crate) fn query(&self, q: &mut QueryQp) {
         if let Some(side) = &*self.tx.lock() {
             (q.sent_zero_copy, q.sent_copied) = side.sent();
+            q.tx_marker_interval = side.config().markers.interval();
         }
         let rx = self.rx.lock();
         let (p, e) = (rx.queues.placement, rx.early_stats());
         (q.placed_in_order, q.placed_out_of_order, q.ooo_walks) = (p.in_order, p.out_of_order, p.ooo_walks);
-        (q.fpdus_out_of_order, q.fpdus_by_marker, q.fpdus_held_back, q.fpdus_bad) = (e.by_marker + e.after_placed, e.by_marker, e.held_back, e.bad);
+        q.fpdus_out_of_order = e.by_marker + e.by_alignment + e.after_placed;
+        (q.fpdus_by_marker, q.fpdus_by_alignment, q.fpdus_held_back, q.fpdus_bad) = (e.by_marker, e.by_alignment, e.held_back, e.bad);
+        q.rx_marker_interval = rx.config().map_or(0, |c| c.markers.interval());
         q.doorbells = self.sock.as_ref().map_or(0, |s| s.doorbells());
         (q.state, q.terminate, q.terminate_sent) = match rx.phase {
             Phase::Init | Phase::Connecting => (qp_state::INIT, 0, 0),

@@ -16,7 +16,7 @@ use crate::frags::{Arena, PageFrag};
 use crate::shim::KernelCrc;
 use crate::socket::TcpSocket;
 use crate::terminate::Terminate;
-use crate::tx::{Fpdu, Message, Outgoing, Piece, Transmitter};
+use crate::tx::{self, Fpdu, Message, Outgoing, Piece, Transmitter};
 use kernel::prelude::*;
 
 /// A message waiting for TCP.
@@ -52,9 +52,17 @@ pub(crate) struct TxSide {
 }
 
 impl TxSide {
-    /// A send side for up to `max_wrs` queued work requests and `ird` Read Responses.
-    pub(super) fn new(tx: Transmitter, max_wrs: usize, ird: usize) -> Result<TxSide> {
-        let batch = Batch { ctl: Arena::new(), frags: KVec::with_capacity(BATCH_FRAGS, GFP_KERNEL)?, taken: 0 };
+    /// A send side for up to `max_wrs` queued work requests and `ird` Read Responses; with
+    /// `aligned`, each FPDU starts a TCP segment.
+    pub(super) fn new(tx: Transmitter, max_wrs: usize, ird: usize, aligned: bool) -> Result<TxSide> {
+        let batch = Batch {
+            ctl: Arena::new(),
+            frags: KVec::with_capacity(BATCH_FRAGS, GFP_KERNEL)?,
+            taken: 0,
+            records: KVec::with_capacity(BATCH_FRAGS, GFP_KERNEL)?,
+            record: 0,
+            aligned,
+        };
         Ok(TxSide {
             tx,
             fpdu: KBox::new(Fpdu::default(), GFP_KERNEL)?,
@@ -66,6 +74,11 @@ impl TxSide {
             end_seq: 0,
             sent: (0, 0),
         })
+    }
+
+    /// How FPDUs are framed.
+    pub(super) fn config(&self) -> tx::Config {
+        self.tx.config()
     }
 
     /// Payload octets sent: (zero copy, copied).
@@ -125,16 +138,27 @@ const BATCH_FRAGS: usize = 256;
 /// The fragments of several FPDUs of one message: per-FPDU control octets (headers, markers,
 /// pad, CRC) are copied into fresh pages, because the core reuses its FPDU buffer; payload is
 /// referenced as the message's fragments, whose pages the queued message keeps.
+///
+/// Aligned, each FPDU is a record that ends its skb, so FPDUs start TCP segments (they are sized
+/// to fit the MSS) and a receiver can place an out-of-order segment without markers. Linux TCP
+/// keeps a record's end when it retransmits or collapses; a shrinking MSS can still split an FPDU.
 struct Batch {
     ctl: Arena,
     frags: KVec<PageFrag>,
     /// Fragments TCP took whole (the next may be partly taken: it is trimmed in place).
     taken: usize,
+    /// Octets of each FPDU added.
+    records: KVec<u32>,
+    /// Records TCP took whole (the next may be partly taken: it is shortened in place).
+    record: usize,
+    /// Whether each FPDU ends its skb.
+    aligned: bool,
 }
 
 impl Batch {
     /// Adds the framed FPDU's pieces.
     fn add(&mut self, fpdu: &Fpdu, payload: &OutPayload) -> Result {
+        self.records.push(fpdu.wire_len, GFP_KERNEL)?;
         for p in fpdu.pieces() {
             match *p {
                 Piece::Ctl { off, len } => {
@@ -151,7 +175,18 @@ impl Batch {
     /// batch is then empty). `end_seq` becomes the sequence number just past what TCP has.
     fn push(&mut self, sock: &TcpSocket, end_seq: &mut u32) -> Result<bool> {
         if self.taken < self.frags.len() {
-            let mut left = sock.send_frags(&mut self.frags[self.taken..], end_seq)?;
+            let mut left = sock.send_frags(&mut self.frags[self.taken..], &self.records[self.record..], self.aligned, end_seq)?;
+            let mut records = left;
+            while records > 0 {
+                let r = &mut self.records[self.record];
+                if records >= *r as usize {
+                    records -= *r as usize;
+                    self.record += 1;
+                } else {
+                    *r -= records as u32;
+                    records = 0;
+                }
+            }
             while left > 0 {
                 let f = &mut self.frags[self.taken];
                 if left >= f.len() as usize {
@@ -174,6 +209,8 @@ impl Batch {
         self.frags.clear();
         self.ctl.clear();
         self.taken = 0;
+        self.records.clear();
+        self.record = 0;
     }
 }
 

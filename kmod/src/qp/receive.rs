@@ -89,9 +89,10 @@ impl RxSide {
     }
 
     /// Starts receiving: the first FPDU is the next stream octet. Out-of-order octets are
-    /// placed if `ooo` and markers reveal FPDUs in them (FPDUs are not aligned to segments yet).
+    /// placed if `ooo` and FPDUs can be found in them: through markers, or at segment starts
+    /// where CRCs confirm them (a sender that aligns FPDUs to segments).
     pub(super) fn connect(&mut self, cfg: rx::Config, ird: usize, ord: usize, ooo: bool) -> Result {
-        self.ooo = ooo && cfg.markers.enabled();
+        self.ooo = ooo && (cfg.markers.enabled() || cfg.crc);
         self.queues.requests = Fifo::new(ird)?;
         self.queues.ird = ird;
         self.queues.max_reads = self.queues.max_reads.min(ord);
@@ -102,6 +103,11 @@ impl RxSide {
     /// Whether what TCP holds out of order is placed early.
     pub(super) fn places_out_of_order(&self) -> bool {
         self.ooo
+    }
+
+    /// How the stream's FPDUs are framed, once connected.
+    pub(super) fn config(&self) -> Option<rx::Config> {
+        self.engine.as_ref().map(|e| e.config())
     }
 
     /// What early placement did so far.

@@ -113,7 +113,8 @@ impl<T: OnReceive> Hook<T> {
         let watch: *const TxWatch = &*sock.watch;
         // SAFETY: the socket is live (and outlives the hook, see above), and so is its watch;
         // `ptr` stays valid while the hook is installed.
-        let raw = made(unsafe { ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, Some(run::<T>), Some(run_tx::<T>), watch.cast(), Some(space), doorbell) })?;
+        let raw =
+            made(unsafe { ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, Some(run::<T>), Some(run_tx::<T>), watch.cast(), Some(space), doorbell) })?;
         Ok(Hook { raw, _owner: owner })
     }
 }

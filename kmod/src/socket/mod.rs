@@ -95,16 +95,24 @@ impl TcpSocket {
 
     /// Queues as much of `frags`, in order, as the send buffer takes now, by reference (TCP
     /// takes its own page references and copies nothing); when it cannot take all, the hook's
-    /// transmit work runs once it can take more. Returns the octets taken, and sets `end_seq` to
-    /// the sequence number just past what TCP has. Every fragment must be valid during the call.
-    pub(crate) fn send_frags(&self, frags: &mut [PageFrag], end_seq: &mut u32) -> Result<usize> {
-        let len = frags.iter().map(|f| f.len() as usize).sum();
+    /// transmit work runs once it can take more. The fragments are records of `records[i]`
+    /// octets; with `eor` each record ends its skb, so the next one starts a new skb (and a new
+    /// segment). Returns the octets taken, and sets `end_seq` to the sequence number just past
+    /// what TCP has. Every fragment must be valid during the call.
+    pub(crate) fn send_frags(&self, frags: &mut [PageFrag], records: &[u32], eor: bool, end_seq: &mut u32) -> Result<usize> {
+        let len: usize = records.iter().map(|&r| r as usize).sum();
+        if len != frags.iter().map(|f| f.len() as usize).sum::<usize>() {
+            return Err(EINVAL);
+        }
         // Set first: a write_space between a refusal and our return must not be missed.
         self.watch.blocked.store(true, Ordering::SeqCst);
         // SAFETY: the socket reference is live; each fragment names a page that is allocated
-        // during the call (see above), which TCP references before it returns; `end_seq` is a
-        // live exclusive reference.
-        let rc = unsafe { ffi::iwarp_shim_sock_send_pages(self.sock.as_ptr(), PageFrag::as_bio_vecs(frags), frags.len(), len, end_seq) };
+        // during the call (see above), which TCP references before it returns; `records` is
+        // valid for reads of its length and sums to the fragments' octets (checked above);
+        // `end_seq` is a live exclusive reference.
+        let rc = unsafe {
+            ffi::iwarp_shim_sock_send_pages(self.sock.as_ptr(), PageFrag::as_bio_vecs(frags), frags.len(), records.as_ptr(), records.len(), eor, end_seq)
+        };
         if rc < 0 {
             return Err(Error::from_errno(rc as i32));
         }
@@ -112,6 +120,13 @@ impl TcpSocket {
             self.watch.blocked.store(false, Ordering::SeqCst);
         }
         Ok(rc as usize)
+    }
+
+    /// Sends what is written at once, without waiting to fill a segment (TCP_NODELAY): an
+    /// FPDU is a record of its own, and Nagle would hold the last one of a burst.
+    pub(crate) fn set_nodelay(&self) {
+        // SAFETY: the socket reference is live.
+        unsafe { ffi::iwarp_shim_sock_nodelay(self.sock.as_ptr()) }
     }
 
     /// The oldest sequence number the peer has not acknowledged.

@@ -178,6 +178,11 @@ impl Receiver {
         Receiver { cfg, next: 0, next_msn: [1; 3], send_mo: 0, placed: Placed::new(), early: EarlyStats::default(), closed: false }
     }
 
+    /// How this stream's FPDUs are framed.
+    pub fn config(&self) -> Config {
+        self.cfg
+    }
+
     /// Stream offset of the next FPDU to process in order: the caller keeps every byte from here.
     pub fn next(&self) -> u64 {
         self.next
