@@ -78,20 +78,45 @@ example() {
 }
 # Each network fault (netem on both guests) under 17 rounds of about 2 MiB (an RDMA Write, a Read
 # back, a Send and a Read back each: 134 MiB; each round a different size, hence different data)
-# and 8 Reads of 2 MiB each way at once, with markers and CRC, then the same plain (332 MiB in
-# all), and 64 small Sends; every transfer checked by hash and byte for byte at both ends, the
-# QPs still connected at the end, and where segments arrive out of order, octets placed out of
-# order on both sides.
+# and 8 Reads of 2 MiB each way at once, then 64 small Sends; twice (332 MiB in all): with markers
+# and CRC, FPDUs not aligned to segments; then with CRC only, FPDUs aligned. Every transfer is
+# checked by hash and byte for byte at both ends, the QPs still connected at the end, and where
+# segments arrive out of order, octets placed out of order on both sides: found through markers
+# in the first run, at segment starts in the second.
 net_fault() {
-    local rounds rc=0 t=$SECONDS ooo=
+    local rounds rc=0 t=$SECONDS marker= aligned=
     rounds=$(seq -s, 2097152 -4093 2031664)
-    # Where segments arrive out of order (reordered, or after a lost one), markers reveal FPDUs
-    # in them: each side must have placed some out of order, straight from TCP's queue.
-    [[ $1 == *reorder* || $1 == *loss* ]] && ooo=,ooo=1
+    [[ $1 == *reorder* || $1 == *loss* ]] && marker=,ooo=marker aligned=,ooo=aligned
     vm_netem A "$1" && vm_netem B "$1" || return 1
-    verbs "markers=1,crc=1,rev=2$ooo" "$rounds" 64 && verbs "markers=0,crc=0,rev=2" "$rounds" 64 $((PORT + 1)) || rc=1
+    verbs "markers=1,crc=1,rev=2,unaligned=1$marker" "$rounds" 64 && verbs "markers=0,crc=1,rev=2$aligned" "$rounds" 64 $((PORT + 1)) || rc=1
     vm_netem A && vm_netem B || rc=1
     echo "netem '$1': $((SECONDS - t)) s"
+    return $rc
+}
+# On the wire, FPDUs start TCP segments: the bridge is captured while verbs rounds run with CRC
+# only, and scripts/wire-fpdus.py walks each data segment's FPDUs from its first octet. Aligned
+# (the default), at least WIRE_MIN % of the segments must hold whole FPDUs; the same traffic
+# unaligned is shown for contrast, not checked (TCP cuts that stream anywhere).
+WIRE_MIN=99
+wire_fpdus() {
+    local mode pcap pid rc=0
+    for mode in aligned unaligned; do
+        pcap=$VM_DIR/wire-$mode.pcap
+        ip netns exec "$VM_NS" tcpdump -i br0 -U -w "$pcap" "tcp port $PORT" 2>"$pcap.log" &
+        pid=$!
+        for _ in $(seq 50); do grep -q "listening on" "$pcap.log" && break; sleep 0.1; done
+        local opts="markers=0,crc=1,rev=2"
+        [ $mode = unaligned ] && opts+=",unaligned=1"
+        verbs "$opts" 1,4096,65549,1048576 16 || rc=1
+        sleep 1
+        kill "$pid" && wait "$pid"
+        if [ $mode = aligned ]; then
+            python3 "$VM_HERE/scripts/wire-fpdus.py" "$pcap" "$PORT" "$WIRE_MIN" || rc=1
+        else
+            python3 "$VM_HERE/scripts/wire-fpdus.py" "$pcap" "$PORT" 0 || rc=1
+        fi
+        rm -f "$pcap" "$pcap.log"
+    done
     return $rc
 }
 refused() {
@@ -123,6 +148,8 @@ tests() {
     t qp-kernel-send-to-user-level-peer kernel_send
     t verbs-errors-A vm_run A "$check verbs-errors && $check stats-zero"
     t verbs-markers-crc-1B-to-4MiB verbs "markers=1,crc=1,rev=2" 1,7,4096,65549,1048576,4194304
+    t verbs-markers-every-64B verbs "markers=1,crc=1,rev=2,interval=64" 1,4096,65549,1048576
+    t wire-fpdus-start-segments wire_fpdus
     t verbs-plain-mpa-v1 verbs "markers=0,crc=0,rev=1" 1,1500,65536,1048583
     # The same rounds over a TCP connection the module makes itself (CONNECT_QP), A copying every
     # payload it sends (COPY_SEND) instead of sending from its registered pages.

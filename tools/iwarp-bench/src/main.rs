@@ -1,12 +1,16 @@
 //! iwarp-bench: perftest-style measurements over iwarp.ko between two machines.
 //!
 //!   iwarp-bench server [--port P] [--markers 0|1] [--crc 0|1] [--mpa-rev 1|2] [--copy 0|1] [--ooo 0|1]
+//!                      [--aligned 0|1] [--marker-interval N]
 //!   iwarp-bench client HOST [--port P] [--test T,..] [--sizes S,..] [--iters N] [--depth D]
 //!                           [--markers 0|1] [--crc 0|1] [--mpa-rev 1|2] [--copy 0|1] [--ooo 0|1]
-//!                           [--format table|csv|json] [--stop-server]
+//!                           [--aligned 0|1] [--marker-interval N] [--format table|csv|json]
+//!                           [--stop-server]
 //!
 //! `--copy 1` has the module copy every payload before sending (no zero copy), to compare;
-//! `--ooo 0` has it place what arrives only in order (no out-of-order placement), to compare.
+//! `--ooo 0` has it place what arrives only in order (no out-of-order placement), to compare;
+//! `--aligned 0` has it send FPDUs without starting each at a TCP segment, to compare;
+//! `--marker-interval N` puts markers N octets apart (experiments: both sides must say the same).
 //!
 //! Tests: send_lat, write_lat, read_lat (ping-pong or round trip; half the round trip for the
 //! ping-pongs, as perftest reports), send_bw, write_bw, read_bw (payload octets over the time
@@ -34,6 +38,8 @@ pub(crate) struct Options {
     pub(crate) mpa_rev: u8,
     pub(crate) copy: bool,
     pub(crate) ooo: bool,
+    pub(crate) aligned: bool,
+    pub(crate) marker_interval: u32,
     pub(crate) format: report::Format,
     pub(crate) stop_server: bool,
 }
@@ -58,6 +64,8 @@ fn run() -> Result<(), Box<dyn Error>> {
         mpa_rev: 2,
         copy: false,
         ooo: true,
+        aligned: true,
+        marker_interval: 0,
         format: report::Format::Table,
         stop_server: false,
     };
@@ -76,6 +84,8 @@ fn run() -> Result<(), Box<dyn Error>> {
             "--mpa-rev" => o.mpa_rev = val()?.parse()?,
             "--copy" => o.copy = val()? == "1",
             "--ooo" => o.ooo = val()? == "1",
+            "--aligned" => o.aligned = val()? == "1",
+            "--marker-interval" => o.marker_interval = val()?.parse()?,
             "--format" => o.format = report::Format::parse(val()?)?,
             "--stop-server" => o.stop_server = true,
             _ => rest.push(a.clone()),
@@ -99,6 +109,8 @@ fn connect_options(role: Role, o: &Options, private: Vec<u8>) -> ConnectOptions 
     c.mpa_rev = o.mpa_rev;
     c.copy_send = o.copy;
     c.in_order_only = !o.ooo;
+    c.unaligned = !o.aligned;
+    c.marker_interval = o.marker_interval;
     c.private_data = private;
     c.timeout = Duration::from_secs(30);
     c

@@ -22,7 +22,8 @@
 //!                                             and Sends its own, A Reads that back; then DEEP
 //!                                             Sends into as many receives posted at once
 //!                                             (OPTS: MPA options, plus kernel-connect=1 and
-//!                                             ooo=1: some must be placed out of order)
+//!                                             ooo=1|marker|aligned: some must be placed out of
+//!                                             order, found through markers or at segment starts)
 //!   many-serve PORT N / many-drive HOST PORT N   N QPs at once, each running rounds
 //!   fault-serve PORT CASE / fault-drive HOST PORT CASE
 //!                    CASE: bad-stag, write-bounds, read-rights, no-recv, invalidated-stag (a
@@ -36,7 +37,9 @@
 //!   bad-frame HOST PORT CASE   a user-level peer sends a malformed FPDU (CASE: crc-error) to
 //!                    fault-serve, and must get the module's Terminate back
 //!
-//! OPTS: markers=0|1,crc=0|1,rev=1|2,pd=TEXT,timeout=MS,copy=0|1 (no zero copy). EXPECT: rev=N,crc=0|1,rx_markers=0|1,
+//! OPTS: markers=0|1,crc=0|1,rev=1|2,pd=TEXT,timeout=MS,copy=0|1 (no zero copy),in-order=0|1
+//! (no out-of-order placement),unaligned=0|1 (FPDUs not aligned to segments),interval=N (octets
+//! between markers, both ends alike). EXPECT: rev=N,crc=0|1,rx_markers=0|1,
 //! tx_markers=0|1,peer=TEXT (what the exchange must settle).
 
 mod cm;
@@ -240,6 +243,8 @@ fn options(role: Role, spec: &str) -> Result<ConnectOptions, String> {
             "timeout" => o.timeout = Duration::from_millis(v.parse().map_err(|_| format!("bad timeout {v}"))?),
             "copy" => o.copy_send = bit(),
             "in-order" => o.in_order_only = bit(),
+            "unaligned" => o.unaligned = bit(),
+            "interval" => o.marker_interval = v.parse().map_err(|_| format!("bad interval {v}"))?,
             _ => return Err(format!("unknown option {k}")),
         }
     }
@@ -369,6 +374,8 @@ fn adopt_errors() -> Check {
         ("private data over 508", AdoptQp { fd, private_len: 509, ..base }),
         ("timeout 0", AdoptQp { fd, timeout_ms: 0, ..base }),
         ("IRD over 14 bits", AdoptQp { fd, ird: 0x4000, ..base }),
+        ("marker interval not a multiple of 4", AdoptQp { fd, marker_interval: 510, ..base }),
+        ("marker interval over 65532", AdoptQp { fd, marker_interval: 65536, ..base }),
         ("unknown QP", AdoptQp { fd, qp: made.qp ^ 0x80, ..base }),
     ] {
         expect_errno(what, dev.adopt_qp_raw(&mut req.clone()), libc::EINVAL)?;

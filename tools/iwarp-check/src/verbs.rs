@@ -167,7 +167,7 @@ fn connect<'d>(
         s.post_recv()?;
     }
     let n = match via {
-        Via::Stream(stream) => s.qp.adopt(stream, &o).map_err(|e| format!("adopt: {e}"))?,
+        Via::Stream(stream) => s.qp.adopt(stream, &o).map_err(|e| format!("adopt: {e}"))?.clone(),
         Via::Kernel(to) => {
             // The server may not listen yet: a refused attempt leaves the QP as it was, so retry.
             let start = std::time::Instant::now();
@@ -180,10 +180,16 @@ fn connect<'d>(
                 }
             };
             done.map_err(|e| format!("connect in the kernel to {to}: {e}"))?;
-            s.qp.negotiated().ok_or("no negotiation")?
+            s.qp.negotiated().ok_or("no negotiation")?.clone()
         }
     };
     println!("ok: connected (MPA rev {}, CRC {}, markers in {} out {})", n.mpa_rev, n.crc, n.rx_markers, n.tx_markers);
+    // Markers sit as far apart as asked (0: RFC 5044's 512), in each direction that has them.
+    let p = s.qp.placement().map_err(|e| e.to_string())?;
+    let asked = if o.marker_interval == 0 { 512 } else { o.marker_interval };
+    let want = |on: bool| if on { asked } else { 0 };
+    let got = (p.rx_marker_interval, p.tx_marker_interval);
+    ensure(got == (want(n.rx_markers), want(n.tx_markers)), format!("marker intervals in/out {got:?} (asked {asked})"))?;
     (s.peer_dst, s.peer_src) = peer_regions(&n.peer_private)?;
     Ok(s)
 }
@@ -228,32 +234,71 @@ pub(crate) fn many_drive(host: &str, port: &str, many: usize) -> Check {
     ensure(qps == 0, format!("A: {many} QPs ran at once, all gone after"))
 }
 
-/// Whether `flag` (such as `ooo=1`) is among the comma-separated `opts`, and the others.
-fn split_flag(opts: &str, flag: &str) -> (bool, String) {
-    let key = flag.split('=').next().unwrap_or(flag);
+/// The value of option `key` (such as `ooo` in `ooo=1`) among the comma-separated `opts`, and
+/// the others.
+fn split_flag<'a>(opts: &'a str, key: &str) -> (Option<&'a str>, String) {
+    let value = opts.split(',').find_map(|o| o.split_once('=').filter(|(k, _)| *k == key).map(|(_, v)| v));
     let rest: Vec<&str> = opts.split(',').filter(|o| o.split('=').next() != Some(key)).collect();
-    (opts.split(',').any(|o| o == flag), rest.join(","))
+    (value, rest.join(","))
 }
 
-/// Shows where `who`'s QP placed what it received; with `ooo` (the `ooo=1` option: the network
-/// reorders or loses packets), some of it must have been placed out of order, straight from
-/// TCP's out-of-order queue.
-fn placement(qp: &QueuePair<'_>, who: &str, ooo: bool) -> Check {
+/// What placement must show, from the `ooo` option: the network reorders or loses packets, so
+/// some of what arrived must have been placed out of order, straight from TCP's out-of-order
+/// queue (`ooo=1`), some of it found at segment starts because the sender aligns FPDUs
+/// (`ooo=aligned`), or some of it found through markers (`ooo=marker`).
+#[derive(Clone, Copy, PartialEq)]
+enum Ooo {
+    Unchecked,
+    Any,
+    Aligned,
+    Marker,
+}
+
+impl Ooo {
+    fn parse(v: Option<&str>) -> Result<Ooo, String> {
+        match v {
+            None => Ok(Ooo::Unchecked),
+            Some("1") => Ok(Ooo::Any),
+            Some("aligned") => Ok(Ooo::Aligned),
+            Some("marker") => Ok(Ooo::Marker),
+            Some(v) => Err(format!("bad ooo={v}")),
+        }
+    }
+}
+
+/// Shows where `who`'s QP placed what it received, and checks it as `ooo` says.
+fn placement(qp: &QueuePair<'_>, who: &str, ooo: Ooo) -> Check {
     let p = qp.placement().map_err(|e| e.to_string())?;
     let shown = format!(
-        "{who}: placed {} octets in order, {} out of order ({} FPDUs: {} found through a marker; {} held back, {} bad; {} walks of TCP's out-of-order queue, {} doorbells)",
-        p.in_order, p.out_of_order, p.fpdus_out_of_order, p.fpdus_by_marker, p.fpdus_held_back, p.fpdus_bad, p.ooo_walks, p.doorbells
+        "{who}: placed {} octets in order, {} out of order ({} FPDUs: {} found through a marker, {} at a segment start; {} held back, {} bad; \
+         {} walks of TCP's out-of-order queue, {} doorbells; markers every {}/{} octets in/out)",
+        p.in_order,
+        p.out_of_order,
+        p.fpdus_out_of_order,
+        p.fpdus_by_marker,
+        p.fpdus_by_alignment,
+        p.fpdus_held_back,
+        p.fpdus_bad,
+        p.ooo_walks,
+        p.doorbells,
+        p.rx_marker_interval,
+        p.tx_marker_interval
     );
-    if ooo {
-        ensure(p.out_of_order > 0 && p.fpdus_out_of_order > 0, shown)
-    } else {
-        println!("# {shown}");
-        Ok(())
+    let placed = p.out_of_order > 0 && p.fpdus_out_of_order > 0;
+    match ooo {
+        Ooo::Unchecked => {
+            println!("# {shown}");
+            Ok(())
+        }
+        Ooo::Any => ensure(placed, shown),
+        Ooo::Aligned => ensure(placed && p.fpdus_by_alignment > 0, shown),
+        Ooo::Marker => ensure(placed && p.fpdus_by_marker > 0, shown),
     }
 }
 
 fn serve_on(dev: &Device, stream: TcpStream, max: usize, opts: &str) -> Check {
-    let (ooo, opts) = split_flag(opts, "ooo=1");
+    let (ooo, opts) = split_flag(opts, "ooo");
+    let ooo = Ooo::parse(ooo)?;
     let opts = opts.as_str();
     let (scq, rcq) = (dev.create_cq(64).map_err(|e| e.to_string())?, dev.create_cq(4096).map_err(|e| e.to_string())?);
     let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
@@ -301,7 +346,8 @@ fn serve_on(dev: &Device, stream: TcpStream, max: usize, opts: &str) -> Check {
 pub(crate) fn drive(host: &str, port: &str, sizes: &str, deep: usize, opts: &str) -> Check {
     let sizes: Vec<usize> = sizes.split(',').map(|s| s.parse().map_err(|_| format!("bad size {s}"))).collect::<Result<_, _>>()?;
     let dev = open()?;
-    let (kernel, opts) = split_flag(opts, "kernel-connect=1");
+    let (kernel, opts) = split_flag(opts, "kernel-connect");
+    let kernel = kernel == Some("1");
     let via = if kernel { Via::Kernel(format!("{host}:{port}").parse().map_err(|e| format!("{host}:{port}: {e}"))?) } else { Via::Stream(dial(host, port)?) };
     drive_on(&dev, via, &sizes, deep, &opts)
 }
@@ -310,7 +356,8 @@ pub(crate) fn drive(host: &str, port: &str, sizes: &str, deep: usize, opts: &str
 const ZERO_COPY_MIN: usize = 4096;
 
 fn drive_on(dev: &Device, via: Via, sizes: &[usize], deep: usize, opts: &str) -> Check {
-    let (ooo, opts) = split_flag(opts, "ooo=1");
+    let (ooo, opts) = split_flag(opts, "ooo");
+    let ooo = Ooo::parse(ooo)?;
     let opts = opts.as_str();
     let max = sizes.iter().copied().max().unwrap_or(16).max(16 * (deep + 4)).max(16);
     let (scq, rcq) = (dev.create_cq(64).map_err(|e| e.to_string())?, dev.create_cq(64).map_err(|e| e.to_string())?);
