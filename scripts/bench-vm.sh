@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # cargo xtask bench verbs: in one run between the same two guests, iwarp.ko (iwarp-bench) beside
 # siw (perftest with rdma_cm, -R) and plain TCP (iperf3, sockperf ping-pong); prints each
-# figure and the ratios. Usage: bench-vm.sh [--quick] [--faults]
+# figure and the ratios. Usage: bench-vm.sh [--quick] [--faults | --sweep]
 # --faults: 64 KiB write_bw of iwarp.ko (markers and CRC; the same placing only in order; plain)
 # and of TCP (iperf3) under each network fault of vm-lib.sh (netem on both guests), as ratios to
 # the same run without it, and out-of-order placement on ÷ off.
+# --sweep: out-of-order placement measured. (a) 64 KiB write_bw against reorder rate and loss, of
+# iwarp.ko placing out of order through markers (FPDUs not aligned to segments), through
+# alignment only (CRC, no markers), and in order only (hook off), beside siw and TCP; (b) against
+# the marker separation, without faults and under 1 % reordering. CSVs and SVG plots go to
+# target/bench/ (made again by each run, never committed).
 # Guests run under TCG here: absolute numbers mean little, ratios between stacks measured in the
 # same guests, back to back, are the point.
 set -uo pipefail
@@ -12,12 +17,13 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 source "$here/scripts/vm-lib.sh"
 ko="$here/target/kmod/release/iwarp.ko"
 bench="$here/target/release/iwarp-bench"
-quick=0 faults=0
+quick=0 faults=0 sweep=0
 for a in "$@"; do
     case $a in
         --quick) quick=1 ;;
         --faults) faults=1 ;;
-        *) echo "usage: bench-vm.sh [--quick] [--faults]" >&2; exit 2 ;;
+        --sweep) sweep=1 ;;
+        *) echo "usage: bench-vm.sh [--quick] [--faults | --sweep]" >&2; exit 2 ;;
     esac
 done
 bw_iters=$((quick ? 300 : 2000)) lat_iters=$((quick ? 200 : 1000)) secs=$((quick ? 2 : 5))
@@ -160,6 +166,94 @@ if [ $faults = 1 ]; then
         for m in mc mc-inorder plain; do [ -n "${R[$n/$m/write_bw]:-}" ] || { echo "FAILED: our $n $m write_bw is missing"; status=1; }; done
         [ -n "${R[$n/tcp/write_bw]:-}" ] || echo "$n TCP: NOT MEASURED: ${MISSING[$n/tcp/write_bw]:-unknown}"
     done
+    exit $status
+fi
+
+if [ $sweep = 1 ]; then
+    out_dir="$here/target/bench"
+    mkdir -p "$out_dir"
+    ours warm-up "--markers 1 --crc 1" bw >/dev/null || status=1
+    # (a) Reordering with a few ms of delay (the rate of packets sent at once, ahead of the
+    # delayed ones), and loss without delay.
+    rates=("none|" "reorder-0.1%|delay 2ms reorder 0.1% 50%" "reorder-1%|delay 2ms reorder 1% 50%"
+        "reorder-5%|delay 2ms reorder 5% 50%" "loss-0.1%|loss 0.1%" "loss-1%|loss 1%")
+    for f in "${rates[@]}"; do
+        n=${f%%|*}
+        echo "---- netem: ${f#*|}"
+        vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }
+        ours "$n/markers" "--markers 1 --crc 1 --aligned 0" bw || status=1
+        ours "$n/aligned" "--markers 0 --crc 1" bw || status=1
+        ours "$n/unaligned" "--markers 0 --crc 1 --aligned 0" bw || status=1
+        ours "$n/inorder" "--markers 0 --crc 1 --ooo 0" bw || status=1
+        perftest "$n/siw" ib_write_bw 65536 "$bw_iters" 4 125 --report_gbits
+        iperf3_bw "$n/tcp"
+    done
+    # (b) Marker separation, FPDUs not aligned (only markers find them), as in Balaji et al.'s
+    # "Analyzing the Impact of Supporting Out-of-Order Communication on In-order Performance".
+    intervals=(512 1024 2048 4096 16384 none)
+    for f in "none|" "reorder-1%|delay 2ms reorder 1% 50%"; do
+        n=${f%%|*}
+        echo "---- marker separation, netem: ${f#*|}"
+        vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }
+        for iv in "${intervals[@]}"; do
+            if [ "$iv" = none ]; then o="--markers 0"; else o="--markers 1 --marker-interval $iv"; fi
+            ours "sep/$n/$iv" "$o --crc 1 --aligned 0" bw || status=1
+        done
+    done
+    # (c) What early placement saves once the lost segment is retransmitted: the round trip of
+    # a 256 KiB Write ping-pong under 1 % loss (most rounds lose a segment), placing out of order
+    # (only the missing octets are left to place) against in order only.
+    echo "---- 256 KiB write_lat under loss 1%"
+    vm_netem A "loss 1%" && vm_netem B "loss 1%" || { echo "FAILED: netem loss 1%"; status=1; }
+    for m in aligned inorder; do
+        o="--markers 0 --crc 1"
+        [ $m = inorder ] && o+=" --ooo 0"
+        c="$bench client $B --port 7300 $o --format json --test write_lat --sizes 262144 --iters $((quick ? 50 : 300)) --stop-server"
+        out=$(vm_pair B "timeout 600 $bench server --port 7300 $o" A "$c >/run/iwarp/lat.json") && out=$(vm_run A "cat /run/iwarp/lat.json") || { echo "$out"; status=1; continue; }
+        echo "$out"
+        R[lat/$m/p50]=$(pick "$out" write_lat '.lat_p50_us') R[lat/$m/mean]=$(pick "$out" write_lat '.lat_mean_us') R[lat/$m/p99]=$(pick "$out" write_lat '.lat_p99_us')
+    done
+    vm_netem A && vm_netem B
+    vm_stop || status=1
+    echo
+    echo "==== (a) 64 KiB write_bw MB/s against network faults (netem on both guests)"
+    csv="$out_dir/ooo-sweep.csv"
+    echo "fault,markers (unaligned),alignment only,CRC unaligned,in order only,siw,TCP" >"$csv"
+    line() { printf '%-13s %8s %8s %8s %8s %8s %8s | %10s %11s %10s %9s %9s %10s\n' "$@"; }
+    line fault markers aligned unalign in-order siw TCP "mark÷inord" "align÷inord" "align÷unal" "align÷siw" "align÷TCP" "align÷none"
+    for f in "${rates[@]}"; do
+        n=${f%%|*}
+        v() { echo "${R[$n/$1/write_bw]:-${R[$n/$1]:-}}"; }
+        echo "$n,$(v markers),$(v aligned),$(v unaligned),$(v inorder),$(v siw),$(v tcp)" >>"$csv"
+        line "$n" "$(v markers)" "$(v aligned)" "$(v unaligned)" "$(v inorder)" "$(v siw)" "$(v tcp)" \
+            "$(ratio "$(v markers)" "$(v inorder)")" "$(ratio "$(v aligned)" "$(v inorder)")" "$(ratio "$(v aligned)" "$(v unaligned)")" \
+            "$(ratio "$(v aligned)" "$(v siw)")" "$(ratio "$(v aligned)" "$(v tcp)")" "$(ratio "$(v aligned)" "${R[none/inorder/write_bw]:-}")"
+        for m in markers aligned unaligned inorder; do [ -n "$(v $m)" ] || { echo "FAILED: our $n $m write_bw is missing"; status=1; }; done
+        for m in siw tcp; do [ -n "$(v $m)" ] || echo "$n $m: NOT MEASURED: ${MISSING[$n/$m]:-unknown}"; done
+    done
+    echo "markers: markers and CRC, FPDUs not aligned; aligned: CRC only, FPDUs aligned; unalign: CRC only, FPDUs"
+    echo "not aligned; in-order: CRC only, aligned, out-of-order placement off; align÷none: aligned under the fault"
+    echo "÷ in order only without faults"
+    echo
+    echo "==== (b) 64 KiB write_bw MB/s against marker separation (FPDUs not aligned; CRC on)"
+    sep="$out_dir/marker-separation.csv"
+    echo "octets between markers,no fault,reorder 1%" >"$sep"
+    printf '%-10s %10s %12s %14s\n' interval "no fault" "reorder 1%" "÷ no markers"
+    for iv in "${intervals[@]}"; do
+        a=${R[sep/none/$iv/write_bw]:-} b=${R[sep/reorder-1%/$iv/write_bw]:-}
+        echo "$iv,$a,$b" >>"$sep"
+        printf '%-10s %10s %12s %14s\n' "$iv" "$a" "$b" "$(ratio "$a" "${R[sep/none/none/write_bw]:-}")"
+        [ -n "$a" ] && [ -n "$b" ] || { echo "FAILED: marker separation $iv is missing"; status=1; }
+    done
+    echo
+    echo "==== (c) 256 KiB write_lat (half round trip, us) under 1 % loss: out of order ÷ in order only"
+    for st in p50 mean p99; do
+        printf '%-5s aligned %10s  in order %10s  ÷ %s\n' "$st" "${R[lat/aligned/$st]:-n/a}" "${R[lat/inorder/$st]:-n/a}" \
+            "$(ratio "${R[lat/aligned/$st]:-}" "${R[lat/inorder/$st]:-}")"
+    done
+    python3 "$here/scripts/plot-svg.py" "$csv" "$out_dir/ooo-sweep.svg" "64 KiB RDMA Write bandwidth under reordering and loss" "MB/s" &&
+        python3 "$here/scripts/plot-svg.py" "$sep" "$out_dir/marker-separation.svg" "64 KiB RDMA Write bandwidth against marker separation" "MB/s" || status=1
+    echo "plots: $out_dir/ooo-sweep.svg $out_dir/marker-separation.svg (data beside them as CSV)"
     exit $status
 fi
 

@@ -18,10 +18,13 @@ usage: cargo xtask <task>
   test [--host]         host tests, fuzz smoke run, VM tests (release kernel, and the debug
                         kernel when built; CI always builds it)
   bench core [--quick]  protocol-core benchmarks, as ratios (--quick: short measurements)
-  bench verbs [--quick] [--faults]
+  bench verbs [--quick] [--faults | --sweep]
                         iwarp.ko beside siw (perftest -R) and TCP (iperf3, sockperf) between
                         two guests in one run: write_bw, write_lat, send_lat and their ratios;
-                        --faults: write_bw under each network fault (netem), as ratios
+                        --faults: write_bw under each network fault (netem), as ratios;
+                        --sweep: write_bw against reorder rate, loss and marker separation
+                        (out-of-order placement through markers, alignment, or none), plotted
+                        as SVG in target/bench/
   demo                  set up, build, boot two guests, load the module, run the verbs
                         benchmark between them";
 
@@ -46,7 +49,7 @@ fn main() -> ExitCode {
         Some("bench") if args.get(1).map(String::as_str) == Some("verbs") => {
             script("build-kernel.sh", &["release"])
                 && build_guest_side("release", true)
-                && script("bench-vm.sh", &["--quick", "--faults"].into_iter().filter(|f| flag(f)).collect::<Vec<_>>())
+                && script("bench-vm.sh", &["--quick", "--faults", "--sweep"].into_iter().filter(|f| flag(f)).collect::<Vec<_>>())
         }
         Some("demo") => demo(),
         _ => {
