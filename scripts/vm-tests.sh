@@ -79,7 +79,7 @@ example() {
 # Each network fault (netem on both guests) under 17 rounds of about 2 MiB (an RDMA Write, a Read
 # back, a Send and a Read back each: 134 MiB; each round a different size, hence different data)
 # and 8 Reads of 2 MiB each way at once, then 64 small Sends; twice (332 MiB in all): with markers
-# and CRC, FPDUs not aligned to segments; then with CRC only, FPDUs aligned. Every transfer is
+# and CRC (FPDUs not aligned to segments, the default); then with CRC only, FPDUs aligned. Every transfer is
 # checked by hash and byte for byte at both ends, the QPs still connected at the end, and where
 # segments arrive out of order, octets placed out of order on both sides: found through markers
 # in the first run, at segment starts in the second.
@@ -88,15 +88,15 @@ net_fault() {
     rounds=$(seq -s, 2097152 -4093 2031664)
     [[ $1 == *reorder* || $1 == *loss* ]] && marker=,ooo=marker aligned=,ooo=aligned
     vm_netem A "$1" && vm_netem B "$1" || return 1
-    verbs "markers=1,crc=1,rev=2,unaligned=1$marker" "$rounds" 64 && verbs "markers=0,crc=1,rev=2$aligned" "$rounds" 64 $((PORT + 1)) || rc=1
+    verbs "markers=1,crc=1,rev=2$marker" "$rounds" 64 && verbs "markers=0,crc=1,rev=2,aligned=1$aligned" "$rounds" 64 $((PORT + 1)) || rc=1
     vm_netem A && vm_netem B || rc=1
     echo "netem '$1': $((SECONDS - t)) s"
     return $rc
 }
 # On the wire, FPDUs start TCP segments: the bridge is captured while verbs rounds run with CRC
 # only, and scripts/wire-fpdus.py walks each data segment's FPDUs from its first octet. Aligned
-# (the default), at least WIRE_MIN % of the segments must hold whole FPDUs; the same traffic
-# unaligned is shown for contrast, not checked (TCP cuts that stream anywhere).
+# (aligned=1), at least WIRE_MIN % of the segments must hold whole FPDUs; the same traffic
+# unaligned (the default) is shown for contrast, not checked (TCP cuts that stream anywhere).
 WIRE_MIN=99
 wire_fpdus() {
     local mode pcap pid rc=0
@@ -106,7 +106,7 @@ wire_fpdus() {
         pid=$!
         for _ in $(seq 50); do grep -q "listening on" "$pcap.log" && break; sleep 0.1; done
         local opts="markers=0,crc=1,rev=2"
-        [ $mode = unaligned ] && opts+=",unaligned=1"
+        [ $mode = aligned ] && opts+=",aligned=1"
         verbs "$opts" 1,4096,65549,1048576 16 || rc=1
         sleep 1
         kill "$pid" && wait "$pid"
@@ -165,6 +165,7 @@ tests() {
     t cm-listen-reject-accept-disconnect vm_pair B "$check cm-serve $PORT" A "$check cm-drive $B $PORT"
     t verbs-post-to-a-stalled-peer vm_pair B "$check stalled-peer $PORT" A "$check post-to-stalled $B $PORT"
     t fault-crc-error-from-the-wire vm_pair B "$check fault-serve $PORT crc-error" A "$check bad-frame $B $PORT crc-error"
+    t fault-nothing-placed-after-a-refused-invalidate vm_pair B "$check fault-serve $PORT foreign-invalidate" A "$check bad-frame $B $PORT foreign-invalidate"
     t verbs-killed-mid-transfer killed_mid
     t example-send-recv example send_recv "client got 36 bytes: HELLO OVER IWARP, MARKERS AND CRC ON"
     t example-rdma-write example rdma_write "server's buffer now says: written straight into the server's memory"

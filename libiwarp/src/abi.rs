@@ -201,12 +201,13 @@ pub mod conn {
     /// Local only, not negotiated: place what arrives only at the in-order point (no
     /// out-of-order placement), e.g. to compare the two.
     pub const IN_ORDER: u32 = 1 << 5;
-    /// Local only, not negotiated: send FPDUs as one stream, without starting each at a TCP
-    /// segment (by default each FPDU is a record that ends its skb, so a receiver can place an
-    /// out-of-order segment without markers), e.g. to compare the two.
-    pub const UNALIGNED: u32 = 1 << 6;
+    /// Local only, not negotiated: start each FPDU at a TCP segment (each is a record that
+    /// ends its skb), so the peer can place out-of-order segments without markers (with CRCs).
+    /// It costs bandwidth: one skb per FPDU, where FPDUs otherwise go to TCP as one stream that
+    /// it cuts into large GSO packets (docs/ooo-placement.md has the figures).
+    pub const ALIGNED: u32 = 1 << 6;
     /// Every bit a caller may ask for.
-    pub const ASKABLE: u32 = RX_MARKERS | CRC | COPY_SEND | IN_ORDER | UNALIGNED;
+    pub const ASKABLE: u32 = RX_MARKERS | CRC | COPY_SEND | IN_ORDER | ALIGNED;
 }
 
 /// Argument of [`IOCTL_CREATE_QP`]: a queue pair not connected yet, with its send and receive

@@ -49,8 +49,9 @@ pub struct ConnectOptions {
     pub copy_send: bool,
     /// Place what arrives only in order (no out-of-order placement), e.g. to compare the two.
     pub in_order_only: bool,
-    /// Do not start each FPDU at a TCP segment, e.g. to compare the two.
-    pub unaligned: bool,
+    /// Start each FPDU at a TCP segment, so the peer can place out-of-order segments without
+    /// markers; costs bandwidth ([`crate::abi::conn::ALIGNED`]).
+    pub aligned: bool,
     /// Octets between markers, 0 for RFC 5044's 512; see [`crate::abi::AdoptQp::marker_interval`]
     /// (experiments only: both ends must ask for the same).
     pub marker_interval: u32,
@@ -70,7 +71,7 @@ impl ConnectOptions {
             timeout: Duration::from_secs(10),
             copy_send: false,
             in_order_only: false,
-            unaligned: false,
+            aligned: false,
             marker_interval: 0,
         }
     }
@@ -372,7 +373,7 @@ impl<'a> QueuePair<'a> {
                 | (if opts.crc { conn::CRC } else { 0 })
                 | (if opts.copy_send { conn::COPY_SEND } else { 0 })
                 | (if opts.in_order_only { conn::IN_ORDER } else { 0 })
-                | (if opts.unaligned { conn::UNALIGNED } else { 0 }),
+                | (if opts.aligned { conn::ALIGNED } else { 0 }),
             marker_interval: opts.marker_interval,
             mpa_rev: opts.mpa_rev as u32,
             ird: opts.ird as u32,

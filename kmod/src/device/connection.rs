@@ -112,7 +112,7 @@ impl Context {
         let opts = StreamOptions {
             copy_send: req.flags & conn::COPY_SEND != 0,
             ooo: req.flags & conn::IN_ORDER == 0,
-            aligned: req.flags & conn::UNALIGNED == 0,
+            aligned: req.flags & conn::ALIGNED != 0,
             markers,
         };
         let hooked = qp.connect(est, &opts).and_then(|()| {

@@ -9,7 +9,8 @@
 //!
 //! `--copy 1` has the module copy every payload before sending (no zero copy), to compare;
 //! `--ooo 0` has it place what arrives only in order (no out-of-order placement), to compare;
-//! `--aligned 0` has it send FPDUs without starting each at a TCP segment, to compare;
+//! `--aligned 1` has it start each FPDU at a TCP segment (what a receiver without markers needs
+//! to place out of order);
 //! `--marker-interval N` puts markers N octets apart (experiments: both sides must say the same).
 //!
 //! Tests: send_lat, write_lat, read_lat (ping-pong or round trip; half the round trip for the
@@ -64,7 +65,7 @@ fn run() -> Result<(), Box<dyn Error>> {
         mpa_rev: 2,
         copy: false,
         ooo: true,
-        aligned: true,
+        aligned: false,
         marker_interval: 0,
         format: report::Format::Table,
         stop_server: false,
@@ -109,7 +110,7 @@ fn connect_options(role: Role, o: &Options, private: Vec<u8>) -> ConnectOptions 
     c.mpa_rev = o.mpa_rev;
     c.copy_send = o.copy;
     c.in_order_only = !o.ooo;
-    c.unaligned = !o.aligned;
+    c.aligned = o.aligned;
     c.marker_interval = o.marker_interval;
     c.private_data = private;
     c.timeout = Duration::from_secs(30);

@@ -34,11 +34,14 @@
 //!   stalled-peer PORT / post-to-stalled HOST PORT   (B) a user-level peer that reads nothing;
 //!                    (A) 16 Writes of 4 MiB to it must post at once and complete or flush in order
 //!   verbs-errors     (loopback) errnos of the data-path ioctls, and a CQ overrun
-//!   bad-frame HOST PORT CASE   a user-level peer sends a malformed FPDU (CASE: crc-error) to
-//!                    fault-serve, and must get the module's Terminate back
+//!   bad-frame HOST PORT CASE   a user-level peer breaks the protocol toward fault-serve (CASE:
+//!                    crc-error, a Send whose CRC is wrong; foreign-invalidate, a Send with
+//!                    Invalidate of a foreign STag, then a Write and a Send in the same segment,
+//!                    which fault-serve checks were neither placed nor completed), and must get
+//!                    the module's Terminate back
 //!
 //! OPTS: markers=0|1,crc=0|1,rev=1|2,pd=TEXT,timeout=MS,copy=0|1 (no zero copy),in-order=0|1
-//! (no out-of-order placement),unaligned=0|1 (FPDUs not aligned to segments),interval=N (octets
+//! (no out-of-order placement),aligned=0|1 (each FPDU starts a segment),interval=N (octets
 //! between markers, both ends alike). EXPECT: rev=N,crc=0|1,rx_markers=0|1,
 //! tx_markers=0|1,peer=TEXT (what the exchange must settle).
 
@@ -243,7 +246,7 @@ fn options(role: Role, spec: &str) -> Result<ConnectOptions, String> {
             "timeout" => o.timeout = Duration::from_millis(v.parse().map_err(|_| format!("bad timeout {v}"))?),
             "copy" => o.copy_send = bit(),
             "in-order" => o.in_order_only = bit(),
-            "unaligned" => o.unaligned = bit(),
+            "aligned" => o.aligned = bit(),
             "interval" => o.marker_interval = v.parse().map_err(|_| format!("bad interval {v}"))?,
             _ => return Err(format!("unknown option {k}")),
         }
