@@ -185,3 +185,23 @@ fn peer_to_peer_rtr_comes_first() {
     assert_eq!(t.cause(), Some(Cause::MpaNoMatchingRtr));
     let _ = Opcode::Send;
 }
+
+#[test]
+fn nothing_is_placed_or_delivered_after_a_delivery_the_sink_refused() {
+    // A Send the upper layer cannot complete (say, its Invalidate names a foreign STag), then a
+    // Write and a Send in the same bytes: neither may touch memory or complete (RFC 5040 7.2).
+    let msgs = vec![
+        Msg { msg: Message::Send { solicited: false, invalidate: Some(0xbad) }, payload: vec![1; 16] },
+        Msg { msg: Message::Write { stag: 0x100, to: 0 }, payload: vec![2; 64] },
+        Msg { msg: Message::Send { solicited: false, invalidate: None }, payload: vec![3; 16] },
+    ];
+    let (wire, _) = common::emit(&msgs, iwarp_proto::tx::Config { markers: Markers::RFC, crc: true, mulpdu: 1400 });
+    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    let mut mem = Memory::for_scenario(&msgs);
+    mem.fail_after = Some(1);
+    assert_eq!(rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem), Err(RxError::Closed));
+    assert_eq!(mem.events.len(), 1, "only the refused Send was delivered: {:?}", mem.events);
+    assert!(mem.tagged[&0x100].1.iter().all(|&b| b == 0), "the Write after it was not placed");
+    assert!(mem.recv[&2].0.iter().all(|&b| b == 0), "the Send after it was not placed");
+    assert_eq!(rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem), Err(RxError::Closed));
+}

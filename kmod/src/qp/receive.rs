@@ -227,6 +227,9 @@ impl Sink for Placer<'_> {
                         cqe.flags |= wc_flags::WITH_INVALIDATE;
                         cqe.invalidated = stag;
                     } else {
+                        // The receive completes in error, and nothing after this Send is
+                        // placed or delivered (failed() below stops the core).
+                        cqe.status = wc_status::FATAL_ERR;
                         self.q.fatal.set(Terminate::new(Cause::RdmapCannotInvalidate));
                     }
                 }
@@ -255,6 +258,12 @@ impl Sink for Placer<'_> {
             // nothing at the data sink.
             Event::Write { .. } | Event::ReadyToReceive(_) => {}
         }
+    }
+
+    /// A delivery failed the stream (an invalidation refused, Read Requests beyond the IRD, a
+    /// CQ overrun): the core places and delivers nothing after it.
+    fn failed(&self) -> bool {
+        !self.q.fatal.is_clear()
     }
 }
 

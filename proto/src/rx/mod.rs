@@ -90,6 +90,12 @@ pub trait Sink {
     fn place(&mut self, target: Target, bytes: &[u8]);
     /// Takes a delivery.
     fn deliver(&mut self, event: Event);
+    /// Whether the upper layer ended the stream itself (a delivery it could not carry out, such
+    /// as an invalidation it refused): nothing after that point is placed or delivered (RFC
+    /// 5040 section 7.2), and [`Receiver::receive`] returns [`RxError::Closed`].
+    fn failed(&self) -> bool {
+        false
+    }
 }
 
 /// How this stream's FPDUs are framed and what comes first.
@@ -230,6 +236,9 @@ impl Receiver {
             if f.end() > data.end() {
                 break;
             }
+            if sink.failed() {
+                return Err(RxError::Closed);
+            }
             let early = self.placed.take(f.start).is_some();
             if !early {
                 fpdu::check_markers(data, markers, &f).map_err(|c| self.term(c, data, &f))?;
@@ -254,6 +263,9 @@ impl Receiver {
     /// Places whole FPDUs found in bytes beyond the in-order point: right after one placed
     /// early, at the start of the bytes (guessed, with CRCs only), and where markers point.
     fn place_ahead<C: Crc32c, S: Sink>(&mut self, data: &Pieces<'_>, sink: &mut S) {
+        if sink.failed() {
+            return;
+        }
         if self.cfg.expect_rtr.is_some() || self.cfg.expect_rtr_read_response {
             // Until the in-order pass has seen the ready-to-receive exchange, nothing is placed:
             // the RTR itself must not be placed, and what follows it must wait its turn.

@@ -128,6 +128,9 @@ pub struct Memory {
     /// msn -> (bytes, placement count per byte)
     pub recv: HashMap<u32, (Vec<u8>, Vec<u8>)>,
     pub events: Vec<Event>,
+    /// Fail the stream once this many deliveries were taken (as an upper layer does when it
+    /// cannot carry one out).
+    pub fail_after: Option<usize>,
 }
 
 impl Memory {
@@ -210,6 +213,9 @@ impl Sink for Memory {
 
     fn deliver(&mut self, event: Event) {
         self.events.push(event);
+    }
+    fn failed(&self) -> bool {
+        self.fail_after.is_some_and(|n| self.events.len() >= n)
     }
 }
 

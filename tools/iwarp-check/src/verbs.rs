@@ -508,6 +508,18 @@ pub(crate) fn fault_serve(port: &str, case: &str) -> Check {
     }
     let state = wait_ended(&s.qp)?;
     ensure(state == QpState::Error { terminate: Some(expect.code()), sent: true }, format!("B: QP ended with our Terminate {:?} ({state:?})", expect))?;
+    if case == "foreign-invalidate" {
+        // The Send whose Invalidate we refused completes in error; the Write and the Send that
+        // followed it in the same segment were neither placed nor completed.
+        let mut wc = [WorkCompletion::EMPTY; 1];
+        let k = rcq.poll(&mut wc);
+        ensure(
+            k == 1 && wc[0].status == WcStatus::Fatal && wc[0].invalidated.is_none(),
+            format!("B: the Send with a foreign Invalidate failed ({:?})", &wc[..k]),
+        )?;
+        flush -= 1;
+        ensure(s.b.dst.as_slice().iter().all(|&b| b == 0), "B: the Write after it changed nothing")?;
+    }
     expect_event(&events, s.qp.handle(), QpEvent::Terminated { terminate: expect.code(), sent: true }, "B")?;
     flushed(&rcq, flush, "B")
 }

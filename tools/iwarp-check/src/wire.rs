@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 pub(crate) fn cause(case: &str) -> Option<Cause> {
     match case {
         "crc-error" => Some(Cause::MpaCrc),
+        "foreign-invalidate" => Some(Cause::RdmapCannotInvalidate),
         _ => None,
     }
 }
@@ -73,10 +74,45 @@ fn connected(h: &Handshake) -> Result<Connection, String> {
 }
 
 /// MPA as initiator on a plain socket; the private data stands in for a region advertisement.
-fn mpa(s: &mut TcpStream) -> Result<Connection, String> {
+/// Returns the connection and the peer's private data.
+fn mpa(s: &mut TcpStream) -> Result<(Connection, Vec<u8>), String> {
     let mut h = Handshake::initiator(LOCAL, &[0u8; 24]).map_err(|e| format!("MPA request: {e:?}"))?;
     drive(s, &mut h)?;
-    connected(&h)
+    Ok((connected(&h)?, h.peer_private().to_vec()))
+}
+
+/// The broken bytes of `case`, framed by `t`; `dst` is where the module's side lets us write.
+fn broken(case: &str, t: &mut Transmitter, dst: Remote) -> Result<Vec<u8>, String> {
+    let mut wire = Vec::new();
+    let mut frame = |msg: Message, payload: &[u8]| -> Check {
+        let mut out = t.start(msg, payload.len() as u64).map_err(|e| format!("{e:?}"))?;
+        let mut f = Box::<Fpdu>::default();
+        while !out.done() {
+            t.next_fpdu::<HostCrc, _>(&mut out, payload, &mut f);
+            let at = wire.len();
+            wire.resize(at + f.wire_len as usize, 0);
+            f.write_to(payload, &mut wire[at..]);
+        }
+        Ok(())
+    };
+    match case {
+        "crc-error" => {
+            frame(Message::Send { solicited: false, invalidate: None }, &[0x5a; 64])?;
+            // A payload octet changed after the CRC was computed (octet 40 is payload with or
+            // without the leading marker).
+            wire[40] ^= 0x01;
+        }
+        "foreign-invalidate" => {
+            // A Send with Invalidate of an STag the module's side never made, then, in the same
+            // segment, a Write into its advertised region and another Send: after the first
+            // fails, neither may be placed or completed (RFC 5040 section 7.2).
+            frame(Message::Send { solicited: false, invalidate: Some(0x7fff_ff00) }, &[0x5a; 64])?;
+            frame(Message::Write { stag: dst.rkey, to: dst.addr }, &[0xa5; 64])?;
+            frame(Message::Send { solicited: false, invalidate: None }, &[0x5a; 64])?;
+        }
+        _ => return Err(format!("unknown case {case}")),
+    }
+    Ok(wire)
 }
 
 /// MPA as responder on a plain socket, answering with `private`.
@@ -88,24 +124,18 @@ pub(crate) fn respond(s: &mut TcpStream, private: &[u8]) -> Result<Connection, S
     connected(&h)
 }
 
-/// Guest A: connects, completes MPA, waits for the module's go-ahead, then sends one Send whose
-/// CRC does not match; the module's Terminate must arrive, with the expected cause, and then the
-/// connection must end.
+/// Guest A: connects, completes MPA, waits for the module's go-ahead, then sends what `case`
+/// breaks (a Send whose CRC does not match; a Send with Invalidate of a foreign STag followed by
+/// a Write and a Send) in one write; the module's Terminate must arrive, with the expected
+/// cause, and then the connection must end.
 pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
     let want = cause(case).ok_or(format!("unknown case {case}"))?;
     let mut s = dial(host, port)?;
-    let conn = mpa(&mut s)?;
+    let (conn, peer_private) = mpa(&mut s)?;
+    let dst = Remote::from_bytes(&peer_private).ok_or("no region advertised by the module's side")?;
     let tx_marks = if conn.tx_markers { Markers::RFC } else { Markers::NONE };
     let mut t = Transmitter::new(tx::Config { markers: tx_marks, crc: conn.crc, mulpdu: markers::mulpdu(1448, tx_marks) });
-    let payload = [0x5au8; 64];
-    let mut out = t.start(Message::Send { solicited: false, invalidate: None }, payload.len() as u64).map_err(|e| format!("{e:?}"))?;
-    let mut f = Box::<Fpdu>::default();
-    t.next_fpdu::<HostCrc, _>(&mut out, payload.as_slice(), &mut f);
-    let mut wire = vec![0u8; f.wire_len as usize];
-    f.write_to(payload.as_slice(), &mut wire);
-    // A payload octet changed after the CRC was computed (octet 40 is payload with or without
-    // the leading marker).
-    wire[40] ^= 0x01;
+    let wire = broken(case, &mut t, dst)?;
     s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
     let mut rx = Receiver::new(rx::Config {
         markers: if conn.rx_markers { Markers::RFC } else { Markers::NONE },
@@ -122,7 +152,7 @@ pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
     loop {
         if !sent && !sink.0.is_empty() {
             s.write_all(&wire).map_err(|e| e.to_string())?;
-            println!("ok: sent a Send FPDU with {case}");
+            println!("ok: sent {} octets breaking the protocol: {case}", wire.len());
             sent = true;
         }
         let n = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
