@@ -240,13 +240,13 @@ long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t 
 	struct sock *sk = sock->sk;
 	size_t total = 0, i;
 	long taken = 0;
-	int rc = 0;
+	int err = 0;
 
 	for (i = 0; i < nrec; i++)
 		total += records[i];
 	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, n, total);
 	lock_sock(sk);
-	for (i = 0; i < nrec && rc >= 0; i++) {
+	for (i = 0; i < nrec; i++) {
 		size_t after = msg_data_left(&msg) - records[i];
 
 		/* Cork all but the last record: TCP sends them as the next one follows. */
@@ -254,21 +254,21 @@ long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t 
 		msg.msg_flags |= (eor ? MSG_EOR : 0) | (i + 1 < nrec ? MSG_MORE : 0);
 		iov_iter_truncate(&msg.msg_iter, records[i]);
 		while (msg_data_left(&msg)) {
-			rc = tcp_sendmsg_locked(sk, &msg, msg_data_left(&msg));
-			if (rc <= 0)
-				break;
+			int rc = tcp_sendmsg_locked(sk, &msg, msg_data_left(&msg));
+
+			if (rc <= 0) {
+				err = rc ? rc : -EPIPE;
+				goto out;
+			}
 			taken += rc;
 		}
-		if (rc == 0)
-			rc = -EPIPE;
-		if (!msg_data_left(&msg))
-			rc = 0;
-		iov_iter_reexpand(&msg.msg_iter, msg_data_left(&msg) + after);
+		iov_iter_reexpand(&msg.msg_iter, after);
 	}
+out:
 	*end_seq = READ_ONCE(tcp_sk(sk)->write_seq);
 	release_sock(sk);
-	if (rc < 0 && rc != -EAGAIN)
-		return rc;
+	if (err && err != -EAGAIN)
+		return err;
 	return taken;
 }
 

@@ -23,11 +23,16 @@ enum Cut {
     Shifted,
 }
 
+/// `msgs` on the wire (and where each FPDU is), a receiver for them and their buffers.
+fn setup(markers: Markers, crc: bool, msgs: &[Msg]) -> (Vec<u8>, Vec<(u64, u32)>, Receiver, Memory) {
+    let (wire, fpdus) = emit(msgs, tx::Config { markers, crc, mulpdu: 1400 });
+    let rx = Receiver::new(rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false });
+    (wire, fpdus, rx, Memory::for_scenario(msgs))
+}
+
 /// Offers every FPDU but the first as a segment, newest first, CRCs on if `crc`.
 fn run_cut(markers: Markers, crc: bool, cut: Cut, msgs: &[Msg]) -> (Memory, Receiver, Vec<(u64, u32)>, Vec<u8>) {
-    let (wire, fpdus) = emit(msgs, tx::Config { markers, crc, mulpdu: 1400 });
-    let mut rx = Receiver::new(rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false });
-    let mut mem = Memory::for_scenario(msgs);
+    let (wire, fpdus, mut rx, mut mem) = setup(markers, crc, msgs);
     for &(start, len) in fpdus.iter().skip(1).rev() {
         let from = if cut == Cut::Shifted { start - 4 } else { start };
         let seg = &wire[from as usize..(start + len as u64) as usize];
@@ -107,9 +112,7 @@ fn fpdus_without_a_marker_are_found_after_an_early_placed_one() {
     // 100-octet FPDUs: most carry no marker. Arriving in order after a hole, each one starts
     // where the previous early-placed one ended.
     let msgs = writes(20, 100);
-    let (wire, fpdus) = emit(&msgs, tx::Config { markers: Markers::RFC, crc: true, mulpdu: 1400 });
-    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false });
-    let mut mem = Memory::for_scenario(&msgs);
+    let (wire, fpdus, mut rx, mut mem) = setup(Markers::RFC, true, &msgs);
     let first_marked = fpdus.iter().position(|&(s, l)| s > 0 && (s + l as u64) / 512 > s.saturating_sub(1) / 512 && s % 512 != 0).unwrap();
     for &(start, len) in &fpdus[first_marked..] {
         let seg = &wire[start as usize..(start + len as u64) as usize];
@@ -124,9 +127,7 @@ fn fpdus_without_a_marker_are_found_after_an_early_placed_one() {
 #[test]
 fn early_placement_goes_on_past_an_fpdu_it_cannot_place() {
     let msgs = writes(8, 1000);
-    let (wire, fpdus) = emit(&msgs, tx::Config { markers: Markers::RFC, crc: true, mulpdu: 1400 });
-    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false });
-    let mut mem = Memory::for_scenario(&msgs);
+    let (wire, fpdus, mut rx, mut mem) = setup(Markers::RFC, true, &msgs);
     // Write 3's buffer is not there (yet): its FPDU cannot be placed early.
     let held = mem.tagged.remove(&0x103).unwrap();
     // Everything after the first FPDU arrives as one run: its first FPDU found at its start,
@@ -148,9 +149,7 @@ fn early_placement_goes_on_past_an_fpdu_it_cannot_place() {
 #[test]
 fn a_split_fpdu_is_left_for_the_in_order_pass() {
     let msgs = writes(3, 1000);
-    let (wire, fpdus) = emit(&msgs, tx::Config { markers: Markers::RFC, crc: true, mulpdu: 1400 });
-    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false });
-    let mut mem = Memory::for_scenario(&msgs);
+    let (wire, fpdus, mut rx, mut mem) = setup(Markers::RFC, true, &msgs);
     let (s, l) = fpdus[2];
     let half = &wire[s as usize..(s + l as u64 / 2) as usize];
     rx.receive::<Crc, _>(&Pieces::new(s, &[half]), &mut mem).unwrap();

@@ -147,7 +147,8 @@ struct Batch {
     frags: KVec<PageFrag>,
     /// Fragments TCP took whole (the next may be partly taken: it is trimmed in place).
     taken: usize,
-    /// Octets of each FPDU added.
+    /// Octets of each record: one per FPDU when aligned, else one for the whole batch (TCP
+    /// then takes it in one call).
     records: KVec<u32>,
     /// Records TCP took whole (the next may be partly taken: it is shortened in place).
     record: usize,
@@ -158,7 +159,10 @@ struct Batch {
 impl Batch {
     /// Adds the framed FPDU's pieces.
     fn add(&mut self, fpdu: &Fpdu, payload: &OutPayload) -> Result {
-        self.records.push(fpdu.wire_len, GFP_KERNEL)?;
+        match self.records.last_mut() {
+            Some(r) if !self.aligned => *r += fpdu.wire_len,
+            _ => self.records.push(fpdu.wire_len, GFP_KERNEL)?,
+        }
         for p in fpdu.pieces() {
             match *p {
                 Piece::Ctl { off, len } => {
