@@ -99,6 +99,7 @@ net_fault() {
 # only, and scripts/wire-fpdus.py walks each data segment's FPDUs from its first octet. Aligned
 # (aligned=1), at least WIRE_MIN % of the segments must hold whole FPDUs; the same traffic
 # unaligned (the default) is shown for contrast, not checked (TCP cuts that stream anywhere).
+# Wireshark's own iWARP dissectors (scripts/tshark-fpdus.py) must agree, as a decoder not ours.
 WIRE_MIN=99
 wire_fpdus() {
     local mode pcap pid rc=0
@@ -112,11 +113,10 @@ wire_fpdus() {
         verbs "$opts" 1,4096,65549,1048576 16 || rc=1
         sleep 1
         kill "$pid" && wait "$pid"
-        if [ $mode = aligned ]; then
-            python3 "$VM_HERE/scripts/wire-fpdus.py" "$pcap" "$PORT" "$WIRE_MIN" || rc=1
-        else
-            python3 "$VM_HERE/scripts/wire-fpdus.py" "$pcap" "$PORT" 0 || rc=1
-        fi
+        local need=0
+        [ $mode = aligned ] && need=$WIRE_MIN
+        python3 "$VM_HERE/scripts/wire-fpdus.py" "$pcap" "$PORT" "$need" || rc=1
+        python3 "$VM_HERE/scripts/tshark-fpdus.py" "$pcap" "$PORT" "$need" || rc=1
         rm -f "$pcap" "$pcap.log"
     done
     return $rc
