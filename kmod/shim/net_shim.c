@@ -9,6 +9,7 @@
 #include <linux/file.h>
 #include <linux/jiffies.h>
 #include <linux/in.h>
+#include <linux/in6.h>
 #include <linux/net.h>
 #include <linux/nsproxy.h>
 #include <linux/skbuff.h>
@@ -311,4 +312,36 @@ void iwarp_shim_sock_shutdown(struct socket *sock)
 bool iwarp_shim_sock_established(struct socket *sock)
 {
 	return READ_ONCE(sock->sk->sk_state) == TCP_ESTABLISHED;
+}
+
+static void endpoint(struct iwarp_endpoint *ep, const struct sockaddr_storage *ss)
+{
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+
+	memset(ep, 0, sizeof(*ep));
+	if (ss->ss_family == AF_INET) {
+		ep->port = ntohs(sin->sin_port);
+		memcpy(ep->addr, &sin->sin_addr, sizeof(sin->sin_addr));
+	} else if (ss->ss_family == AF_INET6) {
+		ep->port = ntohs(sin6->sin6_port);
+		memcpy(ep->addr, &sin6->sin6_addr, sizeof(sin6->sin6_addr));
+	} else {
+		return;
+	}
+	ep->family = ss->ss_family;
+}
+
+/* Our end and the peer's end of @sock's connection (family 0 where the kernel has none). */
+void iwarp_shim_sock_endpoints(struct socket *sock, struct iwarp_endpoint *local, struct iwarp_endpoint *remote)
+{
+	struct sockaddr_storage ss = {};
+
+	if (kernel_getsockname(sock, (struct sockaddr *)&ss) < 0)
+		ss.ss_family = AF_UNSPEC;
+	endpoint(local, &ss);
+	memset(&ss, 0, sizeof(ss));
+	if (kernel_getpeername(sock, (struct sockaddr *)&ss) < 0)
+		ss.ss_family = AF_UNSPEC;
+	endpoint(remote, &ss);
 }

@@ -38,6 +38,14 @@ u32 iwarp_shim_sock_snd_una(struct socket *sock);
 u32 iwarp_shim_sock_mss(struct socket *sock);
 void iwarp_shim_sock_want_write_space(struct socket *sock);
 
+/* One end of a connection, laid out as the ABI's Endpoint (address in network order). */
+struct iwarp_endpoint {
+	u16 family;
+	u16 port;
+	u8 addr[16];
+};
+void iwarp_shim_sock_endpoints(struct socket *sock, struct iwarp_endpoint *local, struct iwarp_endpoint *remote);
+
 /* rx_shim.c: the socket lock, the receive and out-of-order queues, and their skbs */
 void iwarp_shim_sock_lock(struct socket *sock);
 void iwarp_shim_sock_release(struct socket *sock);

@@ -4,8 +4,8 @@
 //! `UserSliceWriter::write` can move them across the user boundary.
 
 use crate::abi::{
-    self, Accept, AdoptQp, AsyncEvent, ConnectQp, CqOp, Cqe, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, GetRequest, HandleOp, Listen, PdOp, PostRecv,
-    PostSend, QueryDevice, QueryQp, QueryStats, RegMr, Reject, SetEventFd,
+    self, Accept, AdoptQp, AsyncEvent, ConnectQp, CqOp, Cqe, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, GetRequest, HandleOp, ListQps, Listen, PdOp,
+    PostRecv, PostSend, QpInfo, QueryDevice, QueryQp, QueryStats, RegMr, Reject, SetEventFd,
 };
 use kernel::transmute::{AsBytes, FromBytes};
 
@@ -32,6 +32,8 @@ const _: () = assert!(core::mem::size_of::<Accept>() == abi::ACCEPT_SIZE);
 const _: () = assert!(core::mem::size_of::<Reject>() == abi::REJECT_SIZE);
 const _: () = assert!(core::mem::size_of::<SetEventFd>() == abi::SET_EVENT_FD_SIZE);
 const _: () = assert!(core::mem::size_of::<AsyncEvent>() == abi::ASYNC_EVENT_SIZE);
+const _: () = assert!(core::mem::size_of::<ListQps>() == abi::LIST_QPS_SIZE);
+const _: () = assert!(core::mem::size_of::<QpInfo>() == abi::QP_INFO_SIZE);
 
 // SAFETY (all impls below): each struct is `repr(C)`, made only of integers (and arrays of
 // them or of such structs), without padding (sizes pinned above and by libiwarp's layout test to
@@ -104,3 +106,9 @@ unsafe impl FromBytes for Doorbell {}
 unsafe impl AsBytes for ConnectQp {}
 // SAFETY: see above.
 unsafe impl FromBytes for ConnectQp {}
+// SAFETY: see above.
+unsafe impl FromBytes for ListQps {}
+// SAFETY: see above.
+unsafe impl AsBytes for ListQps {}
+// SAFETY: see above (Endpoint too is integers only, 20 octets without padding).
+unsafe impl AsBytes for QpInfo {}

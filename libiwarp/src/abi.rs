@@ -6,7 +6,7 @@
 //! Bump [`ABI_VERSION`] on every incompatible change.
 
 /// Version of this ABI; QUERY_DEVICE reports the module's.
-pub const ABI_VERSION: u32 = 5;
+pub const ABI_VERSION: u32 = 6;
 
 /// The ioctl type byte of `/dev/iwarp`.
 pub const IOCTL_TYPE: u32 = 0xa7;
@@ -837,6 +837,62 @@ pub const QUERY_QP_SIZE: usize = 112;
 /// sent, and where what it received was placed.
 pub const IOCTL_QUERY_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0b, QUERY_QP_SIZE);
 
+/// One end of a QP's connection ([`QpInfo`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `AF_INET` or `AF_INET6`; 0 when not connected.
+    pub family: u16,
+    /// The TCP port.
+    pub port: u16,
+    /// The address in network order: IPv4 in the first 4 octets, IPv6 in all 16.
+    pub addr: [u8; 16],
+}
+
+/// Size of [`Endpoint`].
+pub const ENDPOINT_SIZE: usize = 20;
+
+/// One QP of any context, as [`IOCTL_LIST_QPS`] reports it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpInfo {
+    /// The process that created it (its thread group id in the creator's pid namespace).
+    pub pid: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Our end of the connection.
+    pub local: Endpoint,
+    /// The peer's end.
+    pub remote: Endpoint,
+    /// What [`IOCTL_QUERY_QP`] tells its owner (`qp` is the handle in the owner's context).
+    pub query: QueryQp,
+}
+
+/// Size of [`QpInfo`].
+pub const QP_INFO_SIZE: usize = 48 + QUERY_QP_SIZE;
+
+/// Argument of [`IOCTL_LIST_QPS`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ListQps {
+    /// In: user address of an array of `capacity` [`QpInfo`].
+    pub entries: u64,
+    /// In: room in `entries` (at most [`MAX_LIST_QPS`]).
+    pub capacity: u32,
+    /// Out: QPs in the module; the first `min(count, capacity)` of them were written.
+    pub count: u32,
+}
+
+/// Size of [`ListQps`].
+pub const LIST_QPS_SIZE: usize = 16;
+
+/// Most entries one [`IOCTL_LIST_QPS`] writes.
+pub const MAX_LIST_QPS: u32 = 1 << 16;
+
+/// `_IOWR(0xa7, 0x18, struct ListQps)`: every QP of every context with its counters, for
+/// monitoring (the `iwarp` tool); EINVAL if `capacity` is above [`MAX_LIST_QPS`].
+pub const IOCTL_LIST_QPS: u32 = ioc(IOC_READ | IOC_WRITE, 0x18, LIST_QPS_SIZE);
+
 /// QP states ([`QueryQp::state`]).
 pub mod qp_state {
     /// Connected: work requests flow.
@@ -866,8 +922,7 @@ pub const MAX_MR: u32 = 4096;
 pub const MAX_MR_SIZE: u64 = 1 << 32;
 
 /// What the module answers: markers, CRC and MPA v2; memory regions, completion queues and
-/// queue pairs over adopted TCP connections; out-of-order placement (IPv4 connections: the
-/// doorbell watches IPv4 only).
+/// queue pairs over adopted TCP connections (IPv4 and IPv6); out-of-order placement.
 pub const fn device_attributes() -> QueryDevice {
     QueryDevice {
         abi_version: ABI_VERSION,

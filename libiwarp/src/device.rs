@@ -4,6 +4,7 @@ use crate::abi::{DeregMr, PdOp, QueryDevice, QueryStats, IOCTL_DEALLOC_PD, IOCTL
 use crate::cq::CompletionQueue;
 use crate::events::AsyncEvents;
 use crate::listen::Listener;
+use crate::listing::{self, QpListing};
 use crate::pd::ProtectionDomain;
 use crate::qp::{ConnectOptions, QpInit, QueuePair};
 use crate::sys;
@@ -76,6 +77,11 @@ impl Device {
         Ok(s)
     }
 
+    /// Every QP of every process on this host, with its counters (`LIST_QPS`).
+    pub fn list_qps(&self) -> io::Result<Vec<QpListing>> {
+        listing::list(self.file.as_fd())
+    }
+
     /// A protection domain: register memory and make queue pairs in it.
     pub fn alloc_pd(&self) -> io::Result<ProtectionDomain<'_>> {
         ProtectionDomain::alloc(self)
@@ -113,6 +119,12 @@ impl Device {
     #[cfg(feature = "test-hooks")]
     pub fn destroy_qp_raw(&self, qp: u32) -> io::Result<()> {
         sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_DESTROY_QP, &mut crate::abi::DestroyQp { qp, reserved: 0 })
+    }
+
+    /// Issues LIST_QPS with a raw argument (tests of the module's argument checking).
+    #[cfg(feature = "test-hooks")]
+    pub fn list_qps_raw(&self, req: &mut crate::abi::ListQps) -> io::Result<()> {
+        sys::ioctl(self.file.as_fd(), crate::abi::IOCTL_LIST_QPS, req)
     }
 
     /// Issues ADOPT_QP with a raw argument (tests of the module's argument checking, with

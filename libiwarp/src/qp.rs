@@ -214,6 +214,38 @@ pub enum QpState {
     },
 }
 
+impl From<&QueryQp> for QpState {
+    fn from(q: &QueryQp) -> QpState {
+        match q.state {
+            qp_state::RTS => QpState::Connected,
+            qp_state::INIT => QpState::Init,
+            _ => {
+                let t = q.terminate;
+                let terminate = (t != 0).then_some(((t >> 16) as u8, (t >> 8) as u8, t as u8));
+                QpState::Error { terminate, sent: q.terminate_sent != 0 }
+            }
+        }
+    }
+}
+
+impl From<&QueryQp> for Placement {
+    fn from(q: &QueryQp) -> Placement {
+        Placement {
+            in_order: q.placed_in_order,
+            out_of_order: q.placed_out_of_order,
+            fpdus_out_of_order: q.fpdus_out_of_order,
+            ooo_walks: q.ooo_walks,
+            doorbells: q.doorbells,
+            fpdus_by_marker: q.fpdus_by_marker,
+            fpdus_by_alignment: q.fpdus_by_alignment,
+            fpdus_held_back: q.fpdus_held_back,
+            fpdus_bad: q.fpdus_bad,
+            rx_marker_interval: q.rx_marker_interval,
+            tx_marker_interval: q.tx_marker_interval,
+        }
+    }
+}
+
 /// A receive work request.
 #[derive(Clone, Copy, Debug)]
 pub struct RecvWr<'s> {
@@ -493,15 +525,7 @@ impl<'a> QueuePair<'a> {
 
     /// Whether the QP is still connected, and if not, why.
     pub fn state(&self) -> io::Result<QpState> {
-        let q = self.query()?;
-        match q.state {
-            qp_state::RTS => return Ok(QpState::Connected),
-            qp_state::INIT => return Ok(QpState::Init),
-            _ => {}
-        }
-        let t = q.terminate;
-        let terminate = (t != 0).then_some(((t >> 16) as u8, (t >> 8) as u8, t as u8));
-        Ok(QpState::Error { terminate, sent: q.terminate_sent != 0 })
+        Ok(QpState::from(&self.query()?))
     }
 
     /// Payload octets sent so far: (from the registered pages, zero copy; copied first). The
@@ -515,20 +539,7 @@ impl<'a> QueuePair<'a> {
     /// Where the payload this QP received was placed: in order, or out of order straight from
     /// TCP's out-of-order queue (ahead of the holes before it), with the doorbell's count.
     pub fn placement(&self) -> io::Result<Placement> {
-        let q = self.query()?;
-        Ok(Placement {
-            in_order: q.placed_in_order,
-            out_of_order: q.placed_out_of_order,
-            fpdus_out_of_order: q.fpdus_out_of_order,
-            ooo_walks: q.ooo_walks,
-            doorbells: q.doorbells,
-            fpdus_by_marker: q.fpdus_by_marker,
-            fpdus_by_alignment: q.fpdus_by_alignment,
-            fpdus_held_back: q.fpdus_held_back,
-            fpdus_bad: q.fpdus_bad,
-            rx_marker_interval: q.rx_marker_interval,
-            tx_marker_interval: q.tx_marker_interval,
-        })
+        Ok(Placement::from(&self.query()?))
     }
 
     fn query(&self) -> io::Result<QueryQp> {

@@ -88,6 +88,14 @@ fn queue_pair_layouts() {
     assert_eq!(offset_of!(QueryQp, fpdus_by_alignment), 96);
     assert_eq!(offset_of!(QueryQp, rx_marker_interval), 104);
     assert_eq!(offset_of!(QueryQp, tx_marker_interval), 108);
+    assert_eq!(size_of::<Endpoint>(), ENDPOINT_SIZE);
+    assert_eq!(offset_of!(Endpoint, addr), 4);
+    assert_eq!(size_of::<QpInfo>(), QP_INFO_SIZE);
+    assert_eq!(offset_of!(QpInfo, local), 8);
+    assert_eq!(offset_of!(QpInfo, remote), 28);
+    assert_eq!(offset_of!(QpInfo, query), 48);
+    assert_eq!(size_of::<ListQps>(), LIST_QPS_SIZE);
+    assert_eq!(offset_of!(ListQps, count), 12);
 }
 
 #[test]
@@ -147,4 +155,5 @@ fn ioctl_numbers_use_linux_encoding() {
     assert_eq!(IOCTL_SET_EVENT_FD, 0x4008_a716);
     assert_eq!(IOCTL_GET_ASYNC_EVENT, 0x8010_a717);
     assert_eq!(IOCTL_DEALLOC_PD, 0x4008_a70f);
+    assert_eq!(IOCTL_LIST_QPS, 0xc010_a718);
 }

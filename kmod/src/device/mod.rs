@@ -6,10 +6,11 @@
 //! Closing the file tears down everything the context holds.
 
 mod connection;
+mod registry;
 
 use crate::abi::{
-    self, ring_kind, Accept, AdoptQp, ConnectQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, GetRequest, HandleOp, Listen, PdOp, QueryQp,
-    QueryStats, RegMr, SetEventFd, MAX_CQ, MAX_INLINE, MAX_LISTEN, MAX_QP, MAX_QP_WR, MAX_SGE,
+    self, ring_kind, Accept, AdoptQp, ConnectQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, GetRequest, HandleOp, ListQps, Listen, PdOp, QueryQp,
+    QueryStats, RegMr, SetEventFd, MAX_CQ, MAX_INLINE, MAX_LISTEN, MAX_LIST_QPS, MAX_QP, MAX_QP_WR, MAX_SGE,
 };
 use crate::cq::Cq;
 use crate::events::AsyncEvents;
@@ -33,8 +34,9 @@ use kernel::uaccess::{UserPtr, UserSlice};
 /// Open contexts.
 static CONTEXTS: AtomicU64 = AtomicU64::new(0);
 
-/// Registers the misc device.
+/// Registers the misc device (call once, at module load).
 pub(crate) fn register() -> impl PinInit<MiscDeviceRegistration<Context>, Error> {
+    registry::init();
     MiscDeviceRegistration::register(MiscDeviceOptions { name: c"iwarp" })
 }
 
@@ -43,6 +45,7 @@ pub(crate) fn register() -> impl PinInit<MiscDeviceRegistration<Context>, Error>
 struct Entry {
     hook: Option<Hook<QueuePair>>,
     qp: Arc<QueuePair>,
+    _listed: registry::Registration,
 }
 
 impl Drop for Entry {
@@ -146,6 +149,7 @@ impl MiscDevice for Context {
             abi::IOCTL_REJECT => me.reject(&user.reader().read()?)?,
             abi::IOCTL_DISCONNECT => me.disconnect(&user.reader().read()?)?,
             abi::IOCTL_SET_EVENT_FD => me.set_event_fd(&user.reader().read()?)?,
+            abi::IOCTL_LIST_QPS => list_qps(user)?,
             abi::IOCTL_GET_ASYNC_EVENT => {
                 let ev = me.events.lock().pop().ok_or(EAGAIN)?;
                 user.writer().write(&ev)?;
@@ -165,6 +169,22 @@ fn stats() -> QueryStats {
         queue_pairs: qp::queue_pairs(),
         reserved: [0; 4],
     }
+}
+
+/// LIST_QPS: every QP of every context, written to the caller's array.
+fn list_qps(user: UserSlice) -> Result {
+    let (mut r, mut w) = user.reader_writer();
+    let mut req: ListQps = r.read()?;
+    if req.capacity > MAX_LIST_QPS || req.count != 0 {
+        return Err(EINVAL);
+    }
+    let (infos, count) = registry::snapshot(req.capacity as usize)?;
+    let mut out = UserSlice::new(UserPtr::from_addr(req.entries as usize), infos.len() * core::mem::size_of::<abi::QpInfo>()).writer();
+    for info in infos.iter() {
+        out.write(info)?;
+    }
+    req.count = count as u32;
+    w.write(&req)
 }
 
 impl Context {
@@ -296,7 +316,8 @@ impl Context {
         let qp = QueuePair::new(handle, req.pd, self.mrs.clone(), self.events.clone(), &send_cq, &recv_cq, limits)?;
         req.sq_len = qp.send_ring().len() as u64;
         req.rq_len = qp.recv_ring().len() as u64;
-        req.qp = qps.insert(Entry { hook: None, qp })?;
+        let _listed = registry::Registration::new(&qp)?;
+        req.qp = qps.insert(Entry { hook: None, qp, _listed })?;
         req.sq_offset = (ring_kind::SQ << ring_kind::SHIFT | req.qp as u64) << PAGE_SHIFT;
         req.rq_offset = (ring_kind::RQ << ring_kind::SHIFT | req.qp as u64) << PAGE_SHIFT;
         Ok(())

@@ -274,6 +274,7 @@ impl QueuePair {
     /// QUERY_QP: fills in the state, the Terminate that ended the QP, the octets sent and where
     /// received payload was placed.
     pub(crate) fn query(&self, q: &mut QueryQp) {
+        q.qp = self.handle;
         if let Some(side) = &*self.tx.lock() {
             (q.sent_zero_copy, q.sent_copied) = side.sent();
             q.tx_marker_interval = side.config().markers.interval();

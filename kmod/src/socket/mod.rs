@@ -10,6 +10,7 @@ mod hook;
 
 pub(crate) use hook::{Doorbell, Hook, OnReceive};
 
+use crate::abi::Endpoint;
 use crate::error::made;
 use crate::ffi;
 use crate::frags::PageFrag;
@@ -161,6 +162,17 @@ impl TcpSocket {
     pub(crate) fn established(&self) -> bool {
         // SAFETY: the socket reference is live; the shim reads one field.
         unsafe { ffi::iwarp_shim_sock_established(self.sock.as_ptr()) }
+    }
+
+    /// Our end and the peer's end of the connection (family 0 where there is none).
+    pub(crate) fn endpoints(&self) -> (Endpoint, Endpoint) {
+        let mut ends = [ffi::iwarp_endpoint { family: 0, port: 0, addr: [0; 16] }; 2];
+        let [local, remote] = &mut ends;
+        // SAFETY: the socket reference is live; both pointers are valid for writes of one
+        // endpoint each.
+        unsafe { ffi::iwarp_shim_sock_endpoints(self.sock.as_ptr(), local, remote) };
+        let abi = |e: &ffi::iwarp_endpoint| Endpoint { family: e.family, port: e.port, addr: e.addr };
+        (abi(&ends[0]), abi(&ends[1]))
     }
 
     /// Segments of this connection the out-of-order doorbell rang for (0 if not hooked).

@@ -8,7 +8,7 @@ use libiwarp::{
     Access, AsyncEvents, CompletionQueue, Device, MemoryRegion, ProtectionDomain, QpEvent, QpInit, QpState, QueuePair, RecvWr, Remote, Role, SendOp, SendWr,
     Sge, WaitMode, WcOpcode, WcStatus, WorkCompletion,
 };
-use std::net::{SocketAddrV4, TcpStream};
+use std::net::{SocketAddr, SocketAddrV4, TcpStream};
 use std::time::Duration;
 
 /// Deterministic random bytes for (size, side): both peers can regenerate what the other sent.
@@ -227,7 +227,7 @@ pub(crate) fn many_serve(port: &str, many: usize) -> Check {
 pub(crate) fn many_drive(host: &str, port: &str, many: usize) -> Check {
     let dev = open()?;
     std::thread::scope(|sc| {
-        let runs: Vec<_> = (0..many).map(|_| sc.spawn(|| drive_on(&dev, Via::Stream(dial(host, port)?), &[4096, 1 << 16], 0, MANY_OPTS))).collect();
+        let runs: Vec<_> = (0..many).map(|_| sc.spawn(|| drive_on(&dev, Via::Stream(dial(host, port)?), &[4096, 1 << 16], 0, MANY_OPTS, false))).collect();
         runs.into_iter().try_for_each(|r| r.join().map_err(|_| "thread panicked".to_string())?)
     })?;
     let qps = dev.stats().map_err(|e| e.to_string())?.queue_pairs;
@@ -245,13 +245,15 @@ fn split_flag<'a>(opts: &'a str, key: &str) -> (Option<&'a str>, String) {
 /// What placement must show, from the `ooo` option: the network reorders or loses packets, so
 /// some of what arrived must have been placed out of order, straight from TCP's out-of-order
 /// queue (`ooo=1`), some of it found at segment starts because the sender aligns FPDUs
-/// (`ooo=aligned`), or some of it found through markers (`ooo=marker`).
+/// (`ooo=aligned`), or some of it found through markers (`ooo=marker`), and the doorbell rang
+/// (`ooo=doorbell`: markers found, and the netfilter hook saw segments arrive out of order).
 #[derive(Clone, Copy, PartialEq)]
 enum Ooo {
     Unchecked,
     Any,
     Aligned,
     Marker,
+    Doorbell,
 }
 
 impl Ooo {
@@ -261,9 +263,38 @@ impl Ooo {
             Some("1") => Ok(Ooo::Any),
             Some("aligned") => Ok(Ooo::Aligned),
             Some("marker") => Ok(Ooo::Marker),
+            Some("doorbell") => Ok(Ooo::Doorbell),
             Some(v) => Err(format!("bad ooo={v}")),
         }
     }
+}
+
+/// LIST_QPS (and, with `cli`, the `iwarp stat` tool beside this program) must show `qp`, idle
+/// now, as ours, connected to `peer`, with the counters its own QUERY_QP gives.
+fn listed(dev: &Device, qp: &QueuePair<'_>, peer: SocketAddr, cli: bool) -> Check {
+    let all = dev.list_qps().map_err(|e| format!("LIST_QPS: {e}"))?;
+    let me = std::process::id();
+    let mine: Vec<_> = all.iter().filter(|l| l.pid == me && l.handle == qp.handle()).collect();
+    let [l] = mine[..] else { return Err(format!("LIST_QPS: {} entries for our QP {} among {all:?}", mine.len(), qp.handle())) };
+    let (placement, sent) = (qp.placement().map_err(|e| e.to_string())?, qp.sent_octets().map_err(|e| e.to_string())?);
+    let local_ok = l.local.is_some_and(|a| a.port() != 0 && a.ip() != peer.ip());
+    ensure(
+        l.state == QpState::Connected && l.remote == Some(peer) && local_ok && l.placement == placement && l.sent == sent,
+        format!("LIST_QPS: our QP {} of {} listed: {l:?}", qp.handle(), all.len()),
+    )?;
+    if !cli {
+        return Ok(());
+    }
+    let tool = std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("iwarp");
+    let out = std::process::Command::new(&tool).arg("stat").output().map_err(|e| format!("{}: {e}", tool.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = format!("pid {me} qp {} state rts {} > {peer} ", qp.handle(), l.local.map_or("-".into(), |a| a.to_string()));
+    let counted = format!(" placed_in_order {} placed_out_of_order {} ", placement.in_order, placement.out_of_order);
+    let line = text.lines().find(|t| t.starts_with(&head));
+    ensure(
+        out.status.success() && line.is_some_and(|t| t.contains(&counted)),
+        format!("iwarp stat shows our QP: want a line starting {head:?} with {counted:?}; got {:?}", text.trim_end()),
+    )
 }
 
 /// Shows where `who`'s QP placed what it received, and checks it as `ooo` says.
@@ -293,6 +324,7 @@ fn placement(qp: &QueuePair<'_>, who: &str, ooo: Ooo) -> Check {
         Ooo::Any => ensure(placed, shown),
         Ooo::Aligned => ensure(placed && p.fpdus_by_alignment > 0, shown),
         Ooo::Marker => ensure(placed && p.fpdus_by_marker > 0, shown),
+        Ooo::Doorbell => ensure(placed && p.fpdus_by_marker > 0 && p.doorbells > 0, shown),
     }
 }
 
@@ -349,13 +381,18 @@ pub(crate) fn drive(host: &str, port: &str, sizes: &str, deep: usize, opts: &str
     let (kernel, opts) = split_flag(opts, "kernel-connect");
     let kernel = kernel == Some("1");
     let via = if kernel { Via::Kernel(format!("{host}:{port}").parse().map_err(|e| format!("{host}:{port}: {e}"))?) } else { Via::Stream(dial(host, port)?) };
-    drive_on(&dev, via, &sizes, deep, &opts)
+    drive_on(&dev, via, &sizes, deep, &opts, true)
 }
 
 /// The module sends payloads from this size on from the registered pages (qp/payload.rs).
 const ZERO_COPY_MIN: usize = 4096;
 
-fn drive_on(dev: &Device, via: Via, sizes: &[usize], deep: usize, opts: &str) -> Check {
+/// `cli`: also check what the `iwarp` tool shows of the QP.
+fn drive_on(dev: &Device, via: Via, sizes: &[usize], deep: usize, opts: &str, cli: bool) -> Check {
+    let peer = match &via {
+        Via::Stream(s) => s.peer_addr().map_err(|e| e.to_string())?,
+        Via::Kernel(a) => SocketAddr::V4(*a),
+    };
     let (ooo, opts) = split_flag(opts, "ooo");
     let ooo = Ooo::parse(ooo)?;
     let opts = opts.as_str();
@@ -408,6 +445,7 @@ fn drive_on(dev: &Device, via: Via, sizes: &[usize], deep: usize, opts: &str) ->
     }
     ensure(s.qp.state().map_err(|e| e.to_string())? == QpState::Connected, "A: QP still connected at the end")?;
     placement(&s.qp, "A", ooo)?;
+    listed(dev, &s.qp, peer, cli)?;
     s.tell(DONE, 0)?;
     s.hear().map(drop)
 }
@@ -646,6 +684,17 @@ pub(crate) fn local_errors() -> Check {
     let n = qp.connect(to, &initiator).map_err(|e| format!("connecting in the kernel after the refusals: {e}"))?;
     println!("ok: connected in the kernel to {to} (MPA rev {}, CRC {})", n.mpa_rev, n.crc);
     expect_errno("connecting a connected QP again", qp.connect(to, &initiator).map(drop), libc::EINVAL)?;
+    // LIST_QPS: a bad array or count is refused, and nothing is written past the room given.
+    let list = |entries: u64, capacity: u32, count: u32| {
+        let mut req = libiwarp::abi::ListQps { entries, capacity, count };
+        dev.list_qps_raw(&mut req).map(|()| req.count)
+    };
+    expect_errno("LIST_QPS with room above MAX_LIST_QPS", list(0, libiwarp::abi::MAX_LIST_QPS + 1, 0), libc::EINVAL)?;
+    expect_errno("LIST_QPS with a count set", list(0, 0, 1), libc::EINVAL)?;
+    expect_errno("LIST_QPS into an unmapped array", list(8, 1, 0), libc::EFAULT)?;
+    let mut room = [libiwarp::abi::QpInfo::default(), libiwarp::abi::QpInfo { pid: 0xfeed, ..Default::default() }];
+    let count = list(room.as_mut_ptr() as u64, 1, 0).map_err(|e| format!("LIST_QPS: {e}"))?;
+    ensure(count >= 2 && room[0].pid == std::process::id() && room[1].pid == 0xfeed, format!("LIST_QPS with room for 1 of {count}: one entry written"))?;
     let mut ro = vec![1u8; 4096];
     let mut rw = vec![0u8; 4096];
     let mut elsewhere = vec![0u8; 4096];

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Every QP of every context, for LIST_QPS (what the `iwarp` tool shows, as `rdma statistic`
+//! does for RNICs). A QP joins when it is created and leaves when its context lets it go; the
+//! list lock is a leaf: it is held only to add, remove or copy references, never while a QP or
+//! a socket is locked, so it fits anywhere in the lock order.
+
+use crate::abi::{Endpoint, QpInfo, QueryQp};
+use crate::qp::QueuePair;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// A listed QP and the process that made it.
+struct Listed {
+    pid: u32,
+    qp: Arc<QueuePair>,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: `init` is called in module init, before the device exists.
+    unsafe(uninit) static QPS: Mutex<KVec<Listed>> = KVec::new();
+}
+
+/// Readies the list; call once, at module load.
+pub(crate) fn init() {
+    // SAFETY: module init calls this exactly once, before any context can create a QP.
+    unsafe { QPS.init() };
+}
+
+/// A QP's place on the list, taken off when this goes.
+pub(super) struct Registration(Arc<QueuePair>);
+
+impl Registration {
+    /// Lists `qp` as made by the current process.
+    pub(super) fn new(qp: &Arc<QueuePair>) -> Result<Registration> {
+        let pid = kernel::current!().tgid_nr_ns(None) as u32;
+        QPS.lock().push(Listed { pid, qp: qp.clone() }, GFP_KERNEL)?;
+        Ok(Registration(qp.clone()))
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // Dropping the list's reference cannot end the QP under the lock: this registration
+        // holds another.
+        QPS.lock().retain(|l| !Arc::ptr_eq(&l.qp, &self.0));
+    }
+}
+
+/// The first `max` listed QPs, and how many are listed in all. Their state is read after the
+/// list is released (querying locks the QP, and the socket for its addresses).
+pub(super) fn snapshot(max: usize) -> Result<(KVec<QpInfo>, usize)> {
+    let (listed, count) = {
+        let qps = QPS.lock();
+        let mut out = KVec::with_capacity(qps.len().min(max), GFP_KERNEL)?;
+        for l in qps.iter().take(max) {
+            out.push((l.pid, l.qp.clone()), GFP_KERNEL)?;
+        }
+        (out, qps.len())
+    };
+    let mut infos = KVec::with_capacity(listed.len(), GFP_KERNEL)?;
+    for (pid, qp) in listed.iter() {
+        let mut query = QueryQp::default();
+        qp.query(&mut query);
+        let (local, remote) = qp.socket().map_or((Endpoint::default(), Endpoint::default()), |s| s.endpoints());
+        infos.push(QpInfo { pid: *pid, reserved: 0, local, remote, query }, GFP_KERNEL)?;
+    }
+    Ok((infos, count))
+}
