@@ -14,6 +14,9 @@ ip link set lo up
 if [ -n "$ifc" ]; then
     ip link set "$ifc" up
     ip addr add "$ip/24" dev "$ifc"
+    # The same host number in a unique-local IPv6 prefix (vm-lib.sh vm_ip6); no duplicate
+    # address detection, so it is usable at once.
+    ip -6 addr add "fd77::${ip##*.}/64" dev "$ifc" nodad
 fi
 echo "$ifc" >"$dir/ifname"
 grep -m1 'cpu MHz' /proc/cpuinfo >"$dir/cpuinfo"

@@ -18,7 +18,8 @@
 # vm_stop              shut the guests down, check their dmesg, remove the namespace
 #
 # Network: a namespace made for the run holds a bridge and one tap per guest; guest G number i
-# (A=1, B=2, …) is 10.77.0.i/24 on it. Nothing else: no QEMU user networking, no uplink.
+# (A=1, B=2, …) is 10.77.0.i/24 and fd77::i/64 on it. Nothing else: no QEMU user networking, no
+# uplink.
 # vm_start installs a trap so guests and namespace go away on exit, failure or Ctrl-C.
 
 VM_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,6 +35,12 @@ vm_log() { printf '==> vm: %s\n' "$*" >&2; }
 vm_ip() { # guest name -> address
     local i
     for i in "${!VM_NAMES[@]}"; do [ "${VM_NAMES[$i]}" = "$1" ] && echo "10.77.0.$((i + 1))"; done
+}
+
+vm_ip6() { # guest name -> IPv6 address
+    local v4
+    v4=$(vm_ip "$1")
+    echo "fd77::${v4##*.}"
 }
 
 vm_index() {

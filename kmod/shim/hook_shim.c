@@ -8,15 +8,18 @@
  */
 #include <linux/err.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/list.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter_ipv4.h>
+#include <linux/netfilter_ipv6.h>
 #include <linux/rculist.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/tcp.h>
 #include <linux/workqueue.h>
 #include <net/inet_sock.h>
+#include <net/ipv6.h>
 #include <net/net_namespace.h>
 #include <net/sock.h>
 #include <net/tcp.h>
@@ -45,16 +48,19 @@ struct iwarp_hook {
 	void (*old_data_ready)(struct sock *sk);
 	void (*old_state_change)(struct sock *sk);
 	void (*old_write_space)(struct sock *sk);
-	/* The doorbell's view: the connection's addresses and ports as on the wire. */
+	/*
+	 * The doorbell's view: the connection's addresses and ports as on the wire; IPv4
+	 * addresses (also those of an IPv6 socket talking IPv4) as IPv4-mapped IPv6 ones.
+	 */
 	struct list_head node;
 	bool listed;
-	__be32 laddr, raddr;
+	struct in6_addr laddr, raddr;
 	__be16 lport, rport;
 	/* Segments the doorbell saw out of order. */
 	atomic64_t doorbells;
 };
 
-/* Hooks of IPv4 connections, for the doorbell (RCU readers; writers hold the lock). */
+/* Hooks of connections with the doorbell (RCU readers; writers hold the lock). */
 static LIST_HEAD(iwarp_hooks);
 static DEFINE_SPINLOCK(iwarp_hooks_lock);
 
@@ -147,49 +153,74 @@ static void iwarp_hook_write_space(struct sock *sk)
  * would look out of order: it does not ring then, and the work looks again after releasing the
  * lock, when TCP has processed the backlog (src/qp/receive.rs).
  */
-static unsigned int iwarp_doorbell(void *priv, struct sk_buff *skb, const struct nf_hook_state *state)
+/*
+ * Rings for a TCP segment from @saddr to @daddr whose header is at @thoff, if it carries
+ * payload above rcv_nxt of a listed connection (and the receive work does not own the socket).
+ */
+static void iwarp_doorbell_ring(struct sk_buff *skb, const struct in6_addr *saddr, const struct in6_addr *daddr,
+				unsigned int thoff, const struct net *net)
 {
-	const struct iphdr *iph = ip_hdr(skb);
 	struct tcphdr _th;
-	const struct tcphdr *th;
+	const struct tcphdr *th = skb_header_pointer(skb, thoff, sizeof(_th), &_th);
 	struct iwarp_hook *h;
-	unsigned int hlen;
 
-	if (list_empty(&iwarp_hooks) || iph->protocol != IPPROTO_TCP)
-		return NF_ACCEPT;
-	hlen = ip_hdrlen(skb);
-	th = skb_header_pointer(skb, hlen, sizeof(_th), &_th);
-	if (!th || skb->len <= hlen + th->doff * 4)
-		return NF_ACCEPT;
+	if (!th || skb->len <= thoff + th->doff * 4)
+		return;
 	list_for_each_entry_rcu(h, &iwarp_hooks, node) {
-		if (h->lport != th->dest || h->rport != th->source || h->laddr != iph->daddr ||
-		    h->raddr != iph->saddr || !net_eq(sock_net(h->sk), state->net))
+		if (h->lport != th->dest || h->rport != th->source || !ipv6_addr_equal(&h->laddr, daddr) ||
+		    !ipv6_addr_equal(&h->raddr, saddr) || !net_eq(sock_net(h->sk), net))
 			continue;
 		if (after(ntohl(th->seq), READ_ONCE(tcp_sk(h->sk)->rcv_nxt)) && !sock_owned_by_user_nocheck(h->sk)) {
 			atomic64_inc(&h->doorbells);
 			queue_work(system_highpri_wq, &h->work);
 		}
-		break;
+		return;
 	}
+}
+
+static unsigned int iwarp_doorbell4(void *priv, struct sk_buff *skb, const struct nf_hook_state *state)
+{
+	const struct iphdr *iph = ip_hdr(skb);
+	struct in6_addr saddr, daddr;
+
+	if (list_empty(&iwarp_hooks) || iph->protocol != IPPROTO_TCP)
+		return NF_ACCEPT;
+	ipv6_addr_set_v4mapped(iph->saddr, &saddr);
+	ipv6_addr_set_v4mapped(iph->daddr, &daddr);
+	iwarp_doorbell_ring(skb, &saddr, &daddr, ip_hdrlen(skb), state->net);
 	return NF_ACCEPT;
 }
 
-static const struct nf_hook_ops iwarp_doorbell_ops = {
-	.hook = iwarp_doorbell,
-	.pf = NFPROTO_IPV4,
-	.hooknum = NF_INET_LOCAL_IN,
-	/* Last: after every filter that may still drop the packet. */
-	.priority = NF_IP_PRI_LAST,
+static unsigned int iwarp_doorbell6(void *priv, struct sk_buff *skb, const struct nf_hook_state *state)
+{
+	const struct ipv6hdr *ip6h = ipv6_hdr(skb);
+	u8 nexthdr = ip6h->nexthdr;
+	__be16 frag_off;
+	int thoff;
+
+	if (list_empty(&iwarp_hooks))
+		return NF_ACCEPT;
+	thoff = ipv6_skip_exthdr(skb, sizeof(*ip6h), &nexthdr, &frag_off);
+	if (thoff < 0 || nexthdr != IPPROTO_TCP)
+		return NF_ACCEPT;
+	iwarp_doorbell_ring(skb, &ip6h->saddr, &ip6h->daddr, thoff, state->net);
+	return NF_ACCEPT;
+}
+
+/* Last in each family: after every filter that may still drop the packet. */
+static const struct nf_hook_ops iwarp_doorbell_ops[] = {
+	{ .hook = iwarp_doorbell4, .pf = NFPROTO_IPV4, .hooknum = NF_INET_LOCAL_IN, .priority = NF_IP_PRI_LAST },
+	{ .hook = iwarp_doorbell6, .pf = NFPROTO_IPV6, .hooknum = NF_INET_LOCAL_IN, .priority = NF_IP6_PRI_LAST },
 };
 
 static int __net_init iwarp_doorbell_net_init(struct net *net)
 {
-	return nf_register_net_hook(net, &iwarp_doorbell_ops);
+	return nf_register_net_hooks(net, iwarp_doorbell_ops, ARRAY_SIZE(iwarp_doorbell_ops));
 }
 
 static void __net_exit iwarp_doorbell_net_exit(struct net *net)
 {
-	nf_unregister_net_hook(net, &iwarp_doorbell_ops);
+	nf_unregister_net_hooks(net, iwarp_doorbell_ops, ARRAY_SIZE(iwarp_doorbell_ops));
 }
 
 static struct pernet_operations iwarp_doorbell_net_ops = {
@@ -245,12 +276,16 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 	sk->sk_state_change = iwarp_hook_wake;
 	sk->sk_write_space = iwarp_hook_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);
-	/* IPv4 connections get the doorbell (an IPv6 one is walked only when data arrives). */
-	if (doorbell && sk->sk_family == AF_INET) {
+	if (doorbell) {
 		const struct inet_sock *inet = inet_sk(sk);
 
-		h->laddr = inet->inet_saddr;
-		h->raddr = inet->inet_daddr;
+		if (sk->sk_family == AF_INET6) {
+			h->laddr = sk->sk_v6_rcv_saddr;
+			h->raddr = sk->sk_v6_daddr;
+		} else {
+			ipv6_addr_set_v4mapped(inet->inet_saddr, &h->laddr);
+			ipv6_addr_set_v4mapped(inet->inet_daddr, &h->raddr);
+		}
 		h->lport = inet->inet_sport;
 		h->rport = inet->inet_dport;
 		h->listed = true;

@@ -127,7 +127,7 @@ impl<T: OnReceive> Drop for Hook<T> {
     }
 }
 
-/// While this lives, a netfilter hook in every network namespace rings a hooked IPv4
+/// While this lives, a netfilter hook (IPv4 and IPv6) in every network namespace rings a hooked
 /// connection's receive work when one of its segments arrives above `rcv_nxt`: TCP itself calls
 /// nothing when it queues a segment out of order. The hook only looks (never keeps, changes or
 /// drops a packet); the work reads TCP's out-of-order queue under the socket lock, so only what

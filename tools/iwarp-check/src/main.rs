@@ -22,8 +22,10 @@
 //!                                             and Sends its own, A Reads that back; then DEEP
 //!                                             Sends into as many receives posted at once
 //!                                             (OPTS: MPA options, plus kernel-connect=1 and
-//!                                             ooo=1|marker|aligned: some must be placed out of
-//!                                             order, found through markers or at segment starts)
+//!                                             ooo=1|marker|aligned|doorbell: some must be
+//!                                             placed out of order, found through markers or at
+//!                                             segment starts, or through markers after the
+//!                                             doorbell rang)
 //!   many-serve PORT N / many-drive HOST PORT N   N QPs at once, each running rounds
 //!   fault-serve PORT CASE / fault-drive HOST PORT CASE
 //!                    CASE: bad-stag, write-bounds, read-rights, no-recv, invalidated-stag (a
@@ -39,6 +41,9 @@
 //!                    Invalidate of a foreign STag, then a Write and a Send in the same segment,
 //!                    which fault-serve checks were neither placed nor completed), and must get
 //!                    the module's Terminate back
+//!
+//! PORT: a port (listening on every IPv4 address) or ADDRESS:PORT, e.g. [::]:7300 (IPv6 and
+//! IPv4). HOST: an IPv4 address, or an IPv6 one in brackets.
 //!
 //! OPTS: markers=0|1,crc=0|1,rev=1|2,pd=TEXT,timeout=MS,copy=0|1 (no zero copy),in-order=0|1
 //! (no out-of-order placement),aligned=0|1 (each FPDU starts a segment),interval=N (octets
@@ -271,7 +276,8 @@ fn expect(got: &str, want: &str) -> Check {
 }
 
 fn listen(port: &str) -> Result<TcpStream, String> {
-    let l = TcpListener::bind(format!("0.0.0.0:{port}")).map_err(|e| format!("listen {port}: {e}"))?;
+    let at = if port.contains(':') { port.to_string() } else { format!("0.0.0.0:{port}") };
+    let l = TcpListener::bind(&at).map_err(|e| format!("listen {at}: {e}"))?;
     println!("listening on {port}");
     let _ = io::stdout().flush();
     l.accept().map(|(s, _)| s).map_err(|e| format!("accept: {e}"))
