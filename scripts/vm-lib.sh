@@ -4,8 +4,8 @@
 # vm_run G CMD [SECS]  run CMD in guest G; prints its output, returns its status
 # vm_submit G CMD      start CMD in guest G without waiting; sets VM_ID for vm_wait
 # vm_wait G ID [SECS]  wait for a submitted command; prints its output, returns its status
-# vm_pair S SCMD C CCMD  start server SCMD in guest S, run client CCMD in guest C, then wait
-#                      for the server; succeeds only if both do
+# vm_pair S SCMD C CCMD [SECS]  start server SCMD in guest S, run client CCMD in guest C (for
+#                      at most SECS, 600), then wait for the server; succeeds only if both do
 # vm_serve G NAME PORT CMD [SECS]
 #                      start server CMD in guest G in the background and wait (SECS, 60) until
 #                      a TCP socket listens on PORT there; fails (with CMD's output) otherwise
@@ -153,7 +153,7 @@ vm_run() {
 vm_pair() {
     vm_submit "$1" "$2"
     local server=$VM_ID
-    vm_run "$3" "$4" && vm_wait "$1" "$server" 300
+    vm_run "$3" "$4" "${5:-600}" && vm_wait "$1" "$server" 300
 }
 
 # What networks do to packets, for netem (vm_netem): NAME|SPEC. The VM tests run each under

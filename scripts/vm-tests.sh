@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # VM tests: two guests on a bridge, iwarp.ko loaded in both; results in KTAP (scripts/ktap.sh),
 # which cargo xtask test parses. Usage: vm-tests.sh [release|debug]
+# IWARP_VM_FULL=1 adds the long runs (cargo xtask test --full).
 # IWARP_VM_TESTS=REGEX runs only the tests whose names match (while working on them; the
 # boot, insmod and dmesg tests are what the others stand on).
 # Without QEMU or the test kernel every test is reported skipped, loudly; under CI=true that is
@@ -51,9 +52,10 @@ kernel_send() {
 }
 # verbs OPTS SIZES [DEEP [PORT]]: the rounds of verbs-drive (every verb, random data checked byte
 # for byte and by checksum in both directions), then DEEP (1024) receives posted at once.
+# VERBS_SECS: how long the driving side may take (600 s).
 verbs() {
     local port=${4:-$PORT}
-    vm_pair B "$check verbs-serve $port $((4 << 20)) '$1'" A "$check verbs-drive $B $port $2 ${3:-1024} '$1'"
+    vm_pair B "$check verbs-serve $port $((4 << 20)) '$1'" A "$check verbs-drive $B $port $2 ${3:-1024} '$1'" "${VERBS_SECS:-600}"
 }
 fault() {
     vm_pair B "$check fault-serve $PORT $1" A "$check fault-drive $B $PORT $1"
@@ -88,6 +90,10 @@ net_fault() {
     rounds=$(seq -s, 2097152 -4093 2031664)
     # The debug kernel (KASAN, lockdep) is there for what it catches, not for volume: 8 rounds.
     [ "$flavour" = debug ] && rounds=$(seq -s, 2097152 -8191 2039815)
+    # IWARP_VM_FULL=1 (cargo xtask test --full), release: 512 rounds of 2 to 2.5 MiB, 1.1 GiB of
+    # Writes, of Sends and of Reads (each read back) per pass.
+    local VERBS_SECS=600
+    [ "${IWARP_VM_FULL:-0}" = 1 ] && [ "$flavour" = release ] && rounds=$(seq -s, 2097152 1021 2618883) VERBS_SECS=3600
     [[ $1 == *reorder* || $1 == *loss* ]] && marker=,ooo=doorbell aligned=,ooo=aligned
     vm_netem A "$1" && vm_netem B "$1" || return 1
     verbs "markers=1,crc=1,rev=2$marker" "$rounds" 64 && verbs "markers=0,crc=1,rev=2,aligned=1$aligned" "$rounds" 64 $((PORT + 1)) || rc=1

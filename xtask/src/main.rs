@@ -15,8 +15,10 @@ usage: cargo xtask <task>
   kmod [--debug]        build iwarp.ko against it
   vm [--guests N] [--debug] [--guest G] [--insmod] -- CMD
                         boot guests on a bridge, run CMD in guest G (default A), tear down
-  test [--host]         host tests, fuzz smoke run, VM tests (release kernel, and the debug
-                        kernel when built; CI always builds it)
+  test [--host] [--full]
+                        host tests, fuzz smoke run, VM tests (release kernel, and the debug
+                        kernel when built; CI always builds it); --full: the long runs too
+                        (netem tests with over 1 GiB of Writes, Sends and Reads each, release)
   bench core [--quick]  protocol-core benchmarks, as ratios (--quick: short measurements)
   bench verbs [--quick] [--faults | --sweep]
                         iwarp.ko beside siw (perftest -R) and TCP (iperf3, sockperf) between
@@ -44,7 +46,7 @@ fn main() -> ExitCode {
             }
             return ExitCode::from(script_code("vm.sh", &rest));
         }
-        Some("test") => return test::run(flag("--host")),
+        Some("test") => return test::run(flag("--host"), flag("--full")),
         Some("bench") if args.get(1).map(String::as_str) == Some("core") => bench::core(flag("--quick")),
         Some("bench") if args.get(1).map(String::as_str) == Some("verbs") => {
             script("build-kernel.sh", &["release"])

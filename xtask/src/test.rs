@@ -13,17 +13,17 @@ struct Tally {
 }
 
 /// Runs the tests; `host_only` skips the VM part. The VM suite runs on the release kernel and,
-/// when it is built (always under CI), on the debug kernel too.
-pub fn run(host_only: bool) -> ExitCode {
+/// when it is built (always under CI), on the debug kernel too; `full` adds its long runs.
+pub fn run(host_only: bool, full: bool) -> ExitCode {
     let mut t = Tally::default();
     host(&mut t);
     counted(&mut t, "fuzz smoke run", Command::new("bash").arg(root().join("scripts/fuzz-smoke.sh")));
     if host_only {
         println!("VM tests not run (--host)");
     } else {
-        vm(&mut t, "release");
+        vm(&mut t, "release", full);
         if std::env::var("CI").as_deref() == Ok("true") || debug_kernel_built() {
-            vm(&mut t, "debug");
+            vm(&mut t, "debug", full);
         } else {
             println!("SKIP vm-tests-debug-kernel (build it once with 'cargo xtask kernel --debug')");
             t.skipped += 1;
@@ -65,13 +65,17 @@ fn debug_kernel_built() -> bool {
 }
 
 /// The VM suite on one kernel flavour, after building what it needs.
-fn vm(t: &mut Tally, flavour: &str) {
+fn vm(t: &mut Tally, flavour: &str, full: bool) {
     let built = script("build-kernel.sh", &[flavour]) && crate::build_guest_side(flavour, true);
     if !built {
         t.broken.push(format!("building the {flavour} kernel, module or tools for the VM tests"));
         return;
     }
-    counted(t, &format!("VM test suite ({flavour} kernel)"), Command::new("bash").arg(root().join("scripts/vm-tests.sh")).arg(flavour));
+    counted(
+        t,
+        &format!("VM test suite ({flavour} kernel)"),
+        Command::new("bash").arg(root().join("scripts/vm-tests.sh")).arg(flavour).env("IWARP_VM_FULL", if full { "1" } else { "0" }),
+    );
 }
 
 /// Runs a script that reports in KTAP (`scripts/ktap.sh`) and counts its results. The script is
