@@ -227,6 +227,19 @@ int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsig
 }
 
 /*
+ * Receives what is there now, up to @len bytes, without waiting. Returns the count, -EAGAIN if
+ * nothing is there, -ECONNRESET once the peer closed, or another negative errno.
+ */
+int iwarp_shim_sock_recv_nowait(struct socket *sock, void *buf, size_t len)
+{
+	struct kvec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg = {};
+	int rc = kernel_recvmsg(sock, &msg, &iov, 1, len, MSG_DONTWAIT);
+
+	return rc == 0 && len ? -ECONNRESET : rc;
+}
+
+/*
  * Queues as much of the @n page fragments of @bv as the socket buffer takes now, by reference
  * (MSG_SPLICE_PAGES: TCP takes its own page references and copies nothing). The fragments are
  * @nrec records of @records[i] bytes each; with @eor each record ends its skb (MSG_EOR), so the

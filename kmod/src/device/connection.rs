@@ -8,14 +8,13 @@
 use super::{Context, Entry};
 use crate::abi::{self, conn, Accept, AdoptQp, ConnectQp, GetRequest, HandleOp, Listen, Reject, MAX_IRD_ORD, MAX_PRIVATE_DATA};
 use crate::error::econnrefused;
-use crate::listen::Pending;
+use crate::listen::{Listener, Pending};
 use crate::markers::Markers;
 use crate::mpa::frame::RtrTypes;
 use crate::mpa::negotiate::Local;
 use crate::qp::{self, Failed, Side, StreamOptions};
 use crate::socket::{Hook, TcpSocket};
 use kernel::prelude::*;
-use kernel::sync::Arc;
 use kernel::uaccess::{UserPtr, UserSlice, UserSliceReader, UserSliceWriter};
 
 /// Where a QP's TCP connection comes from.
@@ -176,7 +175,7 @@ impl Context {
         listeners.next_handle()?;
         let (sock, bound) = TcpSocket::listen(req.addr, port, req.backlog)?;
         req.port = bound as u32;
-        req.listener = listeners.insert(Arc::new(sock, GFP_KERNEL)?)?;
+        req.listener = listeners.insert(Listener::new(sock)?)?;
         Ok(())
     }
 
@@ -206,7 +205,7 @@ impl Context {
             return Err(EINVAL);
         }
         let listener = self.listeners.lock().get(req.listener)?.clone();
-        let (pending, addr, port) = Pending::next(&listener, req.timeout_ms)?;
+        let (pending, addr, port) = listener.next(req.timeout_ms)?;
         {
             let asked = pending.request()?;
             req.rev = asked.rev as u32;

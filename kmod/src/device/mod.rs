@@ -15,11 +15,11 @@ use crate::abi::{
 use crate::cq::Cq;
 use crate::events::AsyncEvents;
 use crate::handles::Handles;
-use crate::listen::Pending;
+use crate::listen::{Listener, Pending};
 use crate::mr::MrTable;
 use crate::qp::{self, Limits, QueuePair};
 use crate::ring;
-use crate::socket::{Hook, TcpSocket};
+use crate::socket::Hook;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::ioctl::_IOC_SIZE;
 use kernel::miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration};
@@ -70,7 +70,7 @@ pub(crate) struct Context {
     qps: Mutex<Handles<Entry>>,
     /// Listening sockets; shared with GET_REQUESTs waiting on them.
     #[pin]
-    listeners: Mutex<Handles<Arc<TcpSocket>>>,
+    listeners: Mutex<Handles<Arc<Listener>>>,
     /// Connections waiting for ACCEPT or REJECT.
     #[pin]
     requests: Mutex<Handles<Pending>>,

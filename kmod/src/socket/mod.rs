@@ -158,6 +158,15 @@ impl TcpSocket {
         to_result(unsafe { ffi::iwarp_shim_sock_recv_exact(self.sock.as_ptr(), buf.as_mut_ptr().cast(), buf.len(), timeout_ms) })
     }
 
+    /// Receives what is queued now, up to all of `buf`, without waiting: how much (EAGAIN if
+    /// nothing is there, ECONNRESET once the peer closed).
+    pub(crate) fn recv_nowait(&self, buf: &mut [u8]) -> Result<usize> {
+        // SAFETY: the socket reference is live; `buf` is valid for writes of its length.
+        let rc = unsafe { ffi::iwarp_shim_sock_recv_nowait(self.sock.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        to_result(rc)?;
+        Ok(rc as usize)
+    }
+
     /// Whether the connection is still established (no FIN, reset or close seen).
     pub(crate) fn established(&self) -> bool {
         // SAFETY: the socket reference is live; the shim reads one field.

@@ -3,9 +3,10 @@
 //! receive) and accepts the second on a QP (ACCEPT); A connects from the kernel (CONNECT_QP),
 //! sends (inline data), then disconnects (DISCONNECT), which B sees as the end of its QP.
 
-use super::{ensure, expect_errno, open, options, Check};
+use super::{dial, ensure, expect_errno, open, options, Check};
 use crate::verbs::{done, expect_event, flushed, wait_ended};
 use libiwarp::{Access, QpEvent, QpInit, QpState, Role, SendOp, WcOpcode};
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
@@ -109,4 +110,69 @@ pub(crate) fn drive(host: &str, port: &str) -> Check {
     ensure(ev.is_none(), format!("A: no asynchronous event for a QP we disconnected ({ev:?})"))?;
     flushed(&cq, 1, "A")?;
     expect_errno("disconnecting twice", qp.disconnect(), libc::ENOTCONN)
+}
+
+const PROMPT: &[u8] = b"prompt, behind slow ones";
+/// Initiators that connect first and never finish their MPA requests.
+const SLOW: usize = 4;
+
+/// Guest B: listens in the module; the first request to come whole is A's prompt one, though
+/// [`SLOW`] initiators connected before it; then, with only those left, GET_REQUEST times out
+/// (while the module closes them at their deadline).
+pub(crate) fn slow_serve(port: &str) -> Check {
+    let port: u16 = port.parse().map_err(|_| format!("bad port {port}"))?;
+    let dev = open()?;
+    let listener = dev.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 16).map_err(|e| format!("LISTEN: {e}"))?;
+    println!("listening on {port}");
+    let req = listener.get_request(WAIT).map_err(|e| format!("GET_REQUEST: {e}"))?;
+    ensure(req.private_data == PROMPT, format!("B: the prompt request came first ({:?}, from {})", req.private_data, req.peer))?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
+    let mut qp =
+        dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4, max_sge: 4, max_inline: 0 }).map_err(|e| e.to_string())?;
+    req.accept(&mut qp, &options(Role::Responder, "")?).map_err(|e| format!("ACCEPT: {e}"))?;
+    // Requests advance while GET_REQUEST waits: 14 s of it see the slow ones' deadline pass.
+    for _ in 0..7 {
+        expect_errno("GET_REQUEST with only slow initiators left", listener.get_request(Duration::from_secs(2)).map(|r| r.peer), libc::ETIMEDOUT)?;
+    }
+    let state = wait_ended(&qp)?;
+    ensure(state == QpState::Error { terminate: None, sent: false }, format!("B: A's disconnect ended our QP ({state:?})"))
+}
+
+/// Guest A: opens [`SLOW`] connections to B's listener (one sends half an MPA request, the
+/// others nothing), then connects a QP, which B must accept at once; the module closes each
+/// slow connection once its request deadline (10 s) passed.
+pub(crate) fn slow_drive(host: &str, port: &str) -> Check {
+    let to: SocketAddrV4 = format!("{host}:{port}").parse().map_err(|e| format!("{host}:{port}: {e}"))?;
+    let mut slow = Vec::new();
+    for i in 0..SLOW {
+        let mut s = dial(host, port)?;
+        if i == 0 {
+            s.write_all(&b"MPA ID Req Frame"[..10]).map_err(|e| e.to_string())?;
+        }
+        slow.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
+    let init = QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4, max_sge: 4, max_inline: 0 };
+    let mut qp = dev.create_qp(&init).map_err(|e| e.to_string())?;
+    let mut o = options(Role::Initiator, "")?;
+    o.private_data = PROMPT.to_vec();
+    let start = Instant::now();
+    qp.connect(to, &o).map_err(|e| format!("A: connect behind {SLOW} slow initiators: {e}"))?;
+    let took = start.elapsed();
+    ensure(took < Duration::from_secs(5), format!("A: accepted {took:?} after connecting, behind {SLOW} initiators that never finish"))?;
+    for (i, s) in slow.iter_mut().enumerate() {
+        s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+        let mut b = [0u8; 64];
+        let closed = match s.read(&mut b) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        };
+        ensure(closed, format!("A: the module closed slow connection {i} (request deadline), {:?} after the prompt one", start.elapsed()))?;
+    }
+    qp.disconnect().map_err(|e| format!("DISCONNECT: {e}"))
 }
