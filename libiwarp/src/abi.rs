@@ -828,10 +828,14 @@ pub struct QueryQp {
     pub rx_marker_interval: u32,
     /// Out: octets between markers in what we send, 0 without markers.
     pub tx_marker_interval: u32,
+    /// Out: received octets that came in segments so small that the socket buffers holding one
+    /// FPDU were too many to gather: copied once into a bounce buffer, then checked and placed
+    /// as usual.
+    pub received_copied: u64,
 }
 
 /// Size of [`QueryQp`].
-pub const QUERY_QP_SIZE: usize = 112;
+pub const QUERY_QP_SIZE: usize = 120;
 
 /// `_IOWR(0xa7, 0x0b, struct QueryQp)`: a QP's state, why it ended (the async event), what it
 /// sent, and where what it received was placed.

@@ -195,6 +195,7 @@ pub struct Placement {
     pub doorbells: u64,
     pub rx_marker_interval: u32,
     pub tx_marker_interval: u32,
+    pub received_copied: u64,
 }
 
 /// Where a QP is in its life.
@@ -242,6 +243,7 @@ impl From<&QueryQp> for Placement {
             fpdus_bad: q.fpdus_bad,
             rx_marker_interval: q.rx_marker_interval,
             tx_marker_interval: q.tx_marker_interval,
+            received_copied: q.received_copied,
         }
     }
 }

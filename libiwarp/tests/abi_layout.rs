@@ -88,6 +88,7 @@ fn queue_pair_layouts() {
     assert_eq!(offset_of!(QueryQp, fpdus_by_alignment), 96);
     assert_eq!(offset_of!(QueryQp, rx_marker_interval), 104);
     assert_eq!(offset_of!(QueryQp, tx_marker_interval), 108);
+    assert_eq!(offset_of!(QueryQp, received_copied), 112);
     assert_eq!(size_of::<Endpoint>(), ENDPOINT_SIZE);
     assert_eq!(offset_of!(Endpoint, addr), 4);
     assert_eq!(size_of::<QpInfo>(), QP_INFO_SIZE);
@@ -144,7 +145,7 @@ fn ioctl_numbers_use_linux_encoding() {
     assert_eq!(IOCTL_CREATE_CQ, 0xc020_a708);
     assert_eq!(IOCTL_DESTROY_CQ, 0x4008_a709);
     assert_eq!(IOCTL_ARM_CQ, 0x4008_a70a);
-    assert_eq!(IOCTL_QUERY_QP, 0xc070_a70b);
+    assert_eq!(IOCTL_QUERY_QP, 0xc078_a70b);
     assert_eq!(IOCTL_ALLOC_PD, 0xc008_a70e);
     assert_eq!(IOCTL_LISTEN, 0xc010_a710);
     assert_eq!(IOCTL_CLOSE_LISTENER, 0x4008_a711);

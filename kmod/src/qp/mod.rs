@@ -282,6 +282,7 @@ impl QueuePair {
         let rx = self.rx.lock();
         let (p, e) = (rx.queues.placement, rx.early_stats());
         (q.placed_in_order, q.placed_out_of_order, q.ooo_walks) = (p.in_order, p.out_of_order, p.ooo_walks);
+        q.received_copied = p.received_copied;
         q.fpdus_out_of_order = e.by_marker + e.by_alignment + e.after_placed;
         (q.fpdus_by_marker, q.fpdus_by_alignment, q.fpdus_held_back, q.fpdus_bad) = (e.by_marker, e.by_alignment, e.held_back, e.bad);
         q.rx_marker_interval = rx.config().map_or(0, |c| c.markers.interval());

@@ -67,6 +67,8 @@ pub(crate) struct Placement {
     pub(crate) out_of_order: u64,
     /// Walks of TCP's out-of-order queue (each after it queued something new).
     pub(crate) ooo_walks: u64,
+    /// Octets received through the bounce buffer (segments too small to gather an FPDU).
+    pub(crate) received_copied: u64,
 }
 
 impl RxSide {
@@ -268,11 +270,12 @@ impl Sink for Placer<'_> {
 }
 
 impl OnReceive for QueuePair {
-    /// The hook's transmit work: Read Responses (send.rs), what the socket could not take
-    /// before (outbound.rs), completions TCP acknowledged (unacked.rs).
+    /// The hook's transmit work: what the socket could not take before (outbound.rs), then
+    /// Read Responses (send.rs; copied ones wait for the first to leave), completions TCP
+    /// acknowledged (unacked.rs).
     fn on_transmit(&self) {
-        self.serve_reads();
         self.resume();
+        self.serve_reads();
         let mut rx = self.rx.lock();
         if rx.phase == Phase::Connected {
             if let Err(e) = self.complete_acked(&mut rx.queues) {
@@ -293,13 +296,15 @@ impl OnReceive for QueuePair {
         let mut error = None;
         let locked = sock.lock();
         // An error here (the socket closed under us) shows as !established() below.
-        let _ = locked.read(|parts, capped| {
+        let copied = locked.read(|parts, last_chance| {
             let data = Pieces::new(*consumed, parts);
             let mut mrs = self.mrs.lock();
             let mut sink = Placer { qp: self, q: queues, mrs: mrs.domain(self.pd), early: false };
             match engine.receive::<KernelCrc, _>(&data, &mut sink) {
-                Ok(0) if capped => {
-                    // An FPDU spread over more socket buffers than one offer holds.
+                Ok(0) if last_chance => {
+                    // More is queued than the longest FPDU, and still no FPDU is whole: the
+                    // gather could not offer what is queued (the bounce buffer failed to
+                    // allocate, or pages it cannot read).
                     error = Some(Terminate::new(Cause::RdmapCatastrophic));
                     -1
                 }
@@ -314,6 +319,7 @@ impl OnReceive for QueuePair {
                 Err(RxError::Closed) => -1,
             }
         });
+        queues.placement.received_copied += copied.unwrap_or(0) as u64;
         let ooo = sock.ooo_packets();
         if *place_ooo && error.is_none() && queues.fatal.is_clear() && ooo != queues.ooo_seen {
             queues.ooo_seen = ooo;

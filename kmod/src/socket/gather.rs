@@ -5,7 +5,11 @@
 //! actor gathers the addresses of every queued octet (linear parts and page fragments of this and
 //! the following skbs) into at most [`GATHER_MAX`] pieces and offers them to the caller, which
 //! says how many octets it consumed; the actor then consumes that many, across as many skbs as it
-//! takes. What is left stays queued for the next read, with more data. Out of order: the runs of
+//! takes. What is left stays queued for the next read, with more data. When a peer's segments are
+//! so small that the pieces run out before one FPDU is whole (a long FPDU in 100-octet segments,
+//! or one octet at a time), the queued octets are copied once into a [`BOUNCE`] buffer, which
+//! holds the longest FPDU MPA allows, and offered from there: segment boundaries never decide
+//! whether a valid stream is received. Out of order: the runs of
 //! contiguous octets in TCP's out-of-order queue, offered the same way but only to look at (TCP
 //! delivers them in order later; docs/ooo-placement.md).
 
@@ -18,6 +22,104 @@ use kernel::prelude::*;
 
 /// Most pieces one offer holds.
 const GATHER_MAX: usize = 64;
+
+/// The bounce buffer: the longest FPDU (a 65,535-octet ULPDU with its length field, pad and
+/// CRC: 65,544 octets) with markers as close as they may be set (every 8 octets: as many marker
+/// octets again), and room to spare.
+const BOUNCE: usize = 132 * 1024;
+
+/// Calls `visit` on each piece of `skb`'s octets from `off` on, in order (linear part, page
+/// fragments, frag list); false as soon as `visit` is (it wants no more), or the skb's pages
+/// cannot be read (device memory).
+///
+/// # Safety
+///
+/// `skb` is a queued skb of a socket whose lock the caller holds.
+unsafe fn each_piece(skb: *mut sk_buff, mut off: u32, visit: &mut impl FnMut(*const u8, u32) -> bool) -> bool {
+    // The octets of a piece of `len` octets at `base` from `*off` on (none if `*off` is past it).
+    let mut from = |base: *const u8, len: u32, off: &mut u32| {
+        if *off >= len {
+            *off -= len;
+            return true;
+        }
+        let skip = core::mem::take(off);
+        len == skip || visit(base.wrapping_add(skip as usize), len - skip)
+    };
+    let mut len = 0;
+    // SAFETY: `skb` is live under the socket lock (the caller's contract).
+    let head = unsafe { ffi::iwarp_shim_skb_head(skb, &mut len) };
+    if !from(head, len, &mut off) {
+        return false;
+    }
+    // SAFETY: as above.
+    let nr = unsafe { ffi::iwarp_shim_skb_nr_frags(skb) };
+    if nr < 0 {
+        return false;
+    }
+    for i in 0..nr {
+        // SAFETY: as above, and `i` is below the fragment count.
+        let frag = unsafe { ffi::iwarp_shim_skb_frag(skb, i, &mut len) };
+        if !from(frag, len, &mut off) {
+            return false;
+        }
+    }
+    // SAFETY: as above.
+    let mut inner = unsafe { ffi::iwarp_shim_skb_frag_list(skb) };
+    while !inner.is_null() {
+        // SAFETY: skbs of a queued skb's frag list live as long as it does.
+        let len = unsafe { ffi::iwarp_shim_skb_len(inner) };
+        if off < len {
+            // SAFETY: as above.
+            if !unsafe { each_piece(inner, off, visit) } {
+                return false;
+            }
+            off = 0;
+        } else {
+            off -= len;
+        }
+        // SAFETY: as above.
+        inner = unsafe { ffi::iwarp_shim_skb_next(inner) };
+    }
+    true
+}
+
+/// Calls `visit` on each piece of the in-order stream queued on `sock`, from octet `offset` of
+/// `skb` on; false if `visit` wanted no more before the queue ended.
+///
+/// # Safety
+///
+/// `skb` is queued on `sock`'s receive queue, and the caller holds `sock`'s lock.
+unsafe fn each_queued(sock: *mut socket, skb: *mut sk_buff, offset: u32, visit: &mut impl FnMut(*const u8, u32) -> bool) -> bool {
+    let (mut next, mut off) = (skb, offset);
+    // The sequence number just past the octets visited so far.
+    // SAFETY (here and below): every skb is queued on `sock`, whose lock is held.
+    let mut end = unsafe { ffi::iwarp_shim_skb_seq(skb) }.wrapping_add(offset);
+    loop {
+        // SAFETY: see above.
+        if !unsafe { each_piece(next, off, visit) } {
+            return false;
+        }
+        // SAFETY: see above.
+        let (seq, len) = unsafe { (ffi::iwarp_shim_skb_seq(next), ffi::iwarp_shim_skb_len(next)) };
+        if seq_after(seq.wrapping_add(len), end) {
+            end = seq.wrapping_add(len);
+        }
+        // SAFETY: see above.
+        next = unsafe { ffi::iwarp_shim_rx_next(sock, next) };
+        if next.is_null() {
+            return true;
+        }
+        // Queued skbs may overlap: TCP queues a segment that starts below rcv_nxt (a
+        // retransmission or duplicate that also carries new octets) whole, as
+        // tcp_read_sock() knows. Go on from the first octet not visited yet.
+        // SAFETY: see above.
+        let seq = unsafe { ffi::iwarp_shim_skb_seq(next) };
+        if seq_after(seq, end) {
+            return true;
+        }
+        off = end.wrapping_sub(seq);
+    }
+}
 
 /// Octets `[base, base + len)` of a queued skb.
 #[derive(Clone, Copy)]
@@ -46,60 +148,15 @@ impl Gather {
         true
     }
 
-    /// Adds the octets of a piece of `len` octets at `base` from `*off` on (none if `*off` is
-    /// past it), and moves `*off` past the piece; false when the offer is full.
-    fn add_from(&mut self, base: *const u8, len: u32, off: &mut u32) -> bool {
-        if *off >= len {
-            *off -= len;
-            return true;
-        }
-        let from = core::mem::take(off);
-        self.add(base.wrapping_add(from as usize), len - from)
-    }
-
     /// Adds the octets of `skb` from `off` on; false when the offer is full or the skb's pages
     /// cannot be read (device memory).
     ///
     /// # Safety
     ///
     /// `skb` is a queued skb of a socket whose lock the caller holds.
-    unsafe fn add_skb(&mut self, skb: *mut sk_buff, mut off: u32) -> bool {
-        let mut len = 0;
-        // SAFETY: `skb` is live under the socket lock (the caller's contract).
-        let head = unsafe { ffi::iwarp_shim_skb_head(skb, &mut len) };
-        if !self.add_from(head, len, &mut off) {
-            return false;
-        }
-        // SAFETY: as above.
-        let nr = unsafe { ffi::iwarp_shim_skb_nr_frags(skb) };
-        if nr < 0 {
-            return false;
-        }
-        for i in 0..nr {
-            // SAFETY: as above, and `i` is below the fragment count.
-            let frag = unsafe { ffi::iwarp_shim_skb_frag(skb, i, &mut len) };
-            if !self.add_from(frag, len, &mut off) {
-                return false;
-            }
-        }
-        // SAFETY: as above.
-        let mut inner = unsafe { ffi::iwarp_shim_skb_frag_list(skb) };
-        while !inner.is_null() {
-            // SAFETY: skbs of a queued skb's frag list live as long as it does.
-            let len = unsafe { ffi::iwarp_shim_skb_len(inner) };
-            if off < len {
-                // SAFETY: as above.
-                if !unsafe { self.add_skb(inner, off) } {
-                    return false;
-                }
-                off = 0;
-            } else {
-                off -= len;
-            }
-            // SAFETY: as above.
-            inner = unsafe { ffi::iwarp_shim_skb_next(inner) };
-        }
-        true
+    unsafe fn add_skb(&mut self, skb: *mut sk_buff, off: u32) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { each_piece(skb, off, &mut |base, len| self.add(base, len)) }
     }
 }
 
@@ -130,10 +187,14 @@ struct Reader<F> {
     sock: *mut socket,
     f: F,
     gather: KBox<Gather>,
+    /// Allocated when first needed: a copy of the queued octets, when the pieces were too many.
+    bounce: Option<KVVec<u8>>,
     /// Octets the caller consumed that are not yet consumed from the queue.
     skip: usize,
     /// The caller wants no more offers in this read.
     stop: bool,
+    /// Octets the caller consumed from copies.
+    copied: usize,
 }
 
 impl<F: FnMut(&[&[u8]], bool) -> isize> Reader<F> {
@@ -148,52 +209,60 @@ impl<F: FnMut(&[&[u8]], bool) -> isize> Reader<F> {
                 return 0;
             }
             self.gather.n = 0;
-            let mut capped = false;
-            let (mut next, mut off) = (skb, offset);
-            // The sequence number just past the octets gathered so far.
-            // SAFETY (here and below): every skb is queued on `self.sock`, whose lock is held.
-            let mut end = unsafe { ffi::iwarp_shim_skb_seq(skb) }.wrapping_add(offset);
-            loop {
-                // SAFETY: see above.
-                if !unsafe { self.gather.add_skb(next, off) } {
-                    capped = true;
-                    break;
-                }
-                // SAFETY: see above.
-                let (seq, len) = unsafe { (ffi::iwarp_shim_skb_seq(next), ffi::iwarp_shim_skb_len(next)) };
-                if seq_after(seq.wrapping_add(len), end) {
-                    end = seq.wrapping_add(len);
-                }
-                // SAFETY: see above.
-                next = unsafe { ffi::iwarp_shim_rx_next(self.sock, next) };
-                if next.is_null() {
-                    break;
-                }
-                // Queued skbs may overlap: TCP queues a segment that starts below rcv_nxt (a
-                // retransmission or duplicate that also carries new octets) whole, as
-                // tcp_read_sock() knows. Go on from the first octet not gathered yet.
-                // SAFETY: see above.
-                let seq = unsafe { ffi::iwarp_shim_skb_seq(next) };
-                if seq_after(seq, end) {
-                    break;
-                }
-                off = end.wrapping_sub(seq);
-            }
+            let gather = &mut self.gather;
+            // SAFETY: `skb` is queued on `self.sock`, whose lock is held (the function's contract).
+            let capped = !unsafe { each_queued(self.sock, skb, offset, &mut |base, len| gather.add(base, len)) };
             let f = &mut self.f;
             // SAFETY: the pieces lie in skbs queued on `self.sock`, whose lock is held; they stay
-            // until this actor consumes them.
-            let rc = unsafe { self.gather.offer(|parts| f(parts, capped)) };
+            // until this actor consumes them. A copy follows if nothing of them can be consumed,
+            // so this is not the caller's last chance.
+            let mut rc = unsafe { self.gather.offer(|parts| f(parts, false)) };
+            let mut more = capped;
+            if rc == 0 && capped {
+                // SAFETY: as above.
+                match unsafe { self.offer_copy(skb, offset) } {
+                    Ok((n, m)) => (rc, more, self.copied) = (n, m, self.copied + n.max(0) as usize),
+                    // SAFETY: as above. Without a bounce buffer, the pieces are all there is.
+                    Err(_) => rc = unsafe { self.gather.offer(|parts| (self.f)(parts, true)) },
+                }
+            }
             if rc <= 0 {
                 self.stop = true;
                 return 0;
             }
             self.skip = rc as usize;
             // Everything queued was offered: once it is consumed, wait for more.
-            self.stop = !capped;
+            self.stop = !more;
         }
         let used = self.skip.min(len);
         self.skip -= used;
         used as c_int
+    }
+
+    /// Copies as much of the queued stream as [`BOUNCE`] holds, from octet `offset` of `skb` on,
+    /// and offers it as one piece: what the caller consumed, and whether more is queued.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Reader::offer`].
+    unsafe fn offer_copy(&mut self, skb: *mut sk_buff, offset: u32) -> Result<(isize, bool)> {
+        let buf = match &mut self.bounce {
+            Some(b) => b,
+            none => none.insert(KVVec::from_elem(0u8, BOUNCE, GFP_KERNEL)?),
+        };
+        let mut filled = 0;
+        let mut copy = |base: *const u8, len: u32| {
+            let n = (len as usize).min(BOUNCE - filled);
+            // SAFETY: the piece lies in a queued skb of the locked socket (the function's
+            // contract) and `buf` has room for `n` more octets at `filled`.
+            unsafe { core::ptr::copy_nonoverlapping(base, buf.as_mut_ptr().add(filled), n) };
+            filled += n;
+            n == len as usize
+        };
+        // SAFETY: the function's contract.
+        let more = !unsafe { each_queued(self.sock, skb, offset, &mut copy) };
+        // The caller's last chance: nothing longer can be offered.
+        Ok(((self.f)(&[&buf[..filled]], more), more))
     }
 }
 
@@ -226,8 +295,10 @@ impl Drop for Locked<'_> {
 
 impl Locked<'_> {
     /// Offers the queued stream to `f` as the pieces of the stream from the first unread octet
-    /// on, without copying, and whether more is queued than fits in one offer. `f` returns how
-    /// many octets it consumed (0 or less: stop). Returns the total consumed.
+    /// on, without copying (or, if those pieces are too many to consume anything from, copied
+    /// once into one), and whether this was `f`'s last chance: more is queued, and nothing
+    /// longer can be offered. `f` returns how many octets it consumed (0 or less: stop).
+    /// Returns how many of the consumed octets `f` had from a copy.
     pub(crate) fn read<F: FnMut(&[&[u8]], bool) -> isize>(&self, f: F) -> Result<usize> {
         unsafe extern "C" fn actor<F: FnMut(&[&[u8]], bool) -> isize>(ctx: *mut c_void, skb: *mut sk_buff, offset: u32, len: usize) -> c_int {
             // SAFETY: `ctx` is the `Reader` passed to iwarp_shim_sock_read() below, alive for
@@ -238,12 +309,12 @@ impl Locked<'_> {
         }
         let sock = self.sock.sock.as_ptr();
         // On the heap: a work item's stack is small.
-        let mut reader = Reader { sock, f, gather: Gather::new()?, skip: 0, stop: false };
+        let mut reader = Reader { sock, f, gather: Gather::new()?, bounce: None, skip: 0, stop: false, copied: 0 };
         // SAFETY: the socket is live and locked (type invariant); `reader` outlives the call,
         // and the shim calls the actor only during it.
         let rc = unsafe { ffi::iwarp_shim_sock_read(sock, (&raw mut reader).cast(), Some(actor::<F>)) };
         to_result(rc)?;
-        Ok(rc as usize)
+        Ok(reader.copied)
     }
 
     /// Offers each run of contiguous octets in TCP's out-of-order queue to `f`, lowest first,

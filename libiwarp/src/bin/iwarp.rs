@@ -5,7 +5,8 @@
 //! - `iwarp stat` (the default): every QP with its counters as `name value` pairs (like
 //!   `rdma statistic`): octets sent zero copy and copied; octets placed in order and out of
 //!   order; FPDUs placed out of order, found through markers and at segment starts; held back;
-//!   bad; walks of TCP's out-of-order queue; doorbells.
+//!   bad; walks of TCP's out-of-order queue; doorbells; octets received through the bounce
+//!   buffer (segments too small to gather).
 
 use libiwarp::abi::{caps, QueryDevice};
 use libiwarp::{Device, QpListing, QpState};
@@ -74,6 +75,7 @@ fn stat_line(q: &QpListing) -> String {
         ("fpdus_bad", p.fpdus_bad),
         ("ooo_walks", p.ooo_walks),
         ("doorbells", p.doorbells),
+        ("received_copied", p.received_copied),
     ];
     let mut line = qp_line(q);
     for (name, value) in counters {

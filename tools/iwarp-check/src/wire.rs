@@ -81,20 +81,23 @@ fn mpa(s: &mut TcpStream) -> Result<(Connection, Vec<u8>), String> {
     Ok((connected(&h)?, h.peer_private().to_vec()))
 }
 
+/// Appends `msg` with `payload`, framed by `t`, to `wire`.
+fn frame(t: &mut Transmitter, wire: &mut Vec<u8>, msg: Message, payload: &[u8]) -> Check {
+    let mut out = t.start(msg, payload.len() as u64).map_err(|e| format!("{e:?}"))?;
+    let mut f = Box::<Fpdu>::default();
+    while !out.done() {
+        t.next_fpdu::<HostCrc, _>(&mut out, payload, &mut f);
+        let at = wire.len();
+        wire.resize(at + f.wire_len as usize, 0);
+        f.write_to(payload, &mut wire[at..]);
+    }
+    Ok(())
+}
+
 /// The broken bytes of `case`, framed by `t`; `dst` is where the module's side lets us write.
 fn broken(case: &str, t: &mut Transmitter, dst: Remote) -> Result<Vec<u8>, String> {
     let mut wire = Vec::new();
-    let mut frame = |msg: Message, payload: &[u8]| -> Check {
-        let mut out = t.start(msg, payload.len() as u64).map_err(|e| format!("{e:?}"))?;
-        let mut f = Box::<Fpdu>::default();
-        while !out.done() {
-            t.next_fpdu::<HostCrc, _>(&mut out, payload, &mut f);
-            let at = wire.len();
-            wire.resize(at + f.wire_len as usize, 0);
-            f.write_to(payload, &mut wire[at..]);
-        }
-        Ok(())
-    };
+    let mut frame = |msg: Message, payload: &[u8]| frame(t, &mut wire, msg, payload);
     match case {
         "crc-error" => {
             frame(Message::Send { solicited: false, invalidate: None }, &[0x5a; 64])?;
@@ -137,12 +140,7 @@ pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
     let mut t = Transmitter::new(tx::Config { markers: tx_marks, crc: conn.crc, mulpdu: markers::mulpdu(1448, tx_marks) });
     let wire = broken(case, &mut t, dst)?;
     s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
-    let mut rx = Receiver::new(rx::Config {
-        markers: if conn.rx_markers { Markers::RFC } else { Markers::NONE },
-        crc: conn.crc,
-        expect_rtr: None,
-        expect_rtr_read_response: false,
-    });
+    let mut rx = receiver(&conn);
     let mut sink = Collect(Vec::new());
     let mut pending = Vec::new();
     // The module's side sends a go-ahead once its receives are posted; the broken frame goes
@@ -166,6 +164,83 @@ pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
     ensure(sent, "the module's go-ahead arrived and the broken frame was sent")?;
     let term = sink.0.iter().find_map(|e| if let Event::Terminate(t) = e { Some(*t) } else { None });
     ensure(term.and_then(|t| t.cause()) == Some(want), format!("the module sent a Terminate ({want:?}) and closed: {:?}", sink.0))
+}
+
+/// The module's receiver: markers and CRC as `conn` settled.
+fn receiver(conn: &Connection) -> Receiver {
+    Receiver::new(rx::Config {
+        markers: if conn.rx_markers { Markers::RFC } else { Markers::NONE },
+        crc: conn.crc,
+        expect_rtr: None,
+        expect_rtr_read_response: false,
+    })
+}
+
+/// Reads and parses what the module sends until `sink` holds `n` deliveries (or it closes).
+fn receive_until(s: &mut TcpStream, rx: &mut Receiver, sink: &mut Collect, pending: &mut Vec<u8>, n: usize) -> Check {
+    let mut chunk = [0u8; 4096];
+    while sink.0.len() < n {
+        let got = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
+        if got == 0 {
+            return Err(format!("the module closed after {:?}", sink.0));
+        }
+        pending.extend_from_slice(&chunk[..got]);
+        let used = rx.receive::<HostCrc, _>(&Pieces::new(rx.next(), &[pending]), sink).map_err(|e| format!("the module's frames: {e:?}"))?;
+        pending.drain(..used as usize);
+    }
+    Ok(())
+}
+
+/// The streams `drip` sends: what, the Writes' sizes (one FPDU each, one after another in the
+/// module's region), octets per write(2), and the pause between writes (so each leaves as a
+/// segment of its own; the socket has no Nagle delay).
+const DRIPS: [(&str, &[usize], usize, Duration); 3] = [
+    ("one FPDU of 60,000 octets in 100-octet segments", &[60_000], 100, Duration::from_micros(300)),
+    ("11 FPDUs of 1,400 octets in 100-octet segments", &[1400; 11], 100, Duration::from_micros(300)),
+    ("3 FPDUs of 1,400 octets one octet at a time", &[1400; 3], 1, Duration::from_micros(100)),
+];
+
+/// Guest A: a user-level peer that sends valid Writes (and a Send saying what they carried) in
+/// tiny TCP segments ([`DRIPS`]), with markers and CRC; segment boundaries must not matter to
+/// the module (`drip-serve` checks every octet). FPDUs may be as long as MPA allows (RFC 5044's
+/// MULPDU is what a sender should use, not a limit on what a receiver takes). No Terminate may
+/// come back.
+pub(crate) fn drip(host: &str, port: &str) -> Check {
+    let mut s = dial(host, port)?;
+    s.set_nodelay(true).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(120))).map_err(|e| e.to_string())?;
+    let (conn, peer_private) = mpa(&mut s)?;
+    let dst = Remote::from_bytes(&peer_private).ok_or("no region advertised by the module's side")?;
+    let tx_marks = if conn.tx_markers { Markers::RFC } else { Markers::NONE };
+    // FPDUs as long as the Writes ask (up to 65,000 octets), cut by nothing but the Write.
+    let mut t = Transmitter::new(tx::Config { markers: tx_marks, crc: conn.crc, mulpdu: 65_000 });
+    let (mut rx, mut sink, mut pending) = (receiver(&conn), Collect(Vec::new()), Vec::new());
+    receive_until(&mut s, &mut rx, &mut sink, &mut pending, 1)?; // the go-ahead
+    let control = |t: &mut Transmitter, wire: &mut Vec<u8>, a: u64, b: u64| {
+        frame(t, wire, Message::Send { solicited: false, invalidate: None }, &[a.to_le_bytes(), b.to_le_bytes()].concat())
+    };
+    for (i, (what, writes, seg, pause)) in DRIPS.iter().enumerate() {
+        let total: usize = writes.iter().sum();
+        let data = crate::verbs::random(total, b'0' + i as u8);
+        let mut wire = Vec::new();
+        let mut at = 0;
+        for &n in writes.iter() {
+            frame(&mut t, &mut wire, Message::Write { stag: dst.rkey, to: dst.addr + at as u64 }, &data[at..at + n])?;
+            at += n;
+        }
+        control(&mut t, &mut wire, total as u64, crate::verbs::checksum(&data))?;
+        for piece in wire.chunks(*seg) {
+            s.write_all(piece).map_err(|e| format!("{what}: {e}"))?;
+            std::thread::sleep(*pause);
+        }
+        println!("ok: sent {what}: {} octets on the wire, {} writes", wire.len(), wire.len().div_ceil(*seg));
+    }
+    let mut wire = Vec::new();
+    control(&mut t, &mut wire, crate::verbs::DONE, 0)?;
+    s.write_all(&wire).map_err(|e| e.to_string())?;
+    receive_until(&mut s, &mut rx, &mut sink, &mut pending, 2)?; // the module's side checked all
+    let term = sink.0.iter().find(|e| matches!(e, Event::Terminate(_)));
+    ensure(term.is_none(), format!("no Terminate from the module; it checked every dripped stream ({:?})", sink.0))
 }
 
 /// How long the stalled peer reads nothing.
