@@ -187,6 +187,13 @@ tests() {
     t verbs-post-to-a-stalled-peer vm_pair B "$check stalled-peer $PORT" A "$check post-to-stalled $B $PORT"
     t fault-crc-error-from-the-wire vm_pair B "$check fault-serve $PORT crc-error" A "$check bad-frame $B $PORT crc-error"
     t fault-nothing-placed-after-a-refused-invalidate vm_pair B "$check fault-serve $PORT foreign-invalidate" A "$check bad-frame $B $PORT foreign-invalidate"
+    # Segment boundaries never matter: a user-level peer sends a 60,000-octet FPDU 100 octets
+    # at a time, and MSS-sized FPDUs 100 octets and one octet at a time.
+    t wire-valid-stream-in-tiny-segments vm_pair B "$check drip-serve $PORT" A "$check drip $B $PORT"
+    # With CRCs, Read Responses survive their source being rewritten while they are in flight.
+    t verbs-read-while-the-owner-writes vm_pair B "$check read-race-serve $PORT" A "$check read-race $B $PORT"
+    # Initiators that never finish their MPA requests hold up no other.
+    t cm-slow-requests-block-nobody vm_pair B "$check cm-slow-serve $PORT" A "$check cm-slow-drive $B $PORT"
     t verbs-killed-mid-transfer killed_mid
     t example-send-recv example send_recv "client got 36 bytes: HELLO OVER IWARP, MARKERS AND CRC ON"
     t example-rdma-write example rdma_write "server's buffer now says: written straight into the server's memory"

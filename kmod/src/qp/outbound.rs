@@ -86,6 +86,12 @@ impl TxSide {
         self.sent
     }
 
+    /// Octets of copied Read Responses queued, not yet taken whole by TCP.
+    pub(super) fn copied_responses(&self) -> u64 {
+        let queued = (0..self.queue.len()).filter_map(|i| self.queue.get(i)?.as_ref());
+        queued.filter(|ob| !ob.is_wr() && !ob.payload.zero_copy()).map(|ob| ob.payload.len()).sum()
+    }
+
     /// Work requests queued, not yet taken whole by TCP.
     pub(super) fn queued_wrs(&self) -> usize {
         self.wrs

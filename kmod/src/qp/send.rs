@@ -20,6 +20,10 @@ use crate::tx::Message;
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 
+/// Octets of copied Read Responses queued for TCP at most (a response longer than this is
+/// copied alone).
+const COPIED_RESPONSES: u64 = 4 << 20;
+
 impl QueuePair {
     /// POST_SEND: one work request.
     pub(crate) fn post_send(&self, req: &PostSend) -> Result {
@@ -78,12 +82,29 @@ impl QueuePair {
 
     /// Answers the peer's Read Requests in order, from our registered memory, without waking
     /// anyone. The first one that may not be served ends the QP with a Terminate.
+    ///
+    /// With CRCs, a response is copied, never sent from the registered pages: our application
+    /// may write them while the peer Reads (verbs allow it; the peer gets some version of the
+    /// data), and TCP sends and retransmits from them after the CRC was computed, so the CRC
+    /// would not match what leaves and the peer would end the connection. A Send's or a
+    /// Write's pages are the application's to leave alone until the work request completes
+    /// (on TCP's acknowledgement, `unacked.rs`); a Read's source has no such promise. Copies
+    /// wait while [`COPIED_RESPONSES`] octets of them are queued for TCP, so their memory is
+    /// bounded whatever the IRD; the transmit work goes on once TCP takes them.
     pub(super) fn serve_reads(&self) {
+        let copy = self.copy_send.load(Ordering::Relaxed) || self.tx.lock().as_ref().is_some_and(|side| side.config().crc);
         loop {
+            // Before the receive side: the send side comes first in the lock order.
+            let queued = if copy { self.tx.lock().as_ref().map_or(0, |side| side.copied_responses()) } else { 0 };
             let rr = {
                 let mut rx = self.rx.lock();
                 if rx.phase != Phase::Connected {
                     return;
+                }
+                match rx.queues.requests.get(0) {
+                    None => return,
+                    Some(rr) if queued > 0 && queued + rr.size as u64 > COPIED_RESPONSES => return,
+                    Some(_) => {}
                 }
                 match rx.queues.requests.pop() {
                     Some(rr) => rr,
@@ -104,8 +125,7 @@ impl QueuePair {
                         Fault::Access => Cause::RdmapAccessRights,
                         Fault::OtherPd => Cause::RdmapStagNotAssociated,
                     })),
-                    Ok(()) => OutPayload::gather(&[source], &mrs, access::REMOTE_READ, self.copy_send.load(Ordering::Relaxed))
-                        .map_err(|_| refuse(Cause::RdmapCatastrophic)),
+                    Ok(()) => OutPayload::gather(&[source], &mrs, access::REMOTE_READ, copy).map_err(|_| refuse(Cause::RdmapCatastrophic)),
                 }
             };
             match payload {

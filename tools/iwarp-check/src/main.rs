@@ -33,6 +33,8 @@
 //!                    a region of B's outside its QP's protection domain): B must end the QP with
 //!                    the right Terminate, A must learn it, both flush what was posted
 //!   cm-serve PORT / cm-drive HOST PORT   listen, reject, accept, disconnect in the module
+//!   cm-slow-serve PORT / cm-slow-drive HOST PORT   initiators that never finish their MPA
+//!                    requests hold up no other; the module closes them at their deadline
 //!   stalled-peer PORT / post-to-stalled HOST PORT   (B) a user-level peer that reads nothing;
 //!                    (A) 16 Writes of 4 MiB to it must post at once and complete or flush in order
 //!   verbs-errors     (loopback) errnos of the data-path ioctls, and a CQ overrun
@@ -41,6 +43,12 @@
 //!                    Invalidate of a foreign STag, then a Write and a Send in the same segment,
 //!                    which fault-serve checks were neither placed nor completed), and must get
 //!                    the module's Terminate back
+//!   drip-serve PORT / drip HOST PORT   a user-level peer sends valid Writes and Sends (markers,
+//!                    CRC) in tiny TCP segments: one FPDU of 60,000 octets 100 at a time, FPDUs
+//!                    of 1,400 octets 100 at a time and one octet at a time; the module's side
+//!                    must place all of it and stay connected
+//!   read-race-serve PORT / read-race HOST PORT   (B) rewrites a 1 MiB region nonstop while (A)
+//!                    Reads it 64 times with CRCs on: every Read completes, both QPs stay connected
 //!
 //! PORT: a port (listening on every IPv4 address) or ADDRESS:PORT, e.g. [::]:7300 (IPv6 and
 //! IPv4). HOST: an IPv4 address, or an IPv6 one in brackets.
@@ -90,9 +98,15 @@ fn main() -> ExitCode {
         Some("verbs-errors") => verbs::local_errors(),
         Some("cm-serve") if args.len() == 2 => cm::serve(&args[1]),
         Some("cm-drive") if args.len() == 3 => cm::drive(&args[1], &args[2]),
+        Some("cm-slow-serve") if args.len() == 2 => cm::slow_serve(&args[1]),
+        Some("cm-slow-drive") if args.len() == 3 => cm::slow_drive(&args[1], &args[2]),
         Some("stalled-peer") if args.len() == 2 => wire::stalled_peer(&args[1]),
         Some("post-to-stalled") if args.len() == 3 => wire::post_to_stalled(&args[1], &args[2]),
         Some("bad-frame") if args.len() == 4 => wire::bad_frame(&args[1], &args[2], &args[3]),
+        Some("drip-serve") if args.len() == 2 => verbs::drip_serve(&args[1]),
+        Some("drip") if args.len() == 3 => wire::drip(&args[1], &args[2]),
+        Some("read-race-serve") if args.len() == 2 => verbs::read_race_serve(&args[1]),
+        Some("read-race") if args.len() == 3 => verbs::read_race(&args[1], &args[2]),
         _ => Err("usage: see the top of tools/iwarp-check/src/main.rs".into()),
     };
     match result {

@@ -12,7 +12,7 @@ use std::net::{SocketAddr, SocketAddrV4, TcpStream};
 use std::time::Duration;
 
 /// Deterministic random bytes for (size, side): both peers can regenerate what the other sent.
-fn random(n: usize, side: u8) -> Vec<u8> {
+pub(crate) fn random(n: usize, side: u8) -> Vec<u8> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (n as u64) << 8 ^ side as u64;
     (0..n)
         .map(|_| {
@@ -25,7 +25,7 @@ fn random(n: usize, side: u8) -> Vec<u8> {
 }
 
 /// FNV-1a, the checksum sent along with each transfer.
-fn checksum(b: &[u8]) -> u64 {
+pub(crate) fn checksum(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100_0000_01b3))
 }
 
@@ -194,7 +194,7 @@ fn connect<'d>(
     Ok(s)
 }
 
-const DONE: u64 = u64::MAX;
+pub(crate) const DONE: u64 = u64::MAX;
 const DEEP: u64 = u64::MAX - 1;
 const CROSS: u64 = u64::MAX - 2;
 /// RDMA Reads each side keeps in flight in the cross-read phase.
@@ -302,7 +302,7 @@ fn placement(qp: &QueuePair<'_>, who: &str, ooo: Ooo) -> Check {
     let p = qp.placement().map_err(|e| e.to_string())?;
     let shown = format!(
         "{who}: placed {} octets in order, {} out of order ({} FPDUs: {} found through a marker, {} at a segment start; {} held back, {} bad; \
-         {} walks of TCP's out-of-order queue, {} doorbells; markers every {}/{} octets in/out)",
+         {} walks of TCP's out-of-order queue, {} doorbells; markers every {}/{} octets in/out; {} octets through the bounce buffer)",
         p.in_order,
         p.out_of_order,
         p.fpdus_out_of_order,
@@ -313,7 +313,8 @@ fn placement(qp: &QueuePair<'_>, who: &str, ooo: Ooo) -> Check {
         p.ooo_walks,
         p.doorbells,
         p.rx_marker_interval,
-        p.tx_marker_interval
+        p.tx_marker_interval,
+        p.received_copied
     );
     let placed = p.out_of_order > 0 && p.fpdus_out_of_order > 0;
     match ooo {
@@ -422,11 +423,14 @@ fn drive_on(dev: &Device, via: Via, sizes: &[usize], deep: usize, opts: &str, cl
     }
     // Each size was sent twice (our Write, our answer to B's Read): payloads of a page or more
     // left from the registered pages (unless the QP copies everything), smaller ones and the
-    // 16-octet control messages were copied.
+    // 16-octet control messages were copied; with CRCs, answers to Reads are always copied (our
+    // application may rewrite a Read's source while the response is in flight).
     let after = s.qp.sent_octets().map_err(|e| e.to_string())?;
     let min = if options(Role::Initiator, opts)?.copy_send { usize::MAX } else { ZERO_COPY_MIN };
-    let big = 2 * sizes.iter().filter(|&&n| n >= min).sum::<usize>() as u64;
-    let small = 2 * sizes.iter().filter(|&&n| n < min).sum::<usize>() as u64;
+    let answer_min = if s.qp.negotiated().is_some_and(|n| n.crc) { usize::MAX } else { min };
+    let sum = |keep: &dyn Fn(usize) -> bool| sizes.iter().copied().filter(|&n| keep(n)).sum::<usize>() as u64;
+    let big = sum(&|n| n >= min) + sum(&|n| n >= answer_min);
+    let small = sum(&|n| n < min) + sum(&|n| n < answer_min);
     let control = 16 * sizes.len() as u64;
     let (zc, copied) = (after.0 - before.0, after.1 - before.1);
     ensure(zc == big, format!("A: {zc} octets sent zero copy, want {big}"))?;
@@ -560,6 +564,105 @@ pub(crate) fn fault_serve(port: &str, case: &str) -> Check {
     }
     expect_event(&events, s.qp.handle(), QpEvent::Terminated { terminate: expect.code(), sent: true }, "B")?;
     flushed(&rcq, flush, "B")
+}
+
+/// Guest B, the module's side of `drip`: advertises a 64 KiB region, sends a go-ahead, then for
+/// each control message (n, checksum) checks that the first n octets of the region hold what
+/// the peer's Writes carried, until DONE; the QP must still be connected, and it says DONE back.
+pub(crate) fn drip_serve(port: &str) -> Check {
+    let dev = open()?;
+    let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let mut s = connect(&pd, (&scq, &rcq), Via::Stream(listen(port)?), Role::Responder, "", buffers(&pd, 1 << 16)?, 16, 2)?;
+    s.send(&[s.b.src.sge(0..16)], true)?;
+    let mut cases = 0;
+    loop {
+        let (wc, n, sum) = s.hear()?;
+        if n == DONE {
+            break;
+        }
+        let got = s.b.dst.as_slice().get(..n as usize).map(checksum);
+        ensure(wc.byte_len == 16 && got == Some(sum), format!("B: {n} octets written in tiny segments, then a Send: all placed intact"))?;
+        cases += 1;
+    }
+    ensure(s.qp.state().map_err(|e| e.to_string())? == QpState::Connected, format!("B: QP still connected after {cases} dripped streams"))?;
+    placement(&s.qp, "B", Ooo::Unchecked)?;
+    // The 60,000-octet FPDU lay in more socket buffers than one gather holds.
+    let copied = s.qp.placement().map_err(|e| e.to_string())?.received_copied;
+    ensure(copied > 0, format!("B: {copied} octets went through the bounce buffer"))?;
+    s.tell(DONE, 0)
+}
+
+/// Size of the region `read-race` Reads while its owner writes it.
+const RACED: usize = 1 << 20;
+/// Reads of [`RACED`] octets `read-race` makes, [`CROSS_READS`] at a time.
+const RACED_READS: usize = 64;
+
+/// Guest B: advertises a 1 MiB region and rewrites all of it, over and over, from a thread of
+/// its own while the peer Reads it (verbs allow it: the peer gets some mix of versions). CRCs
+/// are on (the default): the module must send every response with a CRC that matches what
+/// leaves, so the QP stays connected until the peer says DONE.
+pub(crate) fn read_race_serve(port: &str) -> Check {
+    let dev = open()?;
+    let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let mut s = connect(&pd, (&scq, &rcq), Via::Stream(listen(port)?), Role::Responder, "", buffers(&pd, RACED)?, 16, 2)?;
+    let src = s.b.src.as_mut_slice();
+    let (at, len) = (src.as_mut_ptr() as usize, src.len());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (passes, verdict) = std::thread::scope(|sc| {
+        let writer = sc.spawn(|| {
+            let mut pass = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // SAFETY: the region is ours, `len` octets at `at`, and nothing else in this
+                // program touches it while this thread runs (the module only reads it).
+                unsafe { std::ptr::write_bytes(at as *mut u8, pass as u8, len) };
+                std::hint::black_box(at);
+                pass += 1;
+            }
+            pass
+        });
+        let verdict = (|| {
+            s.send(&[s.b.ctl.sge(0..16)], true)?;
+            let (_, done, _) = s.hear()?;
+            ensure(done == DONE, "B: the peer said DONE")?;
+            ensure(s.qp.state().map_err(|e| e.to_string())? == QpState::Connected, "B: QP still connected")?;
+            s.tell(DONE, 0)
+        })();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (writer.join().unwrap_or(0), verdict)
+    });
+    verdict?;
+    println!("ok: B: rewrote the region {passes} times while the peer Read it");
+    Ok(())
+}
+
+/// Guest A: Reads the peer's region [`RACED_READS`] times while the peer rewrites it; every
+/// Read must complete whole and the QP stay connected (with CRCs on, a response sent from pages
+/// that changed after its CRC was computed would end the connection).
+pub(crate) fn read_race(host: &str, port: &str) -> Check {
+    let dev = open()?;
+    let (scq, rcq) = (dev.create_cq(64).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let mut s = connect(&pd, (&scq, &rcq), Via::Stream(dial(host, port)?), Role::Initiator, "", buffers(&pd, RACED)?, 16, 2)?;
+    s.hear()?; // B is ready and writing
+    let sge = [s.b.sink.sge(0..RACED)];
+    for round in 0..RACED_READS / CROSS_READS {
+        for i in 0..CROSS_READS {
+            s.qp.post_send(&SendWr { wr_id: i as u64, op: SendOp::Read(s.peer_src), sge: &sge, signaled: true }).map_err(|e| format!("post Read: {e}"))?;
+        }
+        for _ in 0..CROSS_READS {
+            let wc = done(s.scq, WcOpcode::RdmaRead).map_err(|e| format!("A: round {round}: {e}"))?;
+            ensure(wc.byte_len as usize == RACED, format!("A: Read of {RACED} octets while B writes them: {wc:?}"))
+                .map_err(|e| format!("round {round}: {e}"))?;
+        }
+    }
+    ensure(
+        s.qp.state().map_err(|e| e.to_string())? == QpState::Connected,
+        format!("A: {RACED_READS} Reads of a region its owner was writing, QP still connected"),
+    )?;
+    s.tell(DONE, 0)?;
+    s.hear().map(drop) // B checked its side
 }
 
 /// The asynchronous event that must report how QP `qp` ended.
