@@ -43,7 +43,13 @@ impl Drop for Registration {
     fn drop(&mut self) {
         // Dropping the list's reference cannot end the QP under the lock: this registration
         // holds another.
-        QPS.lock().retain(|l| !Arc::ptr_eq(&l.qp, &self.0));
+        let mut qps = QPS.lock();
+        qps.retain(|l| !Arc::ptr_eq(&l.qp, &self.0));
+        if qps.is_empty() {
+            // A static is never dropped: give its buffer back while the module can (a module
+            // unloads only with no QP left).
+            *qps = KVec::new();
+        }
     }
 }
 
