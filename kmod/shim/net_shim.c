@@ -172,9 +172,29 @@ struct socket *iwarp_shim_sock_accept(struct socket *listener, unsigned int time
 	return with_file(sock);
 }
 
-/* Shuts the connection down and drops the reference iwarp_shim_sock_adopt() took. */
+/*
+ * Discards what the peer sent that nobody will read: TCP answers a close with unread data by a
+ * reset, which would throw away what we still have to send (a Terminate).
+ */
+static void discard_unread(struct socket *sock)
+{
+	char sink[256];
+	struct kvec iov = { .iov_base = sink, .iov_len = sizeof(sink) };
+	struct msghdr msg = {};
+
+	/* MSG_TRUNC: TCP drops the octets without copying them. */
+	while (kernel_recvmsg(sock, &msg, &iov, 1, sizeof(sink), MSG_DONTWAIT | MSG_TRUNC) > 0)
+		;
+}
+
+/*
+ * Closes the connection in order (unread data discarded, then FIN after whatever is still
+ * queued to send, which TCP goes on delivering after the close) and drops the reference
+ * iwarp_shim_sock_adopt() took. Never waits for the peer.
+ */
 void iwarp_shim_sock_put(struct socket *sock)
 {
+	discard_unread(sock);
 	kernel_sock_shutdown(sock, SHUT_RDWR);
 	sockfd_put(sock);
 }
@@ -315,10 +335,10 @@ void iwarp_shim_sock_want_write_space(struct socket *sock)
 	smp_mb__after_atomic();
 }
 
-/* Shuts the connection down both ways; the reference stays. */
-void iwarp_shim_sock_shutdown(struct socket *sock)
+/* Shuts the connection down both ways (@send_only: our sending only); the reference stays. */
+void iwarp_shim_sock_shutdown(struct socket *sock, bool send_only)
 {
-	kernel_sock_shutdown(sock, SHUT_RDWR);
+	kernel_sock_shutdown(sock, send_only ? SHUT_WR : SHUT_RDWR);
 }
 
 /* The connection is still established (no FIN, reset or close seen). */

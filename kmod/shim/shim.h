@@ -27,7 +27,7 @@ struct socket *iwarp_shim_sock_connect(u32 addr, u16 port, unsigned int timeout_
 struct socket *iwarp_shim_sock_listen(u32 addr, u16 *port, int backlog);
 struct socket *iwarp_shim_sock_accept(struct socket *listener, unsigned int timeout_ms, u32 *addr, u16 *port);
 void iwarp_shim_sock_put(struct socket *sock);
-void iwarp_shim_sock_shutdown(struct socket *sock);
+void iwarp_shim_sock_shutdown(struct socket *sock, bool send_only);
 bool iwarp_shim_sock_established(struct socket *sock);
 int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len);
 int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsigned int timeout_ms);

@@ -153,7 +153,7 @@ impl QueuePair {
             if let Some(side) = &mut *self.tx.lock() {
                 let _ = side.terminate(sock, t);
             }
-            sock.shutdown();
+            sock.shutdown_send();
         }
         self.flush_queued();
     }

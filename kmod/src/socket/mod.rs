@@ -212,7 +212,15 @@ impl TcpSocket {
     /// Shuts the connection down both ways (the peer sees a FIN).
     pub(crate) fn shutdown(&self) {
         // SAFETY: the socket reference is live.
-        unsafe { ffi::iwarp_shim_sock_shutdown(self.sock.as_ptr()) }
+        unsafe { ffi::iwarp_shim_sock_shutdown(self.sock.as_ptr(), false) }
+    }
+
+    /// Ends our sending (the peer sees a FIN after what is queued) but keeps receiving: what the
+    /// peer still sends is left unread instead of drawing a reset, which would throw away the
+    /// Terminate before the FIN.
+    pub(crate) fn shutdown_send(&self) {
+        // SAFETY: the socket reference is live.
+        unsafe { ffi::iwarp_shim_sock_shutdown(self.sock.as_ptr(), true) }
     }
 }
 
