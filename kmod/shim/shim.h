@@ -12,10 +12,14 @@
 #include <linux/types.h>
 
 struct bio_vec;
+struct miscdevice;
 struct page;
 struct sk_buff;
 struct socket;
 struct vm_area_struct;
+
+/* dev_shim.c: the misc device */
+void iwarp_shim_misc_pin_module(struct miscdevice *misc);
 
 /* net_shim.c: CRC */
 u32 iwarp_shim_crc32c(u32 crc, const void *p, size_t len);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The kernel's crc32c (a static inline, reached through the C shim) as the protocol core's CRC,
-//! and the TCP probe the module runs at load when asked.
+//! the TCP probe the module runs at load when asked, and the misc device's module pinning.
 
 use crate::ffi;
 use kernel::error::to_result;
@@ -17,6 +17,13 @@ impl crate::crc::Crc32c for KernelCrc {
         // only reads it.
         !unsafe { ffi::iwarp_shim_crc32c(!crc, data.as_ptr().cast(), data.len()) }
     }
+}
+
+/// Has the files of the just registered misc device `misc` pin this module while open.
+pub(crate) fn pin_module_while_open(misc: *mut kernel::bindings::miscdevice) {
+    // SAFETY: `misc` is a registered misc device of this module, whose registration outlives
+    // the module's use of it; the shim only swaps its file operations for an owned copy.
+    unsafe { ffi::iwarp_shim_misc_pin_module(misc) }
 }
 
 /// What the TCP probe saw.

@@ -34,10 +34,15 @@ use kernel::uaccess::{UserPtr, UserSlice};
 /// Open contexts.
 static CONTEXTS: AtomicU64 = AtomicU64::new(0);
 
-/// Registers the misc device (call once, at module load).
+/// Registers the misc device (call once, at module load). An open file pins the module: the
+/// kernel crate's registration leaves that out, so the device is pointed at file operations
+/// that name this module as their owner (`shim/dev_shim.c`) before anyone can open it.
 pub(crate) fn register() -> impl PinInit<MiscDeviceRegistration<Context>, Error> {
     registry::init();
-    MiscDeviceRegistration::register(MiscDeviceOptions { name: c"iwarp" })
+    MiscDeviceRegistration::register(MiscDeviceOptions { name: c"iwarp" }).pin_chain(|misc| {
+        crate::shim::pin_module_while_open(misc.as_raw());
+        Ok(())
+    })
 }
 
 /// A QP of a context; once connected, its socket hook runs the receive side. Dropping it
