@@ -15,6 +15,10 @@ ko="$here/target/kmod/$flavour/iwarp.ko"
 check="$here/target/release/iwarp-check"
 examples="$here/target/release/examples"
 B=$(vm_ip B)
+# Streams of the hostile peer's smoke run, and connect/disconnect cycles (KASAN guests are
+# slower).
+MUTATED=200 CYCLES=10000
+[ "$flavour" = debug ] && MUTATED=60 CYCLES=2000
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
 
@@ -25,12 +29,24 @@ insmod_probe() {
 tcp() {
     vm_serve B iperf3 "$PORT" "timeout 60 iperf3 -s -1 -p $PORT" && vm_run A "iperf3 -c $B -p $PORT -t 2" && vm_served B iperf3
 }
-killed() {
+# holding CMD: while a process in B holds 16 MiB of registered memory, CMD runs; then the process
+# is killed, and nothing may stay pinned.
+holding() {
     vm_run B "$check hold 16 & pid=\$!
         for i in \$(seq 100); do $check stats-zero >/dev/null 2>&1 || break; sleep 0.1; done
         $check stats-zero >/dev/null 2>&1 && { echo 'hold never registered'; exit 1; }
+        $1
         kill -9 \$pid; wait \$pid
         $check stats-zero"
+}
+killed() {
+    holding true
+}
+# rmmod while a process holds regions is refused (the open device holds the module), and the
+# module stays usable.
+in_use() {
+    holding "rmmod iwarp && { echo 'rmmod went through while regions were registered'; exit 1; }
+        grep -qw iwarp /proc/modules && $check query >/dev/null || exit 1"
 }
 # qp_pair B-OPTS B-EXPECT A-OPTS A-EXPECT: B accepts, A connects, both adopt their socket and
 # must settle what EXPECT says.
@@ -114,6 +130,16 @@ net_ipv6() {
     vm_netem A && vm_netem B || rc=1
     return $rc
 }
+# hostile SEED: the hostile peer's MUTATED streams from SEED against B; every Terminate B's
+# module sent must have reached the peer (it closes in order, never by a reset).
+hostile() {
+    local out sent got
+    out=$(vm_pair B "$check mutate-serve $PORT $MUTATED $1" A "$check mutate $B $PORT $MUTATED $1" 900) || { echo "$out"; return 1; }
+    echo "$out"
+    sent=$(sed -n 's/.*our Terminate ended \([0-9]*\) of them.*/\1/p' <<<"$out")
+    got=$(sed -n 's/.*a Terminate reached us on \([0-9]*\) of them.*/\1/p' <<<"$out")
+    [ -n "$sent" ] && [ "$sent" = "$got" ] || { echo "the module sent $sent Terminates, $got reached the peer"; return 1; }
+}
 # On the wire, FPDUs start TCP segments: the bridge is captured while verbs rounds run with CRC
 # only, and scripts/wire-fpdus.py walks each data segment's FPDUs from its first octet. Aligned
 # (aligned=1), at least WIRE_MIN % of the segments must hold whole FPDUs; the same traffic
@@ -159,6 +185,7 @@ tests() {
     # Without CAP_IPC_LOCK (as nobody), RLIMIT_MEMLOCK applies.
     t mr-memlock-A vm_run A "chmod 666 /dev/iwarp && setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all $check memlock 1024; rc=\$?; chmod 600 /dev/iwarp; exit \$rc"
     t mr-killed-process-unpins-B killed
+    t rmmod-refused-while-in-use-B in_use
     t qp-mpa-v2-markers-one-way qp_pair "markers=0,crc=0,rev=2,pd=from-B" "rev=2,crc=1,rx_markers=0,tx_markers=1,peer=from-A" \
         "markers=1,crc=1,rev=2,pd=from-A" "rev=2,crc=1,rx_markers=1,tx_markers=0,peer=from-B"
     t qp-mpa-v1-fallback qp_pair "markers=1,crc=0,rev=1,pd=B1" "rev=1,crc=0,rx_markers=1,tx_markers=0,peer=A1" \
@@ -168,6 +195,8 @@ tests() {
     t qp-adopt-errors-A vm_run A "$check adopt-errors"
     t qp-kernel-send-to-user-level-peer kernel_send
     t verbs-errors-A vm_run A "$check verbs-errors && $check stats-zero"
+    # Connections made and ended over and over leave nothing behind.
+    t cm-connect-disconnect-cycles-A vm_run A "$check cycles $CYCLES && $check stats-zero"
     t verbs-markers-crc-1B-to-4MiB verbs "markers=1,crc=1,rev=2" 1,7,4096,65549,1048576,4194304
     t verbs-markers-every-64B verbs "markers=1,crc=1,rev=2,interval=64" 1,4096,65549,1048576
     t wire-fpdus-start-segments wire_fpdus
@@ -192,6 +221,11 @@ tests() {
     t wire-valid-stream-in-tiny-segments vm_pair B "$check drip-serve $PORT" A "$check drip $B $PORT"
     # With CRCs, Read Responses survive their source being rewritten while they are in flight.
     t verbs-read-while-the-owner-writes vm_pair B "$check read-race-serve $PORT" A "$check read-race $B $PORT"
+    # A Reader that keeps the module's IRD full, refilling as responses complete.
+    t verbs-reads-at-the-ird vm_pair B "$check ird-serve $PORT" A "$check ird-read $B $PORT"
+    # The hostile peer's seeded smoke run (cargo xtask fuzz-vm runs more): mutated streams,
+    # each checked against the model on the module's side.
+    t hostile-peer-mutated-streams hostile 1
     # Initiators that never finish their MPA requests hold up no other.
     t cm-slow-requests-block-nobody vm_pair B "$check cm-slow-serve $PORT" A "$check cm-slow-drive $B $PORT"
     t verbs-killed-mid-transfer killed_mid

@@ -27,6 +27,9 @@ usage: cargo xtask <task>
                         --sweep: write_bw against reorder rate, loss and marker separation
                         (out-of-order placement through markers, alignment, or none), plotted
                         as SVG in target/bench/
+  fuzz-vm [--streams N] [--seed S] [--debug]
+                        the hostile peer: N (1000) mutated streams against iwarp.ko between two
+                        guests, each checked against the model, outcomes tallied
   demo                  set up, build, boot two guests, load the module, run the verbs
                         benchmark between them";
 
@@ -54,6 +57,10 @@ fn main() -> ExitCode {
                 && script("bench-vm.sh", &["--quick", "--faults", "--sweep"].into_iter().filter(|f| flag(f)).collect::<Vec<_>>())
         }
         Some("demo") => demo(),
+        Some("fuzz-vm") => {
+            let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+            script("build-kernel.sh", &[flavour]) && build_guest_side(flavour, true) && script("fuzz-vm.sh", &rest)
+        }
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);

@@ -176,3 +176,55 @@ pub(crate) fn slow_drive(host: &str, port: &str) -> Check {
     }
     qp.disconnect().map_err(|e| format!("DISCONNECT: {e}"))
 }
+
+/// Guest A, alone: `n` connect/disconnect cycles over loopback. Each cycle a TCP connection is
+/// adopted by a QP on each end (two contexts: responder in a thread, initiator here), runs the
+/// MPA exchange, carries one Send, and both QPs are destroyed. The VM test then requires that
+/// nothing is left (QPs, regions, pinned pages) and dmesg is clean.
+pub(crate) fn cycles(n: u64) -> Check {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let responder = std::thread::spawn(move || -> Check {
+        let dev = open()?;
+        let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+        let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
+        let mut buf = vec![0u8; 64];
+        let mr = pd.register(&mut buf, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
+        let init = QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 2, max_send_wr: 2, max_sge: 1, max_inline: 0 };
+        let o = options(Role::Responder, "")?;
+        for i in 0..n {
+            let stream = listener.accept().map_err(|e| format!("cycle {i}: accept: {e}"))?.0;
+            let mut qp = dev.create_qp(&init).map_err(|e| e.to_string())?;
+            qp.post_recv(i, &[mr.sge(0..64)]).map_err(|e| e.to_string())?;
+            qp.adopt(stream, &o).map_err(|e| format!("cycle {i}: adopt as responder: {e}"))?;
+            let wc = done(&cq, WcOpcode::Recv)?;
+            if wc.wr_id != i || &mr.as_slice()[..wc.byte_len as usize] != CYCLE {
+                return Err(format!("cycle {i}: the Send arrived as {wc:?}"));
+            }
+        }
+        Ok(())
+    });
+    let run = || -> Check {
+        let dev = open()?;
+        let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+        let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
+        let init = QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 2, max_send_wr: 2, max_sge: 1, max_inline: 16 };
+        let o = options(Role::Initiator, "")?;
+        for i in 0..n {
+            let stream = std::net::TcpStream::connect(addr).map_err(|e| format!("cycle {i}: connect: {e}"))?;
+            let mut qp = dev.create_qp(&init).map_err(|e| e.to_string())?;
+            qp.adopt(stream, &o).map_err(|e| format!("cycle {i}: adopt as initiator: {e}"))?;
+            qp.post_send_inline(i, SendOp::Send { solicited: false }, CYCLE, true).map_err(|e| format!("cycle {i}: post Send: {e}"))?;
+            done(&cq, WcOpcode::Send)?;
+        }
+        Ok(())
+    };
+    let start = Instant::now();
+    let ours = run();
+    let theirs = responder.join().map_err(|_| "the responder thread panicked".to_string())?;
+    ours.and(theirs)?;
+    println!("ok: {n} connect/disconnect cycles over loopback in {:?}", start.elapsed());
+    Ok(())
+}
+
+const CYCLE: &[u8] = b"one cycle";

@@ -33,6 +33,7 @@
 //!                    a region of B's outside its QP's protection domain): B must end the QP with
 //!                    the right Terminate, A must learn it, both flush what was posted
 //!   cm-serve PORT / cm-drive HOST PORT   listen, reject, accept, disconnect in the module
+//!   cycles N         N connect/disconnect cycles over loopback (a QP on each end, MPA, a Send)
 //!   cm-slow-serve PORT / cm-slow-drive HOST PORT   initiators that never finish their MPA
 //!                    requests hold up no other; the module closes them at their deadline
 //!   stalled-peer PORT / post-to-stalled HOST PORT   (B) a user-level peer that reads nothing;
@@ -47,6 +48,13 @@
 //!                    CRC) in tiny TCP segments: one FPDU of 60,000 octets 100 at a time, FPDUs
 //!                    of 1,400 octets 100 at a time and one octet at a time; the module's side
 //!                    must place all of it and stay connected
+//!   mutate-serve PORT N SEED / mutate HOST PORT N SEED   the hostile peer: N valid streams from
+//!                    SEED, each changed once (a bit flipped, octets dropped, inserted or repeated,
+//!                    the stream cut); the module's side checks each against the model
+//!                    (src/mutate.rs) and prints the outcomes per kind of change
+//!   ird-serve PORT / ird-read HOST PORT   a user-level Reader keeps as many Reads outstanding
+//!                    as the module's IRD, refilling as each response completes, after reading
+//!                    nothing for 3 s: every response must come whole and in order
 //!   read-race-serve PORT / read-race HOST PORT   (B) rewrites a 1 MiB region nonstop while (A)
 //!                    Reads it 64 times with CRCs on: every Read completes, both QPs stay connected
 //!
@@ -59,6 +67,8 @@
 //! tx_markers=0|1,peer=TEXT (what the exchange must settle).
 
 mod cm;
+mod ird;
+mod mutate;
 mod verbs;
 mod wire;
 
@@ -75,6 +85,11 @@ type Check = Result<(), String>;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let num = |i: usize| args.get(i).and_then(|s| s.parse::<usize>().ok());
+    // Two numbers at i and i + 1 (a count and a seed).
+    let nums = |i: usize| match (args.get(i).and_then(|s| s.parse::<u64>().ok()), args.get(i + 1).and_then(|s| s.parse::<u64>().ok())) {
+        (Some(n), Some(seed)) => Ok((n, seed)),
+        _ => Err("N SEED"),
+    };
     let result = match args.first().map(String::as_str) {
         Some("query") => query(),
         Some("mr") => mr(),
@@ -99,6 +114,7 @@ fn main() -> ExitCode {
         Some("cm-serve") if args.len() == 2 => cm::serve(&args[1]),
         Some("cm-drive") if args.len() == 3 => cm::drive(&args[1], &args[2]),
         Some("cm-slow-serve") if args.len() == 2 => cm::slow_serve(&args[1]),
+        Some("cycles") => num(1).ok_or("cycles N".to_string()).and_then(|n| cm::cycles(n as u64)),
         Some("cm-slow-drive") if args.len() == 3 => cm::slow_drive(&args[1], &args[2]),
         Some("stalled-peer") if args.len() == 2 => wire::stalled_peer(&args[1]),
         Some("post-to-stalled") if args.len() == 3 => wire::post_to_stalled(&args[1], &args[2]),
@@ -107,6 +123,10 @@ fn main() -> ExitCode {
         Some("drip") if args.len() == 3 => wire::drip(&args[1], &args[2]),
         Some("read-race-serve") if args.len() == 2 => verbs::read_race_serve(&args[1]),
         Some("read-race") if args.len() == 3 => verbs::read_race(&args[1], &args[2]),
+        Some("ird-serve") if args.len() == 2 => verbs::ird_serve(&args[1]),
+        Some("mutate-serve") if args.len() == 4 => nums(2).map_err(String::from).and_then(|(n, seed)| mutate::serve(&args[1], n, seed)),
+        Some("mutate") if args.len() == 5 => nums(3).map_err(String::from).and_then(|(n, seed)| mutate::peer(&args[1], &args[2], n, seed)),
+        Some("ird-read") if args.len() == 3 => ird::read_at_ird(&args[1], &args[2]),
         _ => Err("usage: see the top of tools/iwarp-check/src/main.rs".into()),
     };
     match result {

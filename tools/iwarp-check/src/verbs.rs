@@ -593,6 +593,22 @@ pub(crate) fn drip_serve(port: &str) -> Check {
     s.tell(DONE, 0)
 }
 
+/// Guest B, the module's side of `ird-read`: a source of known content; after the peer's DONE
+/// the QP must still be connected.
+pub(crate) fn ird_serve(port: &str) -> Check {
+    let dev = open()?;
+    let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let mut b = buffers(&pd, crate::ird::SOURCE)?;
+    b.src.as_mut_slice().copy_from_slice(&random(crate::ird::SOURCE, b'R'));
+    let mut s = connect(&pd, (&scq, &rcq), Via::Stream(listen(port)?), Role::Responder, "", b, 16, 2)?;
+    s.send(&[s.b.ctl.sge(0..16)], true)?;
+    let (_, done, _) = s.hear()?;
+    ensure(done == DONE, "B: the Reader said DONE")?;
+    ensure(s.qp.state().map_err(|e| e.to_string())? == QpState::Connected, "B: QP still connected after a Reader kept our IRD full")?;
+    s.tell(DONE, 0)
+}
+
 /// Size of the region `read-race` Reads while its owner writes it.
 const RACED: usize = 1 << 20;
 /// Reads of [`RACED`] octets `read-race` makes, [`CROSS_READS`] at a time.

@@ -76,13 +76,18 @@ fn connected(h: &Handshake) -> Result<Connection, String> {
 /// MPA as initiator on a plain socket; the private data stands in for a region advertisement.
 /// Returns the connection and the peer's private data.
 fn mpa(s: &mut TcpStream) -> Result<(Connection, Vec<u8>), String> {
-    let mut h = Handshake::initiator(LOCAL, &[0u8; 24]).map_err(|e| format!("MPA request: {e:?}"))?;
+    mpa_asking(s, LOCAL)
+}
+
+/// [`mpa`], asking for `local`.
+pub(crate) fn mpa_asking(s: &mut TcpStream, local: Local) -> Result<(Connection, Vec<u8>), String> {
+    let mut h = Handshake::initiator(local, &[0u8; 24]).map_err(|e| format!("MPA request: {e:?}"))?;
     drive(s, &mut h)?;
     Ok((connected(&h)?, h.peer_private().to_vec()))
 }
 
 /// Appends `msg` with `payload`, framed by `t`, to `wire`.
-fn frame(t: &mut Transmitter, wire: &mut Vec<u8>, msg: Message, payload: &[u8]) -> Check {
+pub(crate) fn frame(t: &mut Transmitter, wire: &mut Vec<u8>, msg: Message, payload: &[u8]) -> Check {
     let mut out = t.start(msg, payload.len() as u64).map_err(|e| format!("{e:?}"))?;
     let mut f = Box::<Fpdu>::default();
     while !out.done() {
@@ -167,7 +172,7 @@ pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
 }
 
 /// The module's receiver: markers and CRC as `conn` settled.
-fn receiver(conn: &Connection) -> Receiver {
+pub(crate) fn receiver(conn: &Connection) -> Receiver {
     Receiver::new(rx::Config {
         markers: if conn.rx_markers { Markers::RFC } else { Markers::NONE },
         crc: conn.crc,
