@@ -18,7 +18,7 @@ B=$(vm_ip B)
 # Streams of the hostile peer's smoke run, and connect/disconnect cycles (KASAN guests are
 # slower).
 MUTATED=200 CYCLES=10000
-[ "$flavour" = debug ] && MUTATED=60 CYCLES=2000
+[ "$flavour" = debug ] && MUTATED=60 CYCLES=500
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
 
@@ -276,9 +276,11 @@ t() {
         return
     fi
     # In this shell (tests keep state here, and the last one ends the guests), output to a file.
+    local t0=$SECONDS
     "$@" >"$out"
     local status=$?
     sed 's/^/# /' "$out"
+    echo "# took $((SECONDS - t0)) s"
     if [ $status = 0 ]; then ktap_pass "$flavour/$name"; else ktap_fail "$flavour/$name"; fi
 }
 tests
