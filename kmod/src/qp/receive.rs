@@ -250,8 +250,10 @@ impl Sink for Placer<'_> {
                 }
             }
             Event::ReadRequest(rr) => {
-                // More than the IRD we offered outstanding.
-                if self.q.requests.push(rr).is_err() {
+                if let Err(t) = super::send::check_read_request(&rr, &self.mrs) {
+                    self.q.fatal.set(t);
+                } else if self.q.requests.push(rr).is_err() {
+                    // More than the IRD we offered outstanding.
                     self.q.fatal.set(Terminate::new(Cause::RdmapStreamCatastrophic).with_read_request(rr.emit()));
                 }
             }
@@ -262,8 +264,8 @@ impl Sink for Placer<'_> {
         }
     }
 
-    /// A delivery failed the stream (an invalidation refused, Read Requests beyond the IRD, a
-    /// CQ overrun): the core places and delivers nothing after it.
+    /// A delivery failed the stream (an invalidation refused, a Read Request its region does not
+    /// allow or beyond the IRD, a CQ overrun): the core places and delivers nothing after it.
     fn failed(&self) -> bool {
         !self.q.fatal.is_clear()
     }

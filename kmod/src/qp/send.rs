@@ -13,7 +13,7 @@ use super::unacked::Unacked;
 use super::wr::{PendingRead, Sgl};
 use super::{Ended, Phase, QueuePair};
 use crate::abi::{access, opcode, send_flags, wc_opcode, PostSend, Sge, MAX_MESSAGE};
-use crate::mr::Fault;
+use crate::mr::{Domain, Fault};
 use crate::rdmap::ReadRequest;
 use crate::terminate::{Cause, Terminate};
 use crate::tx::Message;
@@ -23,6 +23,24 @@ use kernel::prelude::*;
 /// Octets of copied Read Responses queued for TCP at most (a response longer than this is
 /// copied alone).
 const COPIED_RESPONSES: u64 = 4 << 20;
+
+/// Whether the peer's Read Request may be served from the regions as they are; otherwise the
+/// Terminate that refuses it. Checked as it arrives (so nothing after a bad one is placed) and
+/// again when it is served (its region may have gone meanwhile).
+pub(super) fn check_read_request(rr: &ReadRequest, mrs: &Domain<'_>) -> Result<(), Terminate> {
+    let refuse = |c: Cause| Terminate::new(c).with_read_request(rr.emit());
+    if rr.size as u64 > MAX_MESSAGE {
+        return Err(refuse(Cause::RdmapCatastrophic));
+    }
+    mrs.check(rr.src_stag, rr.src_to, rr.size as u64, access::REMOTE_READ).map_err(|f| {
+        refuse(match f {
+            Fault::InvalidStag => Cause::RdmapInvalidStag,
+            Fault::Bounds => Cause::RdmapBaseBounds,
+            Fault::Access => Cause::RdmapAccessRights,
+            Fault::OtherPd => Cause::RdmapStagNotAssociated,
+        })
+    })
+}
 
 impl QueuePair {
     /// POST_SEND: one work request.
@@ -111,22 +129,13 @@ impl QueuePair {
                     None => return,
                 }
             };
-            let refuse = |c: Cause| Terminate::new(c).with_read_request(rr.emit());
             let source = Sge { addr: rr.src_to, length: rr.size, lkey: rr.src_stag };
-            let payload = if rr.size as u64 > MAX_MESSAGE {
-                Err(refuse(Cause::RdmapCatastrophic))
-            } else {
+            let payload = {
                 let mut table = self.mrs.lock();
                 let mrs = table.domain(self.pd);
-                match mrs.check(rr.src_stag, rr.src_to, rr.size as u64, access::REMOTE_READ) {
-                    Err(f) => Err(refuse(match f {
-                        Fault::InvalidStag => Cause::RdmapInvalidStag,
-                        Fault::Bounds => Cause::RdmapBaseBounds,
-                        Fault::Access => Cause::RdmapAccessRights,
-                        Fault::OtherPd => Cause::RdmapStagNotAssociated,
-                    })),
-                    Ok(()) => OutPayload::gather(&[source], &mrs, access::REMOTE_READ, copy).map_err(|_| refuse(Cause::RdmapCatastrophic)),
-                }
+                check_read_request(&rr, &mrs).and_then(|()| {
+                    OutPayload::gather(&[source], &mrs, access::REMOTE_READ, copy).map_err(|_| Terminate::new(Cause::RdmapCatastrophic).with_read_request(rr.emit()))
+                })
             };
             match payload {
                 Ok(payload) => {
