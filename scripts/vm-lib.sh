@@ -6,6 +6,7 @@
 # vm_wait G ID [SECS]  wait for a submitted command; prints its output, returns its status
 # vm_pair S SCMD C CCMD [SECS]  start server SCMD in guest S, run client CCMD in guest C (for
 #                      at most SECS, 600), then wait for the server; succeeds only if both do
+#                      (if the client fails, the server's output follows it)
 # vm_serve G NAME PORT CMD [SECS]
 #                      start server CMD in guest G in the background and wait (SECS, 60) until
 #                      a TCP socket listens on PORT there; fails (with CMD's output) otherwise
@@ -15,6 +16,8 @@
 #                      until it is gone: its output
 # vm_netem G [SPEC]    what the network does to guest G's outgoing packets: a netem qdisc
 #                      with SPEC (e.g. "duplicate 1%"), or none when SPEC is empty
+# vm_add G             boot one more guest (the next name) on the bridge while the others run
+# vm_kill G            pull the plug on guest G (QEMU killed); vm_stop skips its dmesg
 # vm_stop              shut the guests down, check their dmesg, remove the namespace
 #
 # Network: a namespace made for the run holds a bridge and one tap per guest; guest G number i
@@ -29,6 +32,10 @@ VM_NS=""
 VM_DIR=""
 VM_PIDS=()
 VM_COUNT=0
+VM_KIMG=""
+VM_KVM_OPT=()
+# Guests a test killed on purpose (vm_kill).
+VM_KILLED=""
 
 vm_log() { printf '==> vm: %s\n' "$*" >&2; }
 
@@ -89,34 +96,63 @@ vm_start() {
     ip -n "$VM_NS" link set lo up
     ip -n "$VM_NS" link add br0 type bridge
     ip -n "$VM_NS" link set br0 up
-    for ((i = 0; i < n; i++)); do
-        name=${VM_NAMES[$i]}
-        mkdir -p "$VM_DIR/$name"
-        ip -n "$VM_NS" tuntap add "tap$name" mode tap
-        ip -n "$VM_NS" link set "tap$name" master br0
-        ip -n "$VM_NS" link set "tap$name" up
-        # vng runs in the namespace so QEMU can open the tap; its console goes to a log.
-        ip netns exec "$VM_NS" setsid vng --run "$kimg" "${kvm_opt[@]}" --disable-microvm \
-            --cpus 1 --memory 1G --rwdir="$VM_DIR/$name" --cwd "$VM_HERE" \
-            --append "tsc=reliable no5lvl" \
-            --qemu-opts="-netdev tap,id=n0,ifname=tap$name,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$((i + 1))" \
-            --exec "bash $VM_HERE/scripts/guest-agent.sh $name $VM_DIR/$name $(vm_ip "$name")" \
-            </dev/null >"$VM_DIR/$name/console.log" 2>&1 &
-        VM_PIDS[$i]=$!
-    done
+    VM_KIMG=$kimg
+    VM_KVM_OPT=("${kvm_opt[@]}")
+    for ((i = 0; i < n; i++)); do vm_launch "$i"; done
     local deadline=$((SECONDS + 180))
-    for ((i = 0; i < n; i++)); do
-        name=${VM_NAMES[$i]}
-        while [ ! -e "$VM_DIR/$name/ready" ]; do
-            if ! kill -0 "${VM_PIDS[$i]}" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
-                vm_log "guest $name failed to boot; console:"
-                tail -30 "$VM_DIR/$name/console.log" >&2
-                return 1
-            fi
-            sleep 0.5
-        done
-        vm_log "guest $name booted ($(vm_ip "$name"), $(cat "$VM_DIR/$name/ifname"), $(cat "$VM_DIR/$name/cpuinfo"))"
+    for ((i = 0; i < n; i++)); do vm_booted "$i" "$deadline" || return 1; done
+}
+
+# Starts guest number i (0 = A) on the bridge, in the background.
+vm_launch() {
+    local i=$1 name=${VM_NAMES[$1]}
+    mkdir -p "$VM_DIR/$name"
+    ip -n "$VM_NS" tuntap add "tap$name" mode tap
+    ip -n "$VM_NS" link set "tap$name" master br0
+    ip -n "$VM_NS" link set "tap$name" up
+    # vng runs in the namespace so QEMU can open the tap; its console goes to a log.
+    ip netns exec "$VM_NS" setsid vng --run "$VM_KIMG" "${VM_KVM_OPT[@]}" --disable-microvm \
+        --cpus 1 --memory 1G --rwdir="$VM_DIR/$name" --cwd "$VM_HERE" \
+        --append "tsc=reliable no5lvl" \
+        --qemu-opts="-netdev tap,id=n0,ifname=tap$name,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$((i + 1))" \
+        --exec "bash $VM_HERE/scripts/guest-agent.sh $name $VM_DIR/$name $(vm_ip "$name")" \
+        </dev/null >"$VM_DIR/$name/console.log" 2>&1 &
+    VM_PIDS[$i]=$!
+}
+
+# Waits until guest number i is ready (until SECONDS reaches DEADLINE).
+vm_booted() {
+    local i=$1 deadline=$2 name=${VM_NAMES[$1]}
+    while [ ! -e "$VM_DIR/$name/ready" ]; do
+        if ! kill -0 "${VM_PIDS[$i]}" 2>/dev/null || [ $SECONDS -ge "$deadline" ]; then
+            vm_log "guest $name failed to boot; console:"
+            tail -30 "$VM_DIR/$name/console.log" >&2
+            return 1
+        fi
+        sleep 0.5
     done
+    vm_log "guest $name booted ($(vm_ip "$name"), $(cat "$VM_DIR/$name/ifname"), $(cat "$VM_DIR/$name/cpuinfo"))"
+}
+
+# vm_add G: boots one more guest on the bridge while the others run (the next name: C after A
+# and B).
+vm_add() {
+    local i
+    i=$(vm_index "$1")
+    [ "$i" = "$VM_COUNT" ] || { vm_log "guest $1 is not the next one to add"; return 1; }
+    vm_launch "$i"
+    VM_COUNT=$((VM_COUNT + 1))
+    vm_booted "$i" $((SECONDS + 180))
+}
+
+# vm_kill G: pulls the plug on guest G (its QEMU is killed, as a machine that loses power); it
+# leaves no dmesg, so vm_stop does not check one.
+vm_kill() {
+    local i
+    i=$(vm_index "$1")
+    kill -- "-${VM_PIDS[$i]}" 2>/dev/null
+    wait "${VM_PIDS[$i]}" 2>/dev/null
+    VM_KILLED+=" $1 "
 }
 
 vm_submit() {
@@ -153,7 +189,14 @@ vm_run() {
 vm_pair() {
     vm_submit "$1" "$2"
     local server=$VM_ID
-    vm_run "$3" "$4" "${5:-600}" && vm_wait "$1" "$server" 300
+    if vm_run "$3" "$4" "${5:-600}"; then
+        vm_wait "$1" "$server" 300
+        return
+    fi
+    # The client failed: the server's side of the story (it may have failed first).
+    echo "--- server in $1:"
+    vm_wait "$1" "$server" 30
+    return 1
 }
 
 # What networks do to packets, for netem (vm_netem): NAME|SPEC. The VM tests run each under
@@ -207,6 +250,8 @@ vm_netem() {
 # Lines that mean the kernel is unhappy. The out-of-tree taint of loading iwarp.ko is expected.
 VM_BAD_DMESG='WARNING:|BUG:|Oops|KASAN|KFENCE|suspected memory leak|possible recursive locking|circular locking|inconsistent lock state|sleeping function called from invalid context|Call Trace:|taints kernel'
 VM_OK_DMESG='loading out-of-tree module taints kernel'
+VM_OOM_BEGIN='iwarp-test: expected oom-kill reports begin'
+VM_OOM_END='iwarp-test: expected oom-kill reports end'
 
 vm_stop() {
     trap - EXIT INT TERM
@@ -227,6 +272,10 @@ vm_stop() {
     done
     for ((i = 0; i < VM_COUNT; i++)); do
         name=${VM_NAMES[$i]}
+        if [[ $VM_KILLED == *" $name "* ]]; then
+            vm_log "guest $name was killed by a test: no dmesg to check"
+            continue
+        fi
         local d="$VM_DIR/$name/dmesg"
         if [ ! -s "$d" ]; then
             vm_log "guest $name left no dmesg (crashed?); console tail:"
@@ -235,7 +284,9 @@ vm_stop() {
             continue
         fi
         local bad
-        bad=$(grep -E "$VM_BAD_DMESG" "$d" | grep -vE "$VM_OK_DMESG")
+        # A test that makes the OOM killer act on purpose brackets it in dmesg (VM_OOM_BEGIN,
+        # VM_OOM_END): the report's stack dump is expected there, nothing else is.
+        bad=$(sed "/$VM_OOM_BEGIN/,/$VM_OOM_END/{/Call Trace:/d}" "$d" | grep -E "$VM_BAD_DMESG" | grep -vE "$VM_OK_DMESG")
         # kmemleak (debug kernel): leaks whose allocation backtrace passes through our module.
         if [ -s "$VM_DIR/$name/kmemleak" ] && grep -q iwarp "$VM_DIR/$name/kmemleak"; then
             bad+=$'\n'"kmemleak: leaks allocated by iwarp.ko:"$'\n'"$(cat "$VM_DIR/$name/kmemleak")"

@@ -15,10 +15,10 @@ ko="$here/target/kmod/$flavour/iwarp.ko"
 check="$here/target/release/iwarp-check"
 examples="$here/target/release/examples"
 B=$(vm_ip B)
-# Streams of the hostile peer's smoke run, and connect/disconnect cycles (KASAN guests are
-# slower).
-MUTATED=200 CYCLES=10000
-[ "$flavour" = debug ] && MUTATED=60 CYCLES=500
+# Streams of the hostile peer's smoke run, connect/disconnect cycles, fuzzed ioctls and STag
+# guesses of the local attacker (KASAN guests are slower).
+MUTATED=300 CYCLES=10000 CALLS=1000000 GUESSES=1000000
+[ "$flavour" = debug ] && MUTATED=70 CYCLES=500 CALLS=100000 GUESSES=100000
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
 
@@ -100,7 +100,8 @@ example() {
 # and CRC (FPDUs not aligned to segments, the default); then with CRC only, FPDUs aligned. Every transfer is
 # checked by hash and byte for byte at both ends, the QPs still connected at the end, and where
 # segments arrive out of order, octets placed out of order on both sides: found through markers
-# after the doorbell rang in the first run, at segment starts in the second.
+# after the doorbell rang in the first run, at segment starts in the second (whose segments,
+# under reordering alone, are captured and checked on the wire).
 net_fault() {
     local rounds rc=0 t=$SECONDS marker= aligned=
     rounds=$(seq -s, 2097152 -4093 2031664)
@@ -112,7 +113,13 @@ net_fault() {
     [ "${IWARP_VM_FULL:-0}" = 1 ] && [ "$flavour" = release ] && rounds=$(seq -s, 2097152 1021 2618883) VERBS_SECS=3600
     [[ $1 == *reorder* || $1 == *loss* ]] && marker=,ooo=doorbell aligned=,ooo=aligned
     vm_netem A "$1" && vm_netem B "$1" || return 1
-    verbs "markers=1,crc=1,rev=2$marker" "$rounds" 64 && verbs "markers=0,crc=1,rev=2,aligned=1$aligned" "$rounds" 64 $((PORT + 1)) || rc=1
+    verbs "markers=1,crc=1,rev=2$marker" "$rounds" 64 || rc=1
+    # The aligned pass under reordering is captured (its first 20,000 packets) and checked on
+    # the wire like wire-fpdus-start-segments: reordered segments still start with FPDUs.
+    local wire=0
+    [[ $1 == *reorder* && $1 != *loss* ]] && wire=1 && capture "$VM_DIR/net-fault.pcap" "tcp port $((PORT + 1))" 20000
+    verbs "markers=0,crc=1,rev=2,aligned=1$aligned" "$rounds" 64 $((PORT + 1)) || rc=1
+    [ $wire = 1 ] && { captured "$VM_DIR/net-fault.pcap" $((PORT + 1)) "$WIRE_MIN" || rc=1; }
     vm_netem A && vm_netem B || rc=1
     echo "netem '$1': $((SECONDS - t)) s"
     return $rc
@@ -140,31 +147,103 @@ hostile() {
     got=$(sed -n 's/.*a Terminate reached us on \([0-9]*\) of them.*/\1/p' <<<"$out")
     [ -n "$sent" ] && [ "$sent" = "$got" ] || { echo "the module sent $sent Terminates, $got reached the peer"; return 1; }
 }
+# capture FILE FILTER [COUNT]: captures the bridge in the run's namespace into FILE (at most
+# COUNT packets), in the background, once tcpdump listens.
+capture() {
+    local pcap=$1 count=()
+    [ -n "${3:-}" ] && count=(-c "$3")
+    ip netns exec "$VM_NS" tcpdump -i br0 -U "${count[@]}" -w "$pcap" "$2" 2>"$pcap.log" &
+    CAPTURE_PID=$!
+    for _ in $(seq 50); do grep -q "listening on" "$pcap.log" && break; sleep 0.1; done
+}
+# captured FILE PORT NEED: ends the capture and checks that at least NEED % of its data segments
+# on PORT hold whole FPDUs from their first octet, by our decoder (scripts/wire-fpdus.py) and
+# by Wireshark's iWARP dissectors (scripts/tshark-fpdus.py, a decoder not ours, which also
+# checks every CRC).
+captured() {
+    local pcap=$1 rc=0
+    sleep 1
+    kill "$CAPTURE_PID" 2>/dev/null
+    wait "$CAPTURE_PID"
+    python3 "$VM_HERE/scripts/wire-fpdus.py" "$pcap" "$2" "$3" || rc=1
+    python3 "$VM_HERE/scripts/tshark-fpdus.py" "$pcap" "$2" "$3" || rc=1
+    rm -f "$pcap" "$pcap.log"
+    return $rc
+}
 # On the wire, FPDUs start TCP segments: the bridge is captured while verbs rounds run with CRC
-# only, and scripts/wire-fpdus.py walks each data segment's FPDUs from its first octet. Aligned
-# (aligned=1), at least WIRE_MIN % of the segments must hold whole FPDUs; the same traffic
-# unaligned (the default) is shown for contrast, not checked (TCP cuts that stream anywhere).
-# Wireshark's own iWARP dissectors (scripts/tshark-fpdus.py) must agree, as a decoder not ours.
+# only. Aligned (aligned=1), at least WIRE_MIN % of the segments must hold whole FPDUs; the same
+# traffic unaligned (the default) is shown for contrast, not checked (TCP cuts that stream
+# anywhere).
 WIRE_MIN=99
 wire_fpdus() {
-    local mode pcap pid rc=0
+    local mode rc=0 opts need
     for mode in aligned unaligned; do
-        pcap=$VM_DIR/wire-$mode.pcap
-        ip netns exec "$VM_NS" tcpdump -i br0 -U -w "$pcap" "tcp port $PORT" 2>"$pcap.log" &
-        pid=$!
-        for _ in $(seq 50); do grep -q "listening on" "$pcap.log" && break; sleep 0.1; done
-        local opts="markers=0,crc=1,rev=2"
-        [ $mode = aligned ] && opts+=",aligned=1"
+        capture "$VM_DIR/wire-$mode.pcap" "tcp port $PORT"
+        opts="markers=0,crc=1,rev=2" need=0
+        [ $mode = aligned ] && opts+=",aligned=1" need=$WIRE_MIN
         verbs "$opts" 1,4096,65549,1048576 16 || rc=1
-        sleep 1
-        kill "$pid" && wait "$pid"
-        local need=0
-        [ $mode = aligned ] && need=$WIRE_MIN
-        python3 "$VM_HERE/scripts/wire-fpdus.py" "$pcap" "$PORT" "$need" || rc=1
-        python3 "$VM_HERE/scripts/tshark-fpdus.py" "$pcap" "$PORT" "$need" || rc=1
-        rm -f "$pcap" "$pcap.log"
+        captured "$VM_DIR/wire-$mode.pcap" "$PORT" "$need" || rc=1
     done
     return $rc
+}
+# started G ID: waits (60 s) until command ID in guest G says its QP is connected.
+started() {
+    local _
+    for _ in $(seq 600); do grep -q 'connected' "$VM_DIR/$1/out.$2" 2>/dev/null && return 0; sleep 0.1; done
+    echo "guest $1 never connected"
+    return 1
+}
+# A TCP reset injected into a busy connection from the bridge (scripts/inject-reset.py), both
+# ways: each side's QP ends, its posted work flushed, with a connection-lost event.
+reset_injected() {
+    local a b rc=0
+    vm_submit B "$check lost-serve $PORT"
+    b=$VM_ID
+    vm_submit A "$check lost-drive $B $PORT"
+    a=$VM_ID
+    started A "$a" || rc=1
+    sleep 2
+    ip netns exec "$VM_NS" python3 "$VM_HERE/scripts/inject-reset.py" br0 "$PORT" 120 || rc=1
+    vm_wait A "$a" 300 || rc=1
+    vm_wait B "$b" 300 || rc=1
+    [ $rc = 0 ] && vm_run A "$check stats-zero" && vm_run B "$check stats-zero"
+}
+# The peer's whole machine dies mid-transfer: guest C is booted, serves, and is killed (its
+# QEMU quit) while A writes to it. A's TCP gives up (tcp_retries2 lowered to 5 for the test,
+# about 13 s), and A's QP must end with its Writes flushed and a connection-lost event.
+peer_killed() {
+    local a t rc=0
+    vm_add C && vm_run C "insmod $ko" || return 1
+    vm_submit C "$check lost-serve $PORT"
+    vm_submit A "sysctl -qw net.ipv4.tcp_retries2=5 && $check lost-drive $(vm_ip C) $PORT; rc=\$?; sysctl -qw net.ipv4.tcp_retries2=15; exit \$rc"
+    a=$VM_ID
+    started A "$a" || rc=1
+    sleep 5
+    t=$SECONDS
+    vm_kill C
+    echo "guest C killed"
+    vm_wait A "$a" 300 || rc=1
+    echo "A's QP ended $((SECONDS - t)) s after guest C was killed"
+    [ $rc = 0 ] && vm_run A "$check stats-zero"
+}
+# Memory pressure on the pinning process: in a memory cgroup of 96 MiB, a process registers
+# 32 MiB and then takes memory until the limit's OOM killer ends it; another tries to register
+# 256 MiB, which cannot be pinned within the limit (refused, or killed). Nothing may stay pinned.
+pressure() {
+    vm_run B "echo '$VM_OOM_BEGIN' >/dev/kmsg
+        trap \"echo '$VM_OOM_END' >/dev/kmsg\" EXIT
+        mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup
+        echo +memory >/sys/fs/cgroup/cgroup.subtree_control || exit 1
+        g=/sys/fs/cgroup/iwarp-pressure
+        mkdir -p \$g && echo 96M >\$g/memory.max || exit 1
+        bash -c \"echo \\\$\\\$ >\$g/cgroup.procs && exec $check pressure 32\"; rc=\$?
+        grep oom_kill \$g/memory.events
+        [ \$rc = 137 ] || { echo \"registered within the limit: exit \$rc, not killed\"; exit 1; }
+        $check stats-zero || exit 1
+        bash -c \"echo \\\$\\\$ >\$g/cgroup.procs && exec $check pressure 256\"; rc=\$?
+        [ \$rc = 137 ] || [ \$rc = 1 ] || { echo \"past the limit: exit \$rc\"; exit 1; }
+        echo \"past the limit: exit \$rc (1: refused, 137: killed)\"
+        $check stats-zero && rmdir \$g"
 }
 refused() {
     vm_run B "rmmod iwarp && ! insmod $ko inject_init_failure=1 && test ! -e /dev/iwarp && ! grep -qw iwarp /proc/modules"
@@ -216,6 +295,7 @@ tests() {
     t verbs-post-to-a-stalled-peer vm_pair B "$check stalled-peer $PORT" A "$check post-to-stalled $B $PORT"
     t fault-crc-error-from-the-wire vm_pair B "$check fault-serve $PORT crc-error" A "$check bad-frame $B $PORT crc-error"
     t fault-nothing-placed-after-a-refused-invalidate vm_pair B "$check fault-serve $PORT foreign-invalidate" A "$check bad-frame $B $PORT foreign-invalidate"
+    t fault-nothing-placed-after-a-bad-read-request vm_pair B "$check fault-serve $PORT bad-read-request" A "$check bad-frame $B $PORT bad-read-request"
     # Segment boundaries never matter: a user-level peer sends a 60,000-octet FPDU 100 octets
     # at a time, and MSS-sized FPDUs 100 octets and one octet at a time.
     t wire-valid-stream-in-tiny-segments vm_pair B "$check drip-serve $PORT" A "$check drip $B $PORT"
@@ -223,9 +303,20 @@ tests() {
     t verbs-read-while-the-owner-writes vm_pair B "$check read-race-serve $PORT" A "$check read-race $B $PORT"
     # A Reader that keeps the module's IRD full, refilling as responses complete.
     t verbs-reads-at-the-ird vm_pair B "$check ird-serve $PORT" A "$check ird-read $B $PORT"
-    # The hostile peer's seeded smoke run (cargo xtask fuzz-vm runs more): mutated streams,
-    # each checked against the model on the module's side.
+    # One Read Request beyond the IRD: a Terminate, after whole responses in order.
+    t verbs-reads-beyond-the-ird vm_pair B "$check ird-overflow-serve $PORT" A "$check ird-overflow $B $PORT"
+    # The hostile peer's seeded smoke run (cargo xtask fuzz-vm runs more): streams changed at
+    # the MPA exchange, in their octets or in the STags they name, each checked against the
+    # model on the module's side.
     t hostile-peer-mutated-streams hostile 1
+    # Local attackers: random ioctl and mmap arguments; QPs destroyed while other threads use
+    # them; another process's STags named.
+    t local-ioctl-fuzz-A vm_run A "$check ioctl-fuzz $CALLS 1 && $check stats-zero" 1200
+    t local-qps-destroyed-while-in-use-A vm_run A "$check race 20000 && $check stats-zero"
+    t local-stag-guesses-A vm_run A "$check guess-local $GUESSES && $check stats-zero" 1200
+    # Faults from outside the programs.
+    t fault-tcp-reset-injected reset_injected
+    t fault-memory-pressure-B pressure
     # Initiators that never finish their MPA requests hold up no other.
     t cm-slow-requests-block-nobody vm_pair B "$check cm-slow-serve $PORT" A "$check cm-slow-drive $B $PORT"
     t verbs-killed-mid-transfer killed_mid
@@ -241,6 +332,7 @@ tests() {
         t "net-${f%%|*}" net_fault "${f#*|}"
     done
     t net-reorder-25pct-ipv6 net_ipv6 reorder-25pct
+    t fault-peer-guest-killed peer_killed
     t nothing-left-A vm_run A "$check stats-zero"
     t nothing-left-B vm_run B "$check stats-zero"
     t init-failure-refused refused

@@ -1,8 +1,10 @@
-//! A user-level Reader that keeps the module's IRD full: as many RDMA Read Requests
-//! outstanding as the module offered, a new one sent as soon as a response is whole, after a
-//! pause in which it reads nothing (the module's responses back up in its queue and both
-//! socket buffers). RFC 5040 allows only one outcome for a Reader within the IRD: every
-//! response, whole and in order. `ird-serve` is the module's side.
+//! A user-level Reader against the module's IRD. `ird-read` keeps it full: as many RDMA Read
+//! Requests outstanding as the module offered, a new one sent as soon as a response is whole,
+//! after a pause in which it reads nothing (the module's responses back up in its queue and
+//! both socket buffers); RFC 5040 allows only one outcome for a Reader within the IRD: every
+//! response, whole and in order (`ird-serve` is the module's side). `ird-overflow` sends one
+//! Read Request more than the IRD at once: the module must end the stream with a Terminate,
+//! and whatever responses come before it must be whole and in order (`ird-overflow-serve`).
 
 use super::{dial, ensure, Check};
 use crate::verbs::{checksum, random, DONE};
@@ -55,68 +57,117 @@ impl Sink for Slots {
     }
 }
 
-/// Guest A: see the module doc.
-pub(crate) fn read_at_ird(host: &str, port: &str) -> Check {
-    let mut s = dial(host, port)?;
-    s.set_nodelay(true).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(120))).map_err(|e| e.to_string())?;
-    // Ask for as deep an ORD as MPA carries: we get the module's IRD.
-    let (conn, peer_private) = mpa_asking(&mut s, Local { ord: 0x3fff, ..LOCAL })?;
-    let depth = conn.ord as usize;
-    let src = Remote::from_bytes(peer_private.get(Remote::LEN..).unwrap_or(&[])).ok_or("no source region advertised by the module's side")?;
-    let want = random(SOURCE, b'R');
-    let tx_marks = if conn.tx_markers { Markers::RFC } else { Markers::NONE };
-    let mut t = Transmitter::new(tx::Config { markers: tx_marks, crc: conn.crc, mulpdu: iwarp_proto::markers::mulpdu(1448, tx_marks) });
-    let mut rx = receiver(&conn);
-    let mut sink = Slots { mem: vec![0; depth * SIZE], events: Vec::new() };
-    let (mut pending, mut chunk) = (Vec::new(), vec![0u8; 64 << 10]);
-    let mut read_more = |s: &mut TcpStream, rx: &mut Receiver, sink: &mut Slots| -> Check {
-        let n = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
-        ensure(n > 0, format!("the module closed after {:?}", sink.events))?;
-        pending.extend_from_slice(&chunk[..n]);
-        let used = rx.receive::<HostCrc, _>(&Pieces::new(rx.next(), &[&pending]), sink).map_err(|e| format!("the module's frames: {e:?}"))?;
-        pending.drain(..used as usize);
-        Ok(())
-    };
-    // The go-ahead.
-    while sink.events.is_empty() {
-        read_more(&mut s, &mut rx, &mut sink)?;
+/// A connected Reader: the connection, its framing and what arrived.
+struct Reader {
+    s: TcpStream,
+    t: Transmitter,
+    rx: Receiver,
+    sink: Slots,
+    /// The module's IRD (what MPA settled as our ORD).
+    depth: usize,
+    src: Remote,
+    pending: Vec<u8>,
+    chunk: Vec<u8>,
+}
+
+impl Reader {
+    /// Connects, settles MPA asking for as deep an ORD as it carries (we get the module's IRD),
+    /// and waits for the module's go-ahead.
+    fn connect(host: &str, port: &str) -> Result<Reader, String> {
+        let mut s = dial(host, port)?;
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(120))).map_err(|e| e.to_string())?;
+        let (conn, peer_private) = mpa_asking(&mut s, Local { ord: 0x3fff, ..LOCAL })?;
+        let depth = conn.ord as usize;
+        let src = Remote::from_bytes(peer_private.get(Remote::LEN..).unwrap_or(&[])).ok_or("no source region advertised by the module's side")?;
+        let tx_marks = if conn.tx_markers { Markers::RFC } else { Markers::NONE };
+        let t = Transmitter::new(tx::Config { markers: tx_marks, crc: conn.crc, mulpdu: iwarp_proto::markers::mulpdu(1448, tx_marks) });
+        let mut r = Reader {
+            s,
+            t,
+            rx: receiver(&conn),
+            sink: Slots { mem: vec![0; (depth + 1) * SIZE], events: Vec::new() },
+            depth,
+            src,
+            pending: Vec::new(),
+            chunk: vec![0u8; 64 << 10],
+        };
+        while r.sink.events.is_empty() {
+            if !r.read_more()? {
+                return Err("the module closed before its go-ahead".into());
+            }
+        }
+        Ok(r)
     }
+
+    /// Reads and parses what the module sent next; false once it closed.
+    fn read_more(&mut self) -> Result<bool, String> {
+        let n = self.s.read(&mut self.chunk).map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Ok(false);
+        }
+        self.pending.extend_from_slice(&self.chunk[..n]);
+        let used =
+            self.rx.receive::<HostCrc, _>(&Pieces::new(self.rx.next(), &[&self.pending]), &mut self.sink).map_err(|e| format!("the module's frames: {e:?}"))?;
+        self.pending.drain(..used as usize);
+        Ok(true)
+    }
+
+    /// Read Request `i` framed (into slot `i % slots`) and the source offset it reads.
+    fn request(&mut self, i: usize, slots: usize) -> Result<(Vec<u8>, usize), String> {
+        let off = (i * 4099 * 16) % (SOURCE - SIZE);
+        let rr = ReadRequest {
+            sink_stag: SINK,
+            sink_to: ((i % slots) * SIZE) as u64,
+            size: SIZE as u32,
+            src_stag: self.src.rkey,
+            src_to: self.src.addr + off as u64,
+        };
+        let mut wire = Vec::new();
+        frame(&mut self.t, &mut wire, Message::ReadRequest(rr), &[])?;
+        Ok((wire, off))
+    }
+
+    /// Checks the response in slot `i % slots` against the source at `off`.
+    fn answered(&self, i: usize, slots: usize, off: usize, want: &[u8]) -> Check {
+        let slot = &self.sink.mem[(i % slots) * SIZE..][..SIZE];
+        if checksum(slot) != checksum(&want[off..off + SIZE]) {
+            return Err(format!("Read {i} (source offset {off}) answered with other data: responses missing or out of order"));
+        }
+        Ok(())
+    }
+}
+
+/// Guest A: `ird-read` (see the module doc).
+pub(crate) fn read_at_ird(host: &str, port: &str) -> Check {
+    let mut r = Reader::connect(host, port)?;
+    let depth = r.depth;
+    let want = random(SOURCE, b'R');
     let (mut sent, mut done) = (0usize, 0usize);
     let mut outstanding = VecDeque::new();
-    let request = |t: &mut Transmitter, i: usize| -> Result<(Vec<u8>, usize), String> {
-        let off = (i * 4099 * 16) % (SOURCE - SIZE);
-        let rr = ReadRequest { sink_stag: SINK, sink_to: ((i % depth) * SIZE) as u64, size: SIZE as u32, src_stag: src.rkey, src_to: src.addr + off as u64 };
-        let mut wire = Vec::new();
-        frame(t, &mut wire, Message::ReadRequest(rr), &[])?;
-        Ok((wire, off))
-    };
     let mut first = Vec::new();
     while sent < depth {
-        let (wire, off) = request(&mut t, sent)?;
+        let (wire, off) = r.request(sent, depth)?;
         first.extend_from_slice(&wire);
         outstanding.push_back((sent, off));
         sent += 1;
     }
-    s.write_all(&first).map_err(|e| e.to_string())?;
+    r.s.write_all(&first).map_err(|e| e.to_string())?;
     // Read nothing for a while: the responses back up at the module.
     std::thread::sleep(Duration::from_secs(3));
     let mut seen = 1;
     while done < READS {
-        read_more(&mut s, &mut rx, &mut sink)?;
-        for e in sink.events[seen..].to_vec() {
+        ensure(r.read_more()?, format!("the module closed after {:?}", r.sink.events))?;
+        for e in r.sink.events[seen..].to_vec() {
             seen += 1;
             match e {
                 Event::ReadResponse { stag: SINK } => {
                     let (i, off) = outstanding.pop_front().ok_or("a Read Response with no Read outstanding")?;
-                    let slot = &sink.mem[(i % depth) * SIZE..][..SIZE];
-                    if checksum(slot) != checksum(&want[off..off + SIZE]) {
-                        return Err(format!("Read {i} (source offset {off}) answered with other data: responses missing or out of order"));
-                    }
+                    r.answered(i, depth, off, &want)?;
                     done += 1;
                     if sent < READS {
-                        let (wire, off) = request(&mut t, sent)?;
-                        s.write_all(&wire).map_err(|e| e.to_string())?;
+                        let (wire, off) = r.request(sent, depth)?;
+                        r.s.write_all(&wire).map_err(|e| e.to_string())?;
                         outstanding.push_back((sent, off));
                         sent += 1;
                     }
@@ -127,10 +178,37 @@ pub(crate) fn read_at_ird(host: &str, port: &str) -> Check {
     }
     println!("ok: {READS} Reads of {SIZE} octets, {depth} outstanding at once (the module's IRD), each answered whole and in order");
     let mut wire = Vec::new();
-    frame(&mut t, &mut wire, Message::Send { solicited: false, invalidate: None }, &[DONE.to_le_bytes(), 0u64.to_le_bytes()].concat())?;
-    s.write_all(&wire).map_err(|e| e.to_string())?;
-    while sink.events.len() < seen + 1 {
-        read_more(&mut s, &mut rx, &mut sink)?;
+    frame(&mut r.t, &mut wire, Message::Send { solicited: false, invalidate: None }, &[DONE.to_le_bytes(), 0u64.to_le_bytes()].concat())?;
+    r.s.write_all(&wire).map_err(|e| e.to_string())?;
+    while r.sink.events.len() < seen + 1 {
+        ensure(r.read_more()?, format!("the module closed after {:?}", r.sink.events))?;
     }
-    ensure(matches!(sink.events[seen], Event::Send { .. }), format!("the module's side checked its QP and said DONE ({:?})", sink.events[seen]))
+    ensure(matches!(r.sink.events[seen], Event::Send { .. }), format!("the module's side checked its QP and said DONE ({:?})", r.sink.events[seen]))
+}
+
+/// Guest A: `ird-overflow` (see the module doc).
+pub(crate) fn overflow(host: &str, port: &str) -> Check {
+    let mut r = Reader::connect(host, port)?;
+    let (depth, slots) = (r.depth, r.depth + 1);
+    let want = random(SOURCE, b'R');
+    let mut all = Vec::new();
+    let mut offs = Vec::new();
+    for i in 0..slots {
+        let (wire, off) = r.request(i, slots)?;
+        all.extend_from_slice(&wire);
+        offs.push(off);
+    }
+    r.s.write_all(&all).map_err(|e| e.to_string())?;
+    println!("ok: sent {slots} Read Requests at once; the module's IRD is {depth}");
+    while r.read_more()? {}
+    let events = &r.sink.events[1..];
+    let answered = events.iter().take_while(|e| matches!(e, Event::ReadResponse { stag: SINK })).count();
+    for (i, off) in offs.iter().enumerate().take(answered) {
+        r.answered(i, slots, *off, &want)?;
+    }
+    let term = events.get(answered).and_then(|e| if let Event::Terminate(t) = e { t.cause() } else { None });
+    ensure(
+        answered <= depth && term == Some(Cause::RdmapStreamCatastrophic) && events.len() == answered + 1,
+        format!("{answered} Reads answered whole and in order, then the module's Terminate ({term:?}) and the end of the stream"),
+    )
 }

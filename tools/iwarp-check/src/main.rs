@@ -6,6 +6,13 @@
 //!                    pinned-page accounting, release on close
 //!   memlock KIB      (run without CAP_IPC_LOCK) RLIMIT_MEMLOCK = KIB: over it fails, under works
 //!   hold MIB         register MIB and wait to be killed
+//!   pressure MIB     register MIB, then take memory until killed (run in a memory cgroup)
+//!   ioctl-fuzz N SEED / race N / guess-local N   local attackers (src/attack.rs): random
+//!                    ioctl and mmap arguments; QPs destroyed while in use; STags of another
+//!                    process named
+//!   lost-serve PORT / lost-drive HOST PORT   run until the connection dies from outside (a
+//!                    reset injected, the peer's guest killed); posted work must come back
+//!                    flushed with a connection-lost event (src/lost.rs)
 //!   accept PORT OPTS EXPECT         accept one connection, adopt it as MPA responder
 //!   connect HOST PORT OPTS EXPECT   connect, adopt as MPA initiator
 //!   accept-fail PORT OPTS ERRNO     accept, adopting must fail with ERRNO (EPROTO, ETIMEDOUT, ...)
@@ -42,19 +49,22 @@
 //!   bad-frame HOST PORT CASE   a user-level peer breaks the protocol toward fault-serve (CASE:
 //!                    crc-error, a Send whose CRC is wrong; foreign-invalidate, a Send with
 //!                    Invalidate of a foreign STag, then a Write and a Send in the same segment,
-//!                    which fault-serve checks were neither placed nor completed), and must get
-//!                    the module's Terminate back
+//!                    which fault-serve checks were neither placed nor completed;
+//!                    bad-read-request, the same after a Read Request of an STag that does not
+//!                    exist), and must get the module's Terminate back
 //!   drip-serve PORT / drip HOST PORT   a user-level peer sends valid Writes and Sends (markers,
 //!                    CRC) in tiny TCP segments: one FPDU of 60,000 octets 100 at a time, FPDUs
 //!                    of 1,400 octets 100 at a time and one octet at a time; the module's side
 //!                    must place all of it and stay connected
 //!   mutate-serve PORT N SEED / mutate HOST PORT N SEED   the hostile peer: N valid streams from
-//!                    SEED, each changed once (a bit flipped, octets dropped, inserted or repeated,
-//!                    the stream cut); the module's side checks each against the model
-//!                    (src/mutate.rs) and prints the outcomes per kind of change
+//!                    SEED, each changed once (its MPA request, its octets, or an STag it names);
+//!                    the module's side checks each against the model (src/mutate.rs) and
+//!                    prints the outcomes per kind of change
 //!   ird-serve PORT / ird-read HOST PORT   a user-level Reader keeps as many Reads outstanding
 //!                    as the module's IRD, refilling as each response completes, after reading
 //!                    nothing for 3 s: every response must come whole and in order
+//!   ird-overflow-serve PORT / ird-overflow HOST PORT   one Read Request more than the IRD at
+//!                    once: responses before it whole and in order, then the module's Terminate
 //!   read-race-serve PORT / read-race HOST PORT   (B) rewrites a 1 MiB region nonstop while (A)
 //!                    Reads it 64 times with CRCs on: every Read completes, both QPs stay connected
 //!
@@ -66,8 +76,10 @@
 //! between markers, both ends alike). EXPECT: rev=N,crc=0|1,rx_markers=0|1,
 //! tx_markers=0|1,peer=TEXT (what the exchange must settle).
 
+mod attack;
 mod cm;
 mod ird;
+mod lost;
 mod mutate;
 mod verbs;
 mod wire;
@@ -95,6 +107,12 @@ fn main() -> ExitCode {
         Some("mr") => mr(),
         Some("memlock") => num(1).ok_or("memlock KIB".to_string()).and_then(memlock),
         Some("hold") => num(1).ok_or("hold MIB".to_string()).and_then(hold),
+        Some("pressure") => num(1).ok_or("pressure MIB".to_string()).and_then(pressure),
+        Some("ioctl-fuzz") => nums(1).map_err(String::from).and_then(|(n, seed)| attack::ioctl_fuzz(n, seed)),
+        Some("race") => num(1).ok_or("race N".to_string()).and_then(|n| attack::race(n as u64)),
+        Some("guess-local") => num(1).ok_or("guess-local N".to_string()).and_then(|n| attack::guess_local(n as u64)),
+        Some("lost-serve") if args.len() == 2 => lost::serve(&args[1]),
+        Some("lost-drive") if args.len() == 3 => lost::drive(&args[1], &args[2]),
         Some("stats-zero") => stats_zero(),
         Some("accept") if args.len() == 4 => accept(&args[1], &args[2]).and_then(|s| expect(&s, &args[3])),
         Some("connect") if args.len() == 5 => connect(&args[1], &args[2], &args[3]).and_then(|s| expect(&s, &args[4])),
@@ -124,6 +142,8 @@ fn main() -> ExitCode {
         Some("read-race-serve") if args.len() == 2 => verbs::read_race_serve(&args[1]),
         Some("read-race") if args.len() == 3 => verbs::read_race(&args[1], &args[2]),
         Some("ird-serve") if args.len() == 2 => verbs::ird_serve(&args[1]),
+        Some("ird-overflow-serve") if args.len() == 2 => verbs::ird_overflow_serve(&args[1]),
+        Some("ird-overflow") if args.len() == 3 => ird::overflow(&args[1], &args[2]),
         Some("mutate-serve") if args.len() == 4 => nums(2).map_err(String::from).and_then(|(n, seed)| mutate::serve(&args[1], n, seed)),
         Some("mutate") if args.len() == 5 => nums(3).map_err(String::from).and_then(|(n, seed)| mutate::peer(&args[1], &args[2], n, seed)),
         Some("ird-read") if args.len() == 3 => ird::read_at_ird(&args[1], &args[2]),
@@ -261,9 +281,28 @@ fn hold(mib: usize) -> Check {
     let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
     let mut buf = vec![1u8; mib << 20];
     let mr = pd.register(&mut buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE).map_err(|e| e.to_string())?;
-    println!("holding {mib} MiB registered as STag {:#x}", mr.stag());
+    println!("holding {mib} MiB registered as STag {:#x} at {:#x}", mr.stag(), mr.addr());
     loop {
         std::thread::sleep(std::time::Duration::from_secs(3600));
+    }
+}
+
+/// Registers MIB, then takes memory a MiB at a time (touching every page) until the kernel
+/// kills it: run in a memory cgroup, the limit's OOM killer ends it with its region registered.
+fn pressure(mib: usize) -> Check {
+    let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    // Untouched (zero pages on demand): pinning faults every page in, under the limit.
+    let mut buf = vec![0u8; mib << 20];
+    let mr = pd.register(&mut buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE).map_err(|e| format!("register {mib} MiB: {e}"))?;
+    println!("registered {mib} MiB as STag {:#x}; now taking memory until killed", mr.stag());
+    let _ = io::stdout().flush();
+    let mut hog: Vec<Vec<u8>> = Vec::new();
+    loop {
+        hog.push(vec![0x77u8; 1 << 20]);
+        if hog.len() % 64 == 0 {
+            println!("{} MiB more taken", hog.len());
+        }
     }
 }
 

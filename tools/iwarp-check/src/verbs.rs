@@ -560,6 +560,8 @@ pub(crate) fn fault_serve(port: &str, case: &str) -> Check {
             format!("B: the Send with a foreign Invalidate failed ({:?})", &wc[..k]),
         )?;
         flush -= 1;
+    }
+    if matches!(case, "foreign-invalidate" | "bad-read-request") {
         ensure(s.b.dst.as_slice().iter().all(|&b| b == 0), "B: the Write after it changed nothing")?;
     }
     expect_event(&events, s.qp.handle(), QpEvent::Terminated { terminate: expect.code(), sent: true }, "B")?;
@@ -593,9 +595,9 @@ pub(crate) fn drip_serve(port: &str) -> Check {
     s.tell(DONE, 0)
 }
 
-/// Guest B, the module's side of `ird-read`: a source of known content; after the peer's DONE
-/// the QP must still be connected.
-pub(crate) fn ird_serve(port: &str) -> Check {
+/// Guest B, the module's side of the IRD Readers: a source of known content, a go-ahead, then
+/// `then` on the session.
+fn ird_source(port: &str, then: impl FnOnce(&mut Session<'_>) -> Check) -> Check {
     let dev = open()?;
     let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
     let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
@@ -603,10 +605,26 @@ pub(crate) fn ird_serve(port: &str) -> Check {
     b.src.as_mut_slice().copy_from_slice(&random(crate::ird::SOURCE, b'R'));
     let mut s = connect(&pd, (&scq, &rcq), Via::Stream(listen(port)?), Role::Responder, "", b, 16, 2)?;
     s.send(&[s.b.ctl.sge(0..16)], true)?;
-    let (_, done, _) = s.hear()?;
-    ensure(done == DONE, "B: the Reader said DONE")?;
-    ensure(s.qp.state().map_err(|e| e.to_string())? == QpState::Connected, "B: QP still connected after a Reader kept our IRD full")?;
-    s.tell(DONE, 0)
+    then(&mut s)
+}
+
+/// `ird-serve`: after the peer's DONE the QP must still be connected.
+pub(crate) fn ird_serve(port: &str) -> Check {
+    ird_source(port, |s| {
+        let (_, done, _) = s.hear()?;
+        ensure(done == DONE, "B: the Reader said DONE")?;
+        ensure(s.qp.state().map_err(|e| e.to_string())? == QpState::Connected, "B: QP still connected after a Reader kept our IRD full")?;
+        s.tell(DONE, 0)
+    })
+}
+
+/// `ird-overflow-serve`: the QP must end with our Terminate for Read Requests beyond the IRD.
+pub(crate) fn ird_overflow_serve(port: &str) -> Check {
+    ird_source(port, |s| {
+        let st = wait_ended(&s.qp)?;
+        let want = QpState::Error { terminate: Some(Cause::RdmapStreamCatastrophic.code()), sent: true };
+        ensure(st == want, format!("B: Read Requests beyond our IRD ended the QP with our Terminate ({st:?})"))
+    })
 }
 
 /// Size of the region `read-race` Reads while its owner writes it.

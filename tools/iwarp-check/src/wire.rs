@@ -9,7 +9,7 @@ use iwarp_proto::markers::{self, Markers};
 use iwarp_proto::mpa::frame::RtrTypes;
 use iwarp_proto::mpa::handshake::{Handshake, Outcome, Step};
 use iwarp_proto::mpa::negotiate::{Connection, Local};
-use iwarp_proto::rdmap::Opcode;
+use iwarp_proto::rdmap::{Opcode, ReadRequest};
 use iwarp_proto::rx::{self, Event, Receiver, Sink, Target};
 use iwarp_proto::stream::Pieces;
 use iwarp_proto::terminate::Cause;
@@ -24,6 +24,7 @@ pub(crate) fn cause(case: &str) -> Option<Cause> {
     match case {
         "crc-error" => Some(Cause::MpaCrc),
         "foreign-invalidate" => Some(Cause::RdmapCannotInvalidate),
+        "bad-read-request" => Some(Cause::RdmapInvalidStag),
         _ => None,
     }
 }
@@ -49,7 +50,7 @@ pub(crate) const LOCAL: Local =
     Local { markers: true, crc: true, rev: 2, ird: 4, ord: 4, p2p: false, rtr: RtrTypes { send: false, write: false, read: false } };
 
 /// Drives `h` over a plain socket until it is to decide or done.
-fn drive(s: &mut TcpStream, h: &mut Handshake) -> Check {
+pub(crate) fn drive(s: &mut TcpStream, h: &mut Handshake) -> Check {
     loop {
         match h.step() {
             Step::Send => {
@@ -115,6 +116,15 @@ fn broken(case: &str, t: &mut Transmitter, dst: Remote) -> Result<Vec<u8>, Strin
             // segment, a Write into its advertised region and another Send: after the first
             // fails, neither may be placed or completed (RFC 5040 section 7.2).
             frame(Message::Send { solicited: false, invalidate: Some(0x7fff_ff00) }, &[0x5a; 64])?;
+            frame(Message::Write { stag: dst.rkey, to: dst.addr }, &[0xa5; 64])?;
+            frame(Message::Send { solicited: false, invalidate: None }, &[0x5a; 64])?;
+        }
+        "bad-read-request" => {
+            // A Read Request naming an STag the module's side never made, then a Write into its
+            // region and a Send in the same segment: the Read Request is refused as it arrives,
+            // so neither is placed or completed.
+            let rr = ReadRequest { sink_stag: 0x77, sink_to: 0, size: 64, src_stag: 0x7fff_ff00, src_to: 0 };
+            frame(Message::ReadRequest(rr), &[])?;
             frame(Message::Write { stag: dst.rkey, to: dst.addr }, &[0xa5; 64])?;
             frame(Message::Send { solicited: false, invalidate: None }, &[0x5a; 64])?;
         }
