@@ -82,10 +82,10 @@ def main():
         if len(latest) == 2:
             for (ip, sport), (eth_dst, eth_src, ip_src, ip_dst, _, dport, ack) in list(latest.items()):
                 # A reset to this segment's sender, as from its peer, at the number it expects.
-                used = sent.setdefault((ip, sport), [])
+                used = sent.setdefault((ip, sport), set())
                 if ack not in used:
                     s.send(reset(eth_src, eth_dst, ip_dst, ip_src, dport, sport, ack))
-                    used.append(ack)
+                    used.add(ack)
             if quiet_since is None:
                 quiet_since = time.time()
             elif time.time() - quiet_since > 2:

@@ -5,12 +5,19 @@ find whole FPDUs from its first octet to its last, each with a good CRC? That is
 that aligns FPDUs to segments must produce (Wireshark's MPA dissector itself assumes it).
 Usage: tshark-fpdus.py PCAP PORT MIN_PERCENT. Fails below MIN_PERCENT, or on any bad CRC in a
 segment tshark otherwise took as whole FPDUs."""
+import os
 import subprocess
 import sys
 
+from pcap import in_stream_order
+
 pcap, port, need = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+# Wireshark's MPA dissector follows each direction in order: a capture of a reordering network
+# is shown to it as each end sent it (the segments themselves unchanged).
+sorted_pcap = pcap + ".in-order"
+in_stream_order(pcap, port, sorted_pcap)
 fields = ["tcp.len", "tcp.srcport", "tcp.dstport", "iwarp_mpa.ulpdulength", "iwarp_mpa.crc_check", "iwarp_mpa.crc", "_ws.col.Info"]
-cmd = ["tshark", "-r", pcap, "-o", "tcp.desegment_tcp_streams:FALSE", "--disable-protocol", "rpcordma", "--disable-protocol", "smb_direct",
+cmd = ["tshark", "-r", sorted_pcap, "-o", "tcp.desegment_tcp_streams:FALSE", "--disable-protocol", "rpcordma", "--disable-protocol", "smb_direct",
        "-Y", f"tcp.port == {port} && tcp.len > 0", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,"]
 for f in fields:
     cmd += ["-e", f]
@@ -18,6 +25,8 @@ try:
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
 except FileNotFoundError:
     sys.exit("# tshark is not installed (scripts/setup.sh installs it)")
+finally:
+    os.remove(sorted_pcap)
 
 def fpdu_len(ulpdu):
     return 2 + ulpdu + (-(2 + ulpdu)) % 4 + 4

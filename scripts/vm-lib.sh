@@ -295,7 +295,7 @@ vm_stop() {
             vm_log "guest $name dmesg is NOT clean:"
             printf '%s\n' "$bad" >&2
             vm_log "guest $name dmesg from the first bad line on (up to 150 lines):"
-            grep -m1 -A150 -E "$VM_BAD_DMESG" "$d" | grep -vE "$VM_OK_DMESG" >&2
+            sed "/$VM_OOM_BEGIN/,/$VM_OOM_END/{/Call Trace:/d}" "$d" | grep -m1 -A150 -E "$VM_BAD_DMESG" | grep -vE "$VM_OK_DMESG" >&2
             status=1
         else
             vm_log "guest $name dmesg clean"

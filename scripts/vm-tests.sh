@@ -240,8 +240,9 @@ pressure() {
         grep oom_kill \$g/memory.events
         [ \$rc = 137 ] || { echo \"registered within the limit: exit \$rc, not killed\"; exit 1; }
         $check stats-zero || exit 1
-        bash -c \"echo \\\$\\\$ >\$g/cgroup.procs && exec $check pressure 256\"; rc=\$?
-        [ \$rc = 137 ] || [ \$rc = 1 ] || { echo \"past the limit: exit \$rc\"; exit 1; }
+        out=\$(bash -c \"echo \\\$\\\$ >\$g/cgroup.procs && exec $check pressure 256\" 2>&1); rc=\$?
+        echo \"\$out\"
+        [ \$rc = 137 ] || { [ \$rc = 1 ] && grep -q 'register 256 MiB:' <<<\"\$out\"; } || { echo \"past the limit: exit \$rc\"; exit 1; }
         echo \"past the limit: exit \$rc (1: refused, 137: killed)\"
         $check stats-zero && rmdir \$g"
 }

@@ -10,41 +10,7 @@ Prints the counts and exits 1 if fewer than MIN-PERCENT of the data segments are
 import struct
 import sys
 
-
-def packets(path):
-    """Yields the captured frames of a classic pcap file."""
-    with open(path, "rb") as f:
-        head = f.read(24)
-        magic = struct.unpack("<I", head[:4])[0]
-        order = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
-        if struct.unpack(order + "I", head[:4])[0] not in (0xA1B2C3D4, 0xA1B23C4D):
-            sys.exit(f"{path}: not a pcap file")
-        if struct.unpack(order + "I", head[20:24])[0] != 1:
-            sys.exit(f"{path}: not an Ethernet capture")
-        while rec := f.read(16):
-            _, _, incl, orig = struct.unpack(order + "IIII", rec)
-            frame = f.read(incl)
-            if incl != orig:
-                sys.exit(f"{path}: a frame was cut short (capture with the full snap length)")
-            yield frame
-
-
-def tcp_payloads(path, port):
-    """Yields (flow, payload) of the IPv4 TCP segments to or from `port` that carry data."""
-    for frame in packets(path):
-        if len(frame) < 34 or frame[12:14] != b"\x08\x00":
-            continue
-        ip = frame[14:]
-        ihl, proto, total = (ip[0] & 15) * 4, ip[9], struct.unpack(">H", ip[2:4])[0]
-        if proto != 6:
-            continue
-        tcp = ip[ihl:total]
-        sport, dport = struct.unpack(">HH", tcp[:4])
-        if port not in (sport, dport):
-            continue
-        payload = tcp[(tcp[12] >> 4) * 4:]
-        if payload:
-            yield (ip[12:16], sport, ip[16:20], dport), payload
+from pcap import tcp_payloads
 
 
 def whole_fpdus(payload):

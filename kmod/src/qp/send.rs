@@ -25,12 +25,16 @@ use kernel::prelude::*;
 const COPIED_RESPONSES: u64 = 4 << 20;
 
 /// Whether the peer's Read Request may be served from the regions as they are; otherwise the
-/// Terminate that refuses it. Checked as it arrives (so nothing after a bad one is placed) and
-/// again when it is served (its region may have gone meanwhile).
+/// Terminate that refuses it. Checked as it arrives (so nothing after a bad one in the stream
+/// is placed) and again when it is served (its region may have gone meanwhile). A zero-length
+/// Read reads nothing, so its STag is not looked at (as siw does; peers use them as fences).
 pub(super) fn check_read_request(rr: &ReadRequest, mrs: &Domain<'_>) -> Result<(), Terminate> {
     let refuse = |c: Cause| Terminate::new(c).with_read_request(rr.emit());
     if rr.size as u64 > MAX_MESSAGE {
         return Err(refuse(Cause::RdmapCatastrophic));
+    }
+    if rr.size == 0 {
+        return Ok(());
     }
     mrs.check(rr.src_stag, rr.src_to, rr.size as u64, access::REMOTE_READ).map_err(|f| {
         refuse(match f {

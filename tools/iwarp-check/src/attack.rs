@@ -7,7 +7,7 @@
 //!   own scratch memory, a buffer running into a page without access), the argument itself at
 //!   such addresses; random bytes in the mapped work-request rings before doorbells; and
 //!   `mmap` of the device with wrong kinds, handles, sizes, protections and flags (every
-//!   mapping that is granted is read end to end). Every call must return, with a result or an
+//!   mapping that is granted is read at its first and last octet). Every call must return, with a result or an
 //!   errno; the tally of errnos is printed.
 //! - `race N`: one thread makes QPs, rings their doorbells, posts receives naming a region and
 //!   maps their rings while another destroys those QPs and a third deregisters and registers
@@ -66,12 +66,19 @@ impl Raw {
     }
 
     /// ioctl on a buffer of exactly the size `cmd` encodes: 0 or the errno.
-    fn ioctl(&self, cmd: u32, buf: &mut [u8]) -> i32 {
+    ///
+    /// # Safety
+    ///
+    /// Every pointer field in `buf` (the module may write, read or pin through them) is NULL,
+    /// points at no accessible memory, or into memory this process does not otherwise rely on
+    /// (the scratch area, or a buffer of its own made for this call).
+    unsafe fn ioctl(&self, cmd: u32, buf: &mut [u8]) -> i32 {
         if abi::ioc_size(cmd) != buf.len() {
             return libc::EINVAL;
         }
         // SAFETY: `buf` is exclusively borrowed and as long as the size `cmd` encodes, which is
-        // all the kernel reads or writes through the argument.
+        // all the kernel reads or writes through the argument; its pointer fields are the
+        // caller's contract.
         unsafe { self.ioctl_at(cmd, buf.as_mut_ptr() as u64) }
     }
 
@@ -81,7 +88,8 @@ impl Raw {
     ///
     /// The kernel may write up to the size `cmd` encodes at `arg`: it must be memory this
     /// process does not otherwise rely on (a buffer of that size, the scratch area, or no
-    /// accessible memory at all).
+    /// accessible memory at all); and if the argument there is readable, its pointer fields
+    /// are as [`Raw::ioctl`] requires.
     unsafe fn ioctl_at(&self, cmd: u32, arg: u64) -> i32 {
         // SAFETY: the caller's contract covers what the kernel may write.
         let rc = unsafe { libc::ioctl(self.file.as_raw_fd(), cmd as libc::c_ulong, arg) };
@@ -93,13 +101,47 @@ impl Raw {
     }
 
     /// A typed call: the argument goes in and comes back.
-    fn call<T: Copy>(&self, cmd: u32, arg: &mut T) -> i32 {
+    ///
+    /// # Safety
+    ///
+    /// As for [`Raw::ioctl`]: `arg`'s pointer fields name nothing this process relies on.
+    unsafe fn call_with_pointers<T: Copy>(&self, cmd: u32, arg: &mut T) -> i32 {
         // SAFETY: T is one of the ABI's plain-data structs; viewing it as bytes is sound, and
         // any bytes the kernel writes back are a valid T.
         let bytes = unsafe { std::slice::from_raw_parts_mut((arg as *mut T).cast::<u8>(), std::mem::size_of::<T>()) };
-        self.ioctl(cmd, bytes)
+        // SAFETY: the caller's contract.
+        unsafe { self.ioctl(cmd, bytes) }
+    }
+
+    /// A typed call with an argument that holds no addresses.
+    fn call<T: NoPointers>(&self, cmd: u32, arg: &mut T) -> i32 {
+        // SAFETY: `T` has no pointer fields (the trait's contract).
+        unsafe { self.call_with_pointers(cmd, arg) }
     }
 }
+
+/// ABI argument structs with no field the module reads, writes or pins through as an address.
+///
+/// # Safety
+///
+/// Implementors hold handles, numbers, offsets and lengths only.
+unsafe trait NoPointers: Copy {}
+// SAFETY: each of these holds handles, counts, offsets, lengths and flags only (abi.rs).
+unsafe impl NoPointers for PdOp {}
+// SAFETY: as above.
+unsafe impl NoPointers for CreateCq {}
+// SAFETY: as above.
+unsafe impl NoPointers for CreateQp {}
+// SAFETY: as above.
+unsafe impl NoPointers for abi::Doorbell {}
+// SAFETY: as above.
+unsafe impl NoPointers for abi::QueryQp {}
+// SAFETY: as above.
+unsafe impl NoPointers for abi::DestroyQp {}
+// SAFETY: as above.
+unsafe impl NoPointers for abi::DeregMr {}
+// SAFETY: as above.
+unsafe impl NoPointers for abi::QueryStats {}
 
 /// Anonymous memory: `len` octets readable and writable, followed by one page without access.
 struct Arena {
@@ -305,24 +347,10 @@ impl Fuzz {
         *self.tally.entry(name).or_default().entry(errno).or_default() += 1;
     }
 
-    /// One call of a known command with a fuzzed argument (or at a bad address).
-    fn known(&mut self) {
-        let c = &COMMANDS[self.r.below(COMMANDS.len())];
-        if c.name == "DOORBELL" {
-            self.scribble();
-        }
-        let size = abi::ioc_size(c.cmd);
-        if self.r.below(10) == 0 {
-            // The argument itself where the module cannot or may only scribble.
-            let at = self.pointer();
-            let at = if at == self.scratch.start() { self.scratch.guard() - (size / 2) as u64 } else { at };
-            // SAFETY: `pointer()` yields only addresses with no accessible memory or inside the
-            // scratch area, which nothing here relies on.
-            let errno = unsafe { self.raw.ioctl_at(c.cmd, at) };
-            self.count(c.name, errno);
-            return;
-        }
-        let mut buf = vec![0u8; size];
+    /// A fuzzed argument for `c`: random words, then its pointers, timeouts and IPv4 address
+    /// made safe (pointers into scratch or nowhere, timeouts short, addresses on loopback).
+    fn argument(&mut self, c: &Cmd) -> Vec<u8> {
+        let mut buf = vec![0u8; abi::ioc_size(c.cmd)];
         for w in buf.chunks_exact_mut(4) {
             w.copy_from_slice(&self.word().to_ne_bytes());
         }
@@ -337,7 +365,38 @@ impl Fuzz {
         if let Some(a) = c.ipv4 {
             buf[a..a + 4].copy_from_slice(&0x7f00_0001u32.to_ne_bytes());
         }
-        let errno = self.raw.ioctl(c.cmd, &mut buf);
+        buf
+    }
+
+    /// One call of a known command with a fuzzed argument (or at a bad address).
+    fn known(&mut self) {
+        let c = &COMMANDS[self.r.below(COMMANDS.len())];
+        if c.name == "DOORBELL" {
+            self.scribble();
+        }
+        let mut buf = self.argument(c);
+        if self.r.below(10) == 0 {
+            // The argument itself where the module cannot reach it, or in scratch (running into
+            // the page without access after it, or not), where a sane argument is put first.
+            let at = match self.pointer() {
+                p if p == self.scratch.start() => self.scratch.guard() - (buf.len() / 2) as u64,
+                p => p,
+            };
+            if at >= self.scratch.start() && at < self.scratch.guard() {
+                let room = (self.scratch.guard() - at) as usize;
+                let n = room.min(buf.len());
+                // SAFETY: `n` octets from `at` lie inside the scratch area, which nothing here
+                // relies on.
+                unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), at as *mut u8, n) };
+            }
+            // SAFETY: `at` has no accessible memory, or lies in the scratch area, where the
+            // readable part of the argument was just written with safe pointer fields.
+            let errno = unsafe { self.raw.ioctl_at(c.cmd, at) };
+            self.count(c.name, errno);
+            return;
+        }
+        // SAFETY: argument() made every pointer field NULL, inaccessible or inside scratch.
+        let errno = unsafe { self.raw.ioctl(c.cmd, &mut buf) };
         if errno == 0 {
             self.remember(c.name, &buf);
         }
@@ -350,7 +409,8 @@ impl Fuzz {
         let size = [0, 4, 8, 64, self.r.below(1024)][self.r.below(5)];
         let cmd = (self.r.below(4) as u32) << 30 | (size as u32) << 16 | ty << 8 | self.r.below(64) as u32;
         let mut buf = vec![0u8; size];
-        let errno = self.raw.ioctl(cmd, &mut buf);
+        // SAFETY: all zeros: any field the module took for a pointer is NULL.
+        let errno = unsafe { self.raw.ioctl(cmd, &mut buf) };
         self.count("unknown", errno);
     }
 
@@ -431,6 +491,15 @@ pub(crate) fn ioctl_fuzz(n: u64, seed: u64) -> Check {
     Ok(())
 }
 
+/// Sets its flag when dropped.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 /// `race N`: see the module doc.
 pub(crate) fn race(n: u64) -> Check {
     let raw = Raw::open()?;
@@ -440,12 +509,17 @@ pub(crate) fn race(n: u64) -> Check {
     ensure(raw.call(abi::IOCTL_CREATE_CQ, &mut cq) == 0, "CREATE_CQ")?;
     let mut buf = vec![0u8; 64 * PAGE];
     let mut mr = RegMr { addr: buf.as_mut_ptr() as u64, length: buf.len() as u64, access: abi::access::LOCAL_WRITE, pd: pd.pd, ..RegMr::default() };
-    ensure(raw.call(abi::IOCTL_REG_MR, &mut mr) == 0, "REG_MR")?;
+    // SAFETY: the region's address is `buf`, which the module only pins (no peer can write it:
+    // these QPs never connect); it outlives the registration (deregistered below, or by
+    // closing the device when this returns early).
+    ensure(unsafe { raw.call_with_pointers(abi::IOCTL_REG_MR, &mut mr) } == 0, "REG_MR")?;
     // The live registration: its STag (high half) and the address it starts at (low half,
     // as an offset into the buffer).
     let (qp_now, stag_now, stop) = (AtomicU32::new(0), AtomicU64::new((mr.stag as u64) << 32), AtomicBool::new(false));
     let tallies = std::thread::scope(|s| {
         let maker = s.spawn(|| {
+            // The others stop when this ends, also by a panic.
+            let _stop = StopOnDrop(&stop);
             let mut t: BTreeMap<&str, BTreeMap<i32, u64>> = BTreeMap::new();
             let mut count = |op: &'static str, e: i32| *t.entry(op).or_default().entry(e).or_default() += 1;
             for _ in 0..n {
@@ -492,7 +566,6 @@ pub(crate) fn race(n: u64) -> Check {
                 // Unless the other thread was first.
                 count("destroy (maker)", raw.call(abi::IOCTL_DESTROY_QP, &mut abi::DestroyQp { qp: req.qp, reserved: 0 }));
             }
-            stop.store(true, Ordering::Release);
             t
         });
         let destroyer = s.spawn(|| {
@@ -512,7 +585,8 @@ pub(crate) fn race(n: u64) -> Check {
             while !stop.load(Ordering::Acquire) {
                 half ^= 1;
                 let mut again = RegMr { stag: 0, lkey: 0, addr: mr.addr + half * mr.length / 2, length: mr.length / 2, ..mr };
-                let e = raw.call(abi::IOCTL_REG_MR, &mut again);
+                // SAFETY: half of `buf`, as for the first registration.
+                let e = unsafe { raw.call_with_pointers(abi::IOCTL_REG_MR, &mut again) };
                 *t.entry("reg").or_default().entry(e).or_default() += 1;
                 if e == 0 {
                     let old = stag_now.swap((again.stag as u64) << 32 | (again.addr - mr.addr), Ordering::AcqRel);

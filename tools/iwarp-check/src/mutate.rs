@@ -11,10 +11,11 @@
 //!   the one advertised (another key of its slot, a neighbouring slot, a region without remote
 //!   rights, a region of another protection domain, a deregistered region, a random number).
 //!
-//! It sends the stream, a last intact Send that says DONE, and a tail of intact Writes of zeros
-//! longer than the longest FPDU (so an FPDU whose length field was made longer is completed,
-//! and checked, rather than left waiting), and reads whatever comes back until the module's
-//! side closes, checking every Read Response against the source region. The module's side
+//! It sends the stream with a last Send that says DONE (a cut removes it with the rest), then a
+//! tail of intact Writes of zeros longer than the longest FPDU (so an FPDU whose length field
+//! was made longer is completed, and checked, rather than left waiting), and reads whatever
+//! comes back until the module's side closes, checking every Read Response against the source
+//! region. The module's side
 //! (`mutate-serve`) decides each stream's outcome and checks it against the model:
 //!
 //! - always: the guard octets around its regions and the regions no Write may reach (source,
@@ -120,7 +121,7 @@ fn stream(seed: u64) -> (Vec<Msg>, &'static str, Rng) {
                 let len = 1 + r.below(3000);
                 Msg::Write { off: r.below(DST - len), data: r.bytes(len) }
             }
-            2 if reads < READS || (j == 0 && kind == "stag") => {
+            2 if reads < READS => {
                 reads += 1;
                 let len = 1 + r.below(3000);
                 Msg::Read { off: r.below(SRC - len), len }
@@ -201,7 +202,9 @@ fn change(octets: &mut Vec<u8>, end: usize, how: usize, r: &mut Rng) {
             let again = octets[at..at + len].to_vec();
             octets.splice(at..at, again);
         }
-        _ => octets.truncate(at),
+        // Never a multiple of the marker separation: what follows (the tail) would then sit
+        // where its markers say, and the stream cut at an FPDU's end would be valid again.
+        _ => octets.truncate(if (octets.len() - at) % 512 == 0 { at + 1 } else { at }),
     }
 }
 
