@@ -9,7 +9,7 @@
 use super::payload::{self, OutPayload};
 use super::unacked::Unacked;
 use super::wr::Fifo;
-use super::QueuePair;
+use super::{Ended, QueuePair};
 use crate::abi::wc_status;
 use crate::error::{enotconn, QpError};
 use crate::frags::{Arena, PageFrag};
@@ -289,10 +289,14 @@ impl QueuePair {
         self.pumped(pumped);
     }
 
-    /// Fails the QP if pumping broke the stream or overran a CQ.
+    /// Fails the QP if pumping broke the stream or overran a CQ. A stream that broke because
+    /// the connection is gone (a reset, TCP gave up) is a lost connection: no Terminate can
+    /// reach the peer, and none is reported as sent.
     fn pumped(&self, r: Result<(), QpError>) {
-        if let Err(e) = r {
-            self.fail(e.terminate());
+        match r {
+            Ok(()) => {}
+            Err(QpError::StreamLost) if self.sock.as_ref().is_some_and(|s| !s.established()) => self.end_and_flush(Ended::lost()),
+            Err(e) => self.fail(e.terminate()),
         }
     }
 
