@@ -27,8 +27,10 @@
 #include "shim.h"
 
 /*
- * The socket's data_ready and state_change callbacks, and the doorbell, queue @work, which
- * calls @run(@owner) in process context (receiving); iwarp_shim_sock_kick() queues @tx_work,
+ * The socket's data_ready callback calls @ready(@owner) (receiving, in the callback's context,
+ * when @ready is set), which says what else to queue; state_change and the doorbell, and
+ * data_ready when @ready is not set, queue @work, which calls @run(@owner) in process context
+ * (receiving, and what must sleep); iwarp_shim_sock_kick() queues @tx_work,
  * which calls @run_tx(@owner) (sending what receiving asked for, so receiving never waits on a
  * full send buffer). On write_space (send buffer freed by an acknowledgement) @space(@watch, ...)
  * decides whether the transmit work runs. Installed under sk_callback_lock; removal takes the
@@ -41,6 +43,7 @@ struct iwarp_hook {
 	void *owner;
 	void (*run)(void *owner);
 	void (*run_tx)(void *owner);
+	unsigned int (*ready)(void *owner);
 	const void *watch;
 	unsigned int (*space)(const void *watch, u32 snd_una, bool writeable);
 	struct work_struct work;
@@ -115,6 +118,29 @@ static void iwarp_hook_wake(struct sock *sk)
 	h = sk->sk_user_data;
 	if (h)
 		queue_work(system_highpri_wq, &h->work);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * The socket's data_ready: softirq with the socket's spinlock held, or its owner processing the
+ * backlog at release_sock. The socket is locked either way, so the receive side reads TCP's
+ * queue right here (as siw does), without a work item's context switch, and leaves what must
+ * sleep to the works.
+ */
+static void iwarp_hook_data_ready(struct sock *sk)
+{
+	struct iwarp_hook *h;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	h = sk->sk_user_data;
+	if (h) {
+		unsigned int what = h->ready(h->owner);
+
+		if (what & IWARP_WAKE_RX)
+			queue_work(system_highpri_wq, &h->work);
+		if (what & IWARP_WAKE_TX)
+			queue_work(system_highpri_wq, &h->tx_work);
+	}
 	read_unlock_bh(&sk->sk_callback_lock);
 }
 
@@ -240,11 +266,12 @@ void iwarp_shim_doorbell_unregister(void)
 }
 
 /*
- * Hooks @sock, with the doorbell if @doorbell; returns the hook or an ERR_PTR (-EBUSY: the
- * socket has a user already).
+ * Hooks @sock, with the doorbell if @doorbell, receiving in data_ready if @ready is set;
+ * returns the hook or an ERR_PTR (-EBUSY: the socket has a user already).
  */
 struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, void (*run)(void *owner),
-					   void (*run_tx)(void *owner), const void *watch,
+					   void (*run_tx)(void *owner), unsigned int (*ready)(void *owner),
+					   const void *watch,
 					   unsigned int (*space)(const void *watch, u32 snd_una, bool writeable),
 					   bool doorbell)
 {
@@ -257,6 +284,7 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 	h->owner = owner;
 	h->run = run;
 	h->run_tx = run_tx;
+	h->ready = ready;
 	h->watch = watch;
 	h->space = space;
 	INIT_WORK(&h->work, iwarp_hook_work);
@@ -272,7 +300,7 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 	h->old_state_change = sk->sk_state_change;
 	h->old_write_space = sk->sk_write_space;
 	sk->sk_user_data = h;
-	sk->sk_data_ready = iwarp_hook_wake;
+	sk->sk_data_ready = ready ? iwarp_hook_data_ready : iwarp_hook_wake;
 	sk->sk_state_change = iwarp_hook_wake;
 	sk->sk_write_space = iwarp_hook_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);

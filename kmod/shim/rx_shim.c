@@ -63,6 +63,14 @@ u32 iwarp_shim_sock_ooo_packets(struct socket *sock)
 	return READ_ONCE(tcp_sk(sock->sk)->rcv_ooopack);
 }
 
+/* In-order octets TCP holds that nobody has read yet (a hint outside the socket lock). */
+u32 iwarp_shim_sock_unread(struct socket *sock)
+{
+	const struct tcp_sock *tp = tcp_sk(sock->sk);
+
+	return READ_ONCE(tp->rcv_nxt) - READ_ONCE(tp->copied_seq);
+}
+
 /* The lowest skb of the out-of-order queue, or NULL (socket lock held). */
 struct sk_buff *iwarp_shim_ooo_first(struct socket *sock)
 {

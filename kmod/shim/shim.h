@@ -17,6 +17,13 @@ struct page;
 struct sk_buff;
 struct socket;
 struct vm_area_struct;
+struct spinlock;
+
+/* sync_shim.c: spinlocks taken with bottom halves off */
+void iwarp_shim_spin_lock_bh(struct spinlock *lock);
+int iwarp_shim_spin_trylock_bh(struct spinlock *lock);
+void iwarp_shim_spin_unlock_bh(struct spinlock *lock);
+void iwarp_shim_spin_assert_held(struct spinlock *lock);
 
 /* dev_shim.c: the misc device */
 void iwarp_shim_misc_pin_module(struct miscdevice *misc);
@@ -59,6 +66,7 @@ int iwarp_shim_sock_read(struct socket *sock, void *ctx,
 struct sk_buff *iwarp_shim_rx_next(struct socket *sock, struct sk_buff *skb);
 u32 iwarp_shim_sock_copied_seq(struct socket *sock);
 u32 iwarp_shim_sock_ooo_packets(struct socket *sock);
+u32 iwarp_shim_sock_unread(struct socket *sock);
 struct sk_buff *iwarp_shim_ooo_first(struct socket *sock);
 struct sk_buff *iwarp_shim_ooo_next(struct sk_buff *skb);
 u32 iwarp_shim_skb_seq(const struct sk_buff *skb);
@@ -73,9 +81,13 @@ struct sk_buff *iwarp_shim_skb_next(const struct sk_buff *skb);
 /* What the hook's write_space does, as decided by @space (a mask). */
 #define IWARP_SPACE_TRANSMIT 1u	/* queue the transmit work */
 #define IWARP_SPACE_WATCH 2u	/* keep SOCK_NOSPACE set: call again on the next acknowledgement */
+/* What the hook's data_ready does after @ready ran, as it decides (a mask). */
+#define IWARP_WAKE_RX 1u	/* queue the receive work (what must sleep, or the out-of-order walk) */
+#define IWARP_WAKE_TX 2u	/* queue the transmit work (Read Requests to answer) */
 struct iwarp_hook;
 struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, void (*run)(void *owner),
-					   void (*run_tx)(void *owner), const void *watch,
+					   void (*run_tx)(void *owner), unsigned int (*ready)(void *owner),
+					   const void *watch,
 					   unsigned int (*space)(const void *watch, u32 snd_una, bool writeable),
 					   bool doorbell);
 void iwarp_shim_sock_kick(struct socket *sock, bool tx);

@@ -9,9 +9,9 @@ use crate::eventfd::EventFd;
 use crate::ring::SharedRing;
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::mm::virt::VmaNew;
-use kernel::new_mutex;
 use kernel::prelude::*;
-use kernel::sync::{Arc, Mutex};
+use crate::sync::{new_spinlock_bh, SpinLockBh};
+use kernel::sync::Arc;
 use kernel::transmute::AsBytes;
 
 /// The ring is full: the entry was not written (a CQ overrun, fatal to the QP that hit it).
@@ -39,8 +39,9 @@ pub(crate) struct Cq {
     notify: Option<EventFd>,
     /// QPs reporting here (a CQ in use cannot be destroyed).
     users: AtomicU32,
+    /// Taken by the receive side in softirq context too.
     #[pin]
-    state: Mutex<State>,
+    state: SpinLockBh<State>,
 }
 
 impl Cq {
@@ -54,7 +55,7 @@ impl Cq {
         let ring = SharedRing::new(cq_ring::ENTRIES + depth as usize * CQE_SIZE)?;
         ring.store(cq_ring::DEPTH, depth);
         let notify = if eventfd < 0 { None } else { Some(EventFd::get(eventfd)?) };
-        Arc::pin_init(pin_init!(Cq { ring, depth, notify, users: AtomicU32::new(0), state <- new_mutex!(State { producer: 0, armed: Armed::No }) }), GFP_KERNEL)
+        Arc::pin_init(pin_init!(Cq { ring, depth, notify, users: AtomicU32::new(0), state <- new_spinlock_bh!(State { producer: 0, armed: Armed::No }, "Cq::state") }), GFP_KERNEL)
     }
 
     pub(crate) fn depth(&self) -> u32 {

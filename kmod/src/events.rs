@@ -18,19 +18,21 @@ pub(crate) struct AsyncEvents {
 }
 
 impl AsyncEvents {
-    pub(crate) fn new() -> AsyncEvents {
-        AsyncEvents { queue: KVec::new(), lost: false, notify: None }
+    /// Room for every event kept is allocated here: reporting (in softirq context too) never
+    /// allocates.
+    pub(crate) fn new() -> Result<AsyncEvents> {
+        Ok(AsyncEvents { queue: KVec::with_capacity(MAX_ASYNC_EVENTS, GFP_KERNEL)?, lost: false, notify: None })
     }
 
-    /// Signals `fd` (an eventfd) on every new event from now on; a negative `fd` stops it.
-    pub(crate) fn set_eventfd(&mut self, fd: i32) -> Result {
-        self.notify = if fd < 0 { None } else { Some(EventFd::get(fd)?) };
-        Ok(())
+    /// Signals `notify` (an eventfd) on every new event from now on, or nothing; returns the one
+    /// it replaces (dropped by the caller, outside the lock).
+    pub(crate) fn set_notify(&mut self, notify: Option<EventFd>) -> Option<EventFd> {
+        core::mem::replace(&mut self.notify, notify)
     }
 
-    /// Reports `ev` (dropped, and counted as lost, when the queue is full or memory is short).
+    /// Reports `ev` (dropped, and counted as lost, when the queue is full).
     pub(crate) fn push(&mut self, ev: AsyncEvent) {
-        if self.queue.len() >= MAX_ASYNC_EVENTS || self.queue.push(ev, GFP_KERNEL).is_err() {
+        if self.queue.push_within_capacity(ev).is_err() {
             self.lost = true;
         }
         if let Some(n) = &self.notify {

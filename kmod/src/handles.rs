@@ -81,4 +81,32 @@ impl<T> Handles<T> {
         self.live -= 1;
         Ok(obj)
     }
+
+    /// The slot capacity the next [`Handles::insert`] needs if it would have to allocate
+    /// (every slot taken, the array full). A table used under a spinlock grows first, outside
+    /// the lock, with [`Handles::room`] and [`Handles::grow`].
+    pub(crate) fn room_wanted(&self) -> Option<usize> {
+        let full = self.live < self.max && self.slots.iter().all(|s| s.obj.is_some()) && self.slots.len() == self.slots.capacity();
+        full.then(|| (2 * self.slots.len()).clamp(16, self.max as usize))
+    }
+
+    /// Room for `capacity` slots, allocated where sleeping is allowed.
+    pub(crate) fn room(capacity: usize) -> Result<Room<T>> {
+        Ok(Room(KVec::with_capacity(capacity, GFP_KERNEL)?))
+    }
+
+    /// Moves the slots into `room` if it is larger (no allocation: usable under a spinlock).
+    pub(crate) fn grow(&mut self, mut room: Room<T>) {
+        if room.0.capacity() <= self.slots.len() {
+            return;
+        }
+        for slot in self.slots.drain_all() {
+            // Cannot fail: `room` has more capacity than there are slots.
+            let _ = room.0.push_within_capacity(slot);
+        }
+        self.slots = room.0;
+    }
 }
+
+/// Slot memory for a [`Handles`] to grow into.
+pub(crate) struct Room<T>(KVec<Slot<T>>);

@@ -50,6 +50,7 @@ mod ring;
 mod selftest;
 mod shim;
 mod socket;
+mod sync;
 mod uapi;
 
 module! {
@@ -62,6 +63,10 @@ module! {
         tcp_probe: u8 {
             default: 0,
             description: "At load, create, bind and release a kernel TCP socket and report it (1 = on)",
+        },
+        rx_callback_max: u32 {
+            default: 4096,
+            description: "Receive in the socket's data-ready callback (softirq) while at most this many octets wait, else in a work item that batches (0: always the work item)",
         },
         inject_init_failure: u8 {
             default: 0,
@@ -88,6 +93,13 @@ impl kernel::InPlaceModule for IwarpModule {
             device <- device::register(),
         })
     }
+}
+
+/// Up to how many waiting octets QPs receive in the socket's data-ready callback, without a
+/// context switch (what latency needs); beyond it, in the work item, which sees more at once and
+/// lets TCP coalesce what arrives meanwhile (what bandwidth needs). 0: always the work item.
+pub(crate) fn rx_callback_max() -> u32 {
+    *module_parameters::rx_callback_max.value()
 }
 
 /// What must succeed before the device appears.

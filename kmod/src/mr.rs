@@ -11,6 +11,7 @@ use crate::handles::Handles;
 use crate::pinned::PinnedPages;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
+use crate::sync::SpinLockBh;
 use kernel::sync::Arc;
 
 /// Registered regions of all contexts.
@@ -104,28 +105,61 @@ impl MrTable {
         Domain { table: self, pd }
     }
 
-    /// Pins and registers `[addr, addr + length)` in `pd` with `access` rights; returns its STag.
-    pub(crate) fn register(&mut self, pd: u32, addr: u64, length: u64, rights: u32) -> Result<u32> {
+    /// Whether `[addr, addr + length)` may be registered in `pd` with `rights` (EINVAL if not).
+    pub(crate) fn check_register(&self, pd: u32, addr: u64, length: u64, rights: u32) -> Result {
         let valid = self.has_pd(pd)
             && length > 0
             && length <= MAX_MR_SIZE
             && addr.checked_add(length).is_some()
             && rights & !access::ALL == 0
             && (rights & access::REMOTE_WRITE == 0 || rights & access::LOCAL_WRITE != 0);
-        if !valid {
+        if valid {
+            Ok(())
+        } else {
+            Err(EINVAL)
+        }
+    }
+
+    /// Registers `pages` (pinned for `[addr, addr + length)`, which [`MrTable::check_register`]
+    /// allowed) in `pd` with `rights`; returns its STag. Allocates nothing if the table has room
+    /// ([`MrTable::reserve`]).
+    pub(crate) fn register(&mut self, pd: u32, pages: Arc<PinnedPages>, addr: u64, length: u64, rights: u32) -> Result<u32> {
+        if !self.has_pd(pd) {
             return Err(EINVAL);
         }
-        let writable = rights & (access::LOCAL_WRITE | access::REMOTE_WRITE) != 0;
-        let pages = Arc::new(PinnedPages::pin(addr, length, writable)?, GFP_KERNEL)?;
         REGIONS.fetch_add(1, Ordering::Relaxed);
         self.regions.insert(MemoryRegion { pd, pages, va: addr, len: length, rights, valid: true })
     }
 
-    /// Deregisters the region `stag` names, unpinning its pages.
-    pub(crate) fn deregister(&mut self, stag: u32) -> Result {
-        self.regions.remove(stag).map(drop)
+    /// Removes the region `stag` names; dropping what this returns unpins its pages (done by the
+    /// caller, outside the table's lock).
+    pub(crate) fn deregister(&mut self, stag: u32) -> Result<Deregistered> {
+        self.regions.remove(stag).map(Deregistered)
+    }
+
+    /// Makes room for one more domain and one more region, allocating outside `table`'s lock
+    /// (which its users take in softirq context). The caller serializes registrations, so the
+    /// room is still there when it inserts.
+    pub(crate) fn reserve(table: &SpinLockBh<MrTable>) -> Result {
+        let wanted = {
+            let t = table.lock();
+            (t.pds.room_wanted(), t.regions.room_wanted())
+        };
+        if let Some(n) = wanted.0 {
+            let room = Handles::room(n)?;
+            table.lock().pds.grow(room);
+        }
+        if let Some(n) = wanted.1 {
+            let room = Handles::room(n)?;
+            table.lock().regions.grow(room);
+        }
+        Ok(())
     }
 }
+
+/// A region taken out of its table: dropping it unpins its pages (unless sends in progress
+/// still hold them).
+pub(crate) struct Deregistered(#[allow(dead_code)] MemoryRegion);
 
 /// The regions of one protection domain.
 pub(crate) struct Domain<'a> {
@@ -146,13 +180,6 @@ impl Domain<'_> {
     /// Whether `len` octets at `addr` of region `stag` may be accessed with `need` rights.
     pub(crate) fn check(&self, stag: u32, addr: u64, len: u64, need: u32) -> Result<(), Fault> {
         self.get(stag)?.offset(addr, len, need).map(drop)
-    }
-
-    /// Copies out of region `stag` at `addr` (a snapshot; `need` rights required).
-    pub(crate) fn read(&self, stag: u32, addr: u64, dst: &mut [u8], need: u32) -> Result<(), Fault> {
-        let mr = self.get(stag)?;
-        let off = mr.offset(addr, dst.len() as u64, need)?;
-        mr.pages.copy_to(off, dst).map_err(|_| Fault::Bounds)
     }
 
     /// The pinned pages behind `[addr, addr + len)` of region `stag` (`need` rights required)

@@ -121,7 +121,7 @@ impl Context {
             let mut qps = self.qps.lock();
             // Destroyed meanwhile: EINVAL, and closing below ends the connection.
             let entry: &mut Entry = qps.get_mut(req.qp)?;
-            entry.hook = Some(Hook::install(qp.socket()?, qp.clone(), doorbell)?);
+            entry.hook = Some(Hook::install(qp.socket()?, qp.clone(), doorbell, crate::rx_callback_max() > 0)?);
             Ok(())
         });
         if let Err(e) = hooked {

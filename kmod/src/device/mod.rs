@@ -27,6 +27,10 @@ use kernel::mm::virt::VmaNew;
 use kernel::new_mutex;
 use kernel::page::PAGE_SHIFT;
 use kernel::prelude::*;
+use crate::abi::access;
+use crate::eventfd::EventFd;
+use crate::pinned::PinnedPages;
+use crate::sync::{new_spinlock_bh, SpinLockBh};
 use kernel::sync::{Arc, Mutex};
 use kernel::transmute::{AsBytes, FromBytes};
 use kernel::uaccess::{UserPtr, UserSlice};
@@ -62,10 +66,16 @@ impl Drop for Entry {
 /// The state of one open file of `/dev/iwarp` (a device context).
 #[pin_data(PinnedDrop)]
 pub(crate) struct Context {
-    /// Shared with the QPs, whose receive work places into these regions.
-    mrs: Arc<Mutex<MrTable>>,
+    /// Shared with the QPs, whose receive side places into these regions in softirq context:
+    /// held only for lookups and quick changes, never while sleeping.
+    mrs: Arc<SpinLockBh<MrTable>>,
+    /// Serializes what changes protection domains and regions (and creates QPs in them), so a
+    /// check made under it still holds when the change is made; pinning happens under it.
+    /// Taken before the QP table.
+    #[pin]
+    lifecycle: Mutex<()>,
     /// Shared with the QPs, which report how they ended.
-    events: Arc<Mutex<AsyncEvents>>,
+    events: Arc<SpinLockBh<AsyncEvents>>,
     #[pin]
     cqs: Mutex<Handles<Arc<Cq>>>,
     /// The QPs. mmap takes this under mmap_lock, and a QP's receive work holds its receive
@@ -86,11 +96,12 @@ impl MiscDevice for Context {
     type Ptr = Pin<KBox<Self>>;
 
     fn open(_file: &kernel::fs::File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
-        let mrs = Arc::pin_init(new_mutex!(MrTable::new()), GFP_KERNEL)?;
-        let events = Arc::pin_init(new_mutex!(AsyncEvents::new()), GFP_KERNEL)?;
+        let mrs = Arc::pin_init(new_spinlock_bh!(MrTable::new(), "Context::mrs"), GFP_KERNEL)?;
+        let events = Arc::pin_init(new_spinlock_bh!(AsyncEvents::new()?, "Context::events"), GFP_KERNEL)?;
         let ctx = KBox::try_pin_init(
             try_pin_init!(Context {
                 mrs,
+                lifecycle <- new_mutex!(()),
                 events,
                 cqs <- new_mutex!(Handles::new(MAX_CQ)),
                 qps <- new_mutex!(Handles::new(MAX_QP)),
@@ -125,7 +136,8 @@ impl MiscDevice for Context {
             })?,
             abi::IOCTL_DEALLOC_PD => me.dealloc_pd(&user.reader().read()?)?,
             abi::IOCTL_REG_MR => me.in_out(user, Self::reg_mr, |c, req: &RegMr| {
-                let _ = c.mrs.lock().deregister(req.stag);
+                let gone = c.mrs.lock().deregister(req.stag);
+                drop(gone);
             })?,
             abi::IOCTL_DEREG_MR => me.dereg_mr(&user.reader().read()?)?,
             abi::IOCTL_CREATE_CQ => me.in_out(user, Self::create_cq, |c, req: &CreateCq| {
@@ -156,7 +168,8 @@ impl MiscDevice for Context {
             abi::IOCTL_SET_EVENT_FD => me.set_event_fd(&user.reader().read()?)?,
             abi::IOCTL_LIST_QPS => list_qps(user)?,
             abi::IOCTL_GET_ASYNC_EVENT => {
-                let ev = me.events.lock().pop().ok_or(EAGAIN)?;
+                let ev = me.events.lock().pop();
+                let ev = ev.ok_or(EAGAIN)?;
                 user.writer().write(&ev)?;
             }
             _ => return Err(ENOTTY),
@@ -212,6 +225,8 @@ impl Context {
         if req.pd != 0 || req.reserved != 0 {
             return Err(EINVAL);
         }
+        let _lifecycle = self.lifecycle.lock();
+        MrTable::reserve(&self.mrs)?;
         req.pd = self.mrs.lock().alloc_pd()?;
         Ok(())
     }
@@ -220,19 +235,26 @@ impl Context {
         if req.reserved != 0 {
             return Err(EINVAL);
         }
-        // Both tables are held (in create_qp's order) so nothing joins the domain meanwhile.
-        let mut mrs = self.mrs.lock();
+        // No QP or region joins the domain meanwhile.
+        let _lifecycle = self.lifecycle.lock();
         if self.qps.lock().values().any(|e| e.qp.pd() == req.pd) {
             return Err(EBUSY);
         }
-        mrs.dealloc_pd(req.pd)
+        self.mrs.lock().dealloc_pd(req.pd)
     }
 
     fn reg_mr(&self, req: &mut RegMr) -> Result {
         if req.lkey != 0 || req.stag != 0 {
             return Err(EINVAL);
         }
-        let stag = self.mrs.lock().register(req.pd, req.addr, req.length, req.access)?;
+        // Checked, pinned (which sleeps) outside the table's lock, then inserted: the domain
+        // cannot go in between.
+        let _lifecycle = self.lifecycle.lock();
+        self.mrs.lock().check_register(req.pd, req.addr, req.length, req.access)?;
+        let writable = req.access & (access::LOCAL_WRITE | access::REMOTE_WRITE) != 0;
+        let pages = Arc::new(PinnedPages::pin(req.addr, req.length, writable)?, GFP_KERNEL)?;
+        MrTable::reserve(&self.mrs)?;
+        let stag = self.mrs.lock().register(req.pd, pages, req.addr, req.length, req.access)?;
         req.lkey = stag;
         req.stag = stag;
         Ok(())
@@ -242,7 +264,9 @@ impl Context {
         if req.reserved != 0 {
             return Err(EINVAL);
         }
-        self.mrs.lock().deregister(req.stag)
+        let gone = self.mrs.lock().deregister(req.stag)?;
+        drop(gone);
+        Ok(())
     }
 
     fn create_cq(&self, req: &mut CreateCq) -> Result {
@@ -290,7 +314,10 @@ impl Context {
         if req.reserved != 0 {
             return Err(EINVAL);
         }
-        self.events.lock().set_eventfd(req.eventfd)
+        let notify = if req.eventfd < 0 { None } else { Some(EventFd::get(req.eventfd)?) };
+        let old = self.events.lock().set_notify(notify);
+        drop(old);
+        Ok(())
     }
 
     /// A QP not connected yet, reporting to two of this context's CQs.
@@ -309,11 +336,11 @@ impl Context {
             (cqs.get(req.send_cq)?.clone(), cqs.get(req.recv_cq)?.clone())
         };
         let limits = Limits { max_recv_wr: req.max_recv_wr, max_send_wr: req.max_send_wr, max_sge: req.max_sge, max_inline: req.max_inline };
-        // The regions are held until the QP is in the table, so DEALLOC_PD cannot free the
-        // domain meanwhile. Lock order: regions, then QPs (mmap takes the QPs under mmap_lock,
-        // and REG_MR pins, taking mmap_lock, under the regions).
-        let mrs = self.mrs.lock();
-        if !mrs.has_pd(req.pd) {
+        // DEALLOC_PD cannot free the domain until the QP is in the table. Lock order: the
+        // lifecycle lock, then QPs (mmap takes the QPs under mmap_lock, and REG_MR pins, taking
+        // mmap_lock, under the lifecycle lock).
+        let _lifecycle = self.lifecycle.lock();
+        if !self.mrs.lock().has_pd(req.pd) {
             return Err(EINVAL);
         }
         let mut qps = self.qps.lock();

@@ -3,9 +3,11 @@
 //! Queue pairs: a TCP connection after the MPA exchange (`establish`), with a send side that
 //! checks work requests in the caller's context (`send`, `payload`) and queues them for TCP
 //! without waiting (`outbound`; completions on acknowledgement in `unacked`), and a receive side
-//! that a workqueue runs when data arrives, placing straight from the socket's buffers into
-//! registered memory and completing into the CQs (`receive`). Lock order: tx, rx, socket,
-//! regions, CQ, events.
+//! that the socket's data-ready callback runs when data arrives (a work item for what must
+//! sleep), placing straight from the socket's buffers into registered memory and completing
+//! into the CQs (`receive`). Lock order: tx, socket, rx,
+//! regions, CQ, events (rx and after are spinlocks taken with bottom halves off, since the
+//! receive side runs in the socket's data-ready callback).
 
 mod doorbell;
 mod establish;
@@ -32,6 +34,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use doorbell::{Heads, RecvRing, SendRing};
 use kernel::new_mutex;
 use kernel::prelude::*;
+use crate::sync::{new_spinlock_bh, SpinLockBh};
 use kernel::sync::{Arc, Mutex, SetOnce};
 use outbound::TxSide;
 use receive::RxSide;
@@ -158,9 +161,9 @@ pub(crate) struct QueuePair {
     sock: SetOnce<TcpSocket>,
     /// Copy every payload before sending (set when connected).
     copy_send: AtomicBool,
-    mrs: Arc<Mutex<MrTable>>,
+    mrs: Arc<SpinLockBh<MrTable>>,
     /// The context's asynchronous events.
-    events: Arc<Mutex<AsyncEvents>>,
+    events: Arc<SpinLockBh<AsyncEvents>>,
     send_cq: Attached,
     recv_cq: Attached,
     sq_ring: SendRing,
@@ -172,8 +175,9 @@ pub(crate) struct QueuePair {
     /// Set when connected.
     #[pin]
     tx: Mutex<Option<TxSide>>,
+    /// Taken in the socket's data-ready callback (softirq) too: never held while sleeping.
     #[pin]
-    rx: Mutex<RxSide>,
+    rx: SpinLockBh<RxSide>,
 }
 
 impl QueuePair {
@@ -181,8 +185,8 @@ impl QueuePair {
     pub(crate) fn new(
         handle: u32,
         pd: u32,
-        mrs: Arc<Mutex<MrTable>>,
-        events: Arc<Mutex<AsyncEvents>>,
+        mrs: Arc<SpinLockBh<MrTable>>,
+        events: Arc<SpinLockBh<AsyncEvents>>,
         send_cq: &Arc<Cq>,
         recv_cq: &Arc<Cq>,
         limits: Limits,
@@ -208,7 +212,7 @@ impl QueuePair {
                 _counted: Counted::new(),
                 heads <- new_mutex!(Heads::new()),
                 tx <- new_mutex!(None),
-                rx <- new_mutex!(RxSide::new(rq, reads, unacked)?),
+                rx <- new_spinlock_bh!(RxSide::new(rq, reads, unacked)?, "QueuePair::rx"),
             }),
             GFP_KERNEL,
         )
@@ -243,6 +247,8 @@ impl QueuePair {
         let framing = Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu });
         let tx = TxSide::new(framing, self.sq_ring.entries() as usize, c.ird as usize, opts.aligned)?;
         let rx_cfg = crate::rx::Config { markers: rx_marks, crc: c.crc, expect_rtr: None, expect_rtr_read_response: false };
+        // Allocated here: the receive side is set up under a spinlock.
+        let rx_mem = receive::RxMemory::new(c.ird as usize)?;
         est.sock.set_nodelay();
         if !self.sock.populate(est.sock) {
             return Err(EINVAL);
@@ -251,7 +257,7 @@ impl QueuePair {
         // The send side first (lock order); posting stays refused until the phase changes.
         *self.tx.lock() = Some(tx);
         let mut rx = self.rx.lock();
-        rx.connect(rx_cfg, c.ird as usize, c.ord as usize, opts.ooo)?;
+        rx.connect(rx_cfg, rx_mem, c.ord as usize, opts.ooo);
         rx.phase = Phase::Connected;
         Ok(())
     }
@@ -275,6 +281,9 @@ impl QueuePair {
     /// received payload was placed.
     pub(crate) fn query(&self, q: &mut QueryQp) {
         q.qp = self.handle;
+        // Before the receive side: the socket's callbacks take the receive side inside the
+        // socket's callback lock, which this takes.
+        q.doorbells = self.sock.as_ref().map_or(0, |s| s.doorbells());
         if let Some(side) = &*self.tx.lock() {
             (q.sent_zero_copy, q.sent_copied) = side.sent();
             q.tx_marker_interval = side.config().markers.interval();
@@ -286,7 +295,6 @@ impl QueuePair {
         q.fpdus_out_of_order = e.by_marker + e.by_alignment + e.after_placed;
         (q.fpdus_by_marker, q.fpdus_by_alignment, q.fpdus_held_back, q.fpdus_bad) = (e.by_marker, e.by_alignment, e.held_back, e.bad);
         q.rx_marker_interval = rx.config().map_or(0, |c| c.markers.interval());
-        q.doorbells = self.sock.as_ref().map_or(0, |s| s.doorbells());
         (q.state, q.terminate, q.terminate_sent) = match rx.phase {
             Phase::Init | Phase::Connecting => (qp_state::INIT, 0, 0),
             Phase::Connected => (qp_state::RTS, 0, 0),
@@ -300,16 +308,8 @@ impl QueuePair {
     }
 
     /// Leaves the connected state for good: flushes every posted receive, outstanding Read and
-    /// unacknowledged Send or Write with error completions and shuts the connection down.
-    fn end(&self, rx: &mut RxSide, why: Ended) {
-        if self.stop(rx, why) {
-            if let Some(s) = self.sock.as_ref() {
-                s.shutdown();
-            }
-        }
-    }
-
-    /// [`QueuePair::end`] without the shutdown; false if the QP had ended already.
+    /// unacknowledged Send or Write with error completions; false if the QP had ended already.
+    /// The caller shuts the connection down after releasing the receive side (that sleeps).
     fn stop(&self, rx: &mut RxSide, why: Ended) -> bool {
         if matches!(rx.phase, Phase::Ended(_)) {
             return false;
@@ -337,10 +337,15 @@ impl QueuePair {
         Ok(())
     }
 
-    /// Ends the QP, then flushes what was still queued for TCP (after what `end` flushed,
-    /// which was posted before it).
+    /// Ends the QP and shuts the connection down, then flushes what was still queued for TCP
+    /// (after what `stop` flushed, which was posted before it).
     fn end_and_flush(&self, why: Ended) {
-        self.end(&mut self.rx.lock(), why);
+        let stopped = self.stop(&mut self.rx.lock(), why);
+        if stopped {
+            if let Some(s) = self.sock.as_ref() {
+                s.shutdown();
+            }
+        }
         self.flush_queued();
     }
 

@@ -7,7 +7,7 @@
 //! acknowledgement (`unacked.rs`). Smaller payloads are copied into fresh pages, which costs
 //! less than referencing pages and lets their work requests complete at once.
 
-use crate::abi::Sge;
+use crate::abi::{Sge, MAX_SGE};
 use crate::frags::{Arena, PageFrag};
 use crate::mr::Domain;
 use crate::pinned::PinnedPages;
@@ -19,6 +19,36 @@ use kernel::uaccess::{UserPtr, UserSlice};
 
 /// Payloads this long or longer are sent from the registered pages.
 pub(super) const ZERO_COPY_MIN: u64 = 4096;
+
+/// A piece of a registered region to send from, checked: its pinned pages (held, so the region
+/// may be deregistered meanwhile) and the range in them.
+struct Source {
+    pages: Arc<PinnedPages>,
+    off: u64,
+    len: u64,
+}
+
+/// Where an outgoing payload comes from, resolved under the region table's lock (a spinlock:
+/// nothing is allocated there), so the payload is built outside it.
+pub(super) struct Sources {
+    parts: [Option<Source>; MAX_SGE],
+    n: usize,
+}
+
+impl Sources {
+    /// The pieces `sges` name in regions of `mrs`, with `need` rights; EINVAL if any is not
+    /// allowed. Empty entries name nothing (their keys are not looked at).
+    pub(super) fn resolve(sges: &[Sge], mrs: &Domain<'_>, need: u32) -> Result<Sources> {
+        let mut src = Sources { parts: core::array::from_fn(|_| None), n: 0 };
+        for s in sges.iter().filter(|s| s.length != 0) {
+            let slot = src.parts.get_mut(src.n).ok_or(EINVAL)?;
+            let (pages, off) = mrs.pages(s.lkey, s.addr, s.length as u64, need).map_err(|_| EINVAL)?;
+            *slot = Some(Source { pages, off, len: s.length as u64 });
+            src.n += 1;
+        }
+        Ok(src)
+    }
+}
 
 pub(super) struct OutPayload {
     frags: KVec<PageFrag>,
@@ -39,22 +69,20 @@ impl OutPayload {
         OutPayload { frags: KVec::new(), len: 0, by_reference: false, pinned: KVec::new(), copies: Arena::new(), cursor: Cell::new((0, 0)) }
     }
 
-    /// The octets `sges` name in regions of `mrs` with `need` rights, which the caller checked
-    /// under the same lock: referenced from [`ZERO_COPY_MIN`] octets on unless `copy` says
-    /// otherwise, copied below that.
-    pub(super) fn gather(sges: &[Sge], mrs: &Domain<'_>, need: u32, copy: bool) -> Result<OutPayload> {
+    /// The octets `sources` name: referenced from [`ZERO_COPY_MIN`] octets on unless `copy`
+    /// says otherwise, copied below that.
+    pub(super) fn gather(sources: &Sources, copy: bool) -> Result<OutPayload> {
         let mut p = OutPayload::empty();
-        p.len = sges.iter().map(|s| s.length as u64).sum();
+        let parts = || sources.parts[..sources.n].iter().flatten();
+        p.len = parts().map(|s| s.len).sum();
         p.by_reference = !copy && p.len >= ZERO_COPY_MIN;
-        let by_reference = p.by_reference;
-        for s in sges {
-            if by_reference {
-                let (pages, off) = mrs.pages(s.lkey, s.addr, s.length as u64, need).map_err(|_| EINVAL)?;
-                pages.frags(off, s.length as u64, |f| push(&mut p.frags, f))?;
-                p.pinned.push(pages, GFP_KERNEL)?;
-                continue;
+        for s in parts() {
+            if p.by_reference {
+                s.pages.frags(s.off, s.len, |f| push(&mut p.frags, f))?;
+                p.pinned.push(s.pages.clone(), GFP_KERNEL)?;
+            } else {
+                p.copy_in(s.len, |at, dst| s.pages.copy_to(s.off + at, dst))?;
             }
-            p.copy_in(s.length as u64, |at, dst| mrs.read(s.lkey, s.addr + at, dst, need).map_err(|_| EINVAL))?;
         }
         Ok(p)
     }

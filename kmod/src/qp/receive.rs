@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The receive side of a QP, run by the socket hook's work when data arrives: the queued TCP
-//! stream goes through the protocol core straight from the socket buffers (no intermediate
-//! copy), payload lands in registered memory as each FPDU is checked, and completions go to the
-//! CQ rings in stream order. Then, under the same socket lock, what TCP holds out of order
-//! (rung by the doorbell) goes to the core too, which places the FPDUs it can find there early
-//! and records them, so the in-order pass later only delivers them (docs/ooo-placement.md).
-//! Peer Read Requests are answered in the transmit work.
+//! The receive side of a QP. When data arrives, the socket's data-ready callback (softirq, or
+//! the socket's owner processing its backlog; `on_data_ready`) runs the queued TCP stream
+//! through the protocol core straight from the socket buffers (no intermediate copy): payload
+//! lands in registered memory as each FPDU is checked, and completions go to the CQ rings in
+//! stream order, without a context switch. What must sleep is left to the hook's receive work
+//! (`on_receive`): sending a Terminate and ending the QP, the peer's Terminate, a broken
+//! connection, a copy of segments too small to hold an FPDU, and, under the socket lock, what
+//! TCP holds out of order (rung by the doorbell), which goes to the core too: it places the
+//! FPDUs it can find there early and records them, so the in-order pass later only delivers them
+//! (docs/ooo-placement.md). Peer Read Requests are answered in the transmit work. Lock order:
+//! the socket, the receive side, the regions, the CQs, the events; all but the socket's are
+//! spinlocks taken with bottom halves off.
 
 use super::unacked::Unacked;
 use super::wr::{Fifo, PendingRead, RecvWr, Sgl};
@@ -17,7 +22,7 @@ use crate::mr::{Domain, Fault};
 use crate::rdmap::{Opcode, ReadRequest};
 use crate::rx::{self, EarlyStats, Event, Receiver, RxError, Sink, Target};
 use crate::shim::KernelCrc;
-use crate::socket::OnReceive;
+use crate::socket::{Gather, InCallback, OnReceive, Wake};
 use crate::stream::Pieces;
 use crate::terminate::{Cause, Terminate};
 use kernel::prelude::*;
@@ -31,7 +36,23 @@ pub(crate) struct RxSide {
     consumed: u64,
     /// Whether what TCP holds out of order is placed early.
     ooo: bool,
+    /// The pieces of one offer of the stream (set when connected).
+    gather: Option<KBox<Gather>>,
     pub(super) queues: Queues,
+}
+
+/// What a connected receive side needs allocated beforehand: it is set up, and runs, under a
+/// spinlock.
+pub(crate) struct RxMemory {
+    requests: Fifo<ReadRequest>,
+    gather: KBox<Gather>,
+}
+
+impl RxMemory {
+    /// For a connection whose IRD is `ird`.
+    pub(crate) fn new(ird: usize) -> Result<RxMemory> {
+        Ok(RxMemory { requests: Fifo::new(ird)?, gather: Gather::new()? })
+    }
 }
 
 /// The state placement and delivery work on.
@@ -87,19 +108,19 @@ impl RxSide {
             placement: Placement::default(),
             ooo_seen: 0,
         };
-        Ok(RxSide { phase: Phase::Init, engine: None, consumed: 0, ooo: false, queues })
+        Ok(RxSide { phase: Phase::Init, engine: None, consumed: 0, ooo: false, gather: None, queues })
     }
 
     /// Starts receiving: the first FPDU is the next stream octet. Out-of-order octets are
     /// placed if `ooo` and FPDUs can be found in them: through markers, or at segment starts
     /// where CRCs confirm them (a sender that aligns FPDUs to segments).
-    pub(super) fn connect(&mut self, cfg: rx::Config, ird: usize, ord: usize, ooo: bool) -> Result {
+    pub(super) fn connect(&mut self, cfg: rx::Config, mem: RxMemory, ord: usize, ooo: bool) {
         self.ooo = ooo && (cfg.markers.enabled() || cfg.crc);
-        self.queues.requests = Fifo::new(ird)?;
-        self.queues.ird = ird;
+        self.queues.ird = mem.requests.capacity();
+        self.queues.requests = mem.requests;
+        self.gather = Some(mem.gather);
         self.queues.max_reads = self.queues.max_reads.min(ord);
         self.engine = Some(Receiver::new(cfg));
-        Ok(())
     }
 
     /// Whether what TCP holds out of order is placed early.
@@ -287,47 +308,58 @@ impl OnReceive for QueuePair {
         }
     }
 
+    fn on_data_ready(&self, in_callback: &InCallback) -> Wake {
+        let Some(sock) = self.sock.as_ref() else { return Wake::default() };
+        // A stream arriving in bulk is received by the work item, which batches.
+        if sock.unread() > crate::rx_callback_max() {
+            return Wake { receive: true, transmit: false };
+        }
+        let mut guard = self.rx.lock();
+        let rx = &mut *guard;
+        if rx.phase != Phase::Connected {
+            return Wake::default();
+        }
+        let RxSide { engine: Some(engine), consumed, queues, ooo, gather: Some(gather), .. } = rx else { return Wake::default() };
+        let mut wants_copy = false;
+        if queues.fatal.is_clear() && queues.peer_terminate.is_none() {
+            match sock.read_in_callback(in_callback, gather, |parts, last_chance| self.offer_in_order(engine, consumed, queues, parts, last_chance)) {
+                Ok(read) => wants_copy = read.wants_copy,
+                // Looked at again by the work.
+                Err(_) => wants_copy = true,
+            }
+        }
+        if let Err(e) = self.complete_acked(queues) {
+            queues.fatal.set(e.into());
+        }
+        let ooo_moved = *ooo && sock.ooo_packets() != queues.ooo_seen;
+        Wake {
+            receive: wants_copy || ooo_moved || !queues.fatal.is_clear() || queues.peer_terminate.is_some() || !sock.established(),
+            transmit: queues.requests.len() > 0,
+        }
+    }
+
     fn on_receive(&self) {
         let Some(sock) = self.sock.as_ref() else { return };
+        // The socket first: the lock order, and taking it may sleep.
+        let locked = sock.lock();
         let mut guard = self.rx.lock();
         let rx = &mut *guard;
         if rx.phase != Phase::Connected {
             return;
         }
-        let RxSide { engine: Some(engine), consumed, queues, ooo: place_ooo, .. } = rx else { return };
-        let mut error = None;
-        let locked = sock.lock();
-        // An error here (the socket closed under us) shows as !established() below.
-        let copied = locked.read(|parts, last_chance| {
-            let data = Pieces::new(*consumed, parts);
-            let mut mrs = self.mrs.lock();
-            let mut sink = Placer { qp: self, q: queues, mrs: mrs.domain(self.pd), early: false };
-            match engine.receive::<KernelCrc, _>(&data, &mut sink) {
-                Ok(0) if last_chance => {
-                    // More is queued than the longest FPDU, and still no FPDU is whole: the
-                    // gather could not offer what is queued (the bounce buffer failed to
-                    // allocate, or pages it cannot read).
-                    error = Some(Terminate::new(Cause::RdmapCatastrophic));
-                    -1
-                }
-                Ok(n) => {
-                    *consumed += n;
-                    n as isize
-                }
-                Err(RxError::Terminate(t)) => {
-                    error = Some(t);
-                    -1
-                }
-                Err(RxError::Closed) => -1,
+        let RxSide { engine: Some(engine), consumed, queues, ooo: place_ooo, gather: Some(gather), .. } = rx else { return };
+        if queues.fatal.is_clear() && queues.peer_terminate.is_none() {
+            // An error here (the socket closed under us) shows as !established() below.
+            if let Ok(read) = locked.read(gather, |parts, last_chance| self.offer_in_order(engine, consumed, queues, parts, last_chance)) {
+                queues.placement.received_copied += read.copied as u64;
             }
-        });
-        queues.placement.received_copied += copied.unwrap_or(0) as u64;
+        }
         let ooo = sock.ooo_packets();
-        if *place_ooo && error.is_none() && queues.fatal.is_clear() && ooo != queues.ooo_seen {
+        if *place_ooo && queues.fatal.is_clear() && ooo != queues.ooo_seen {
             queues.ooo_seen = ooo;
             queues.placement.ooo_walks += 1;
             // Octets at `ahead` from the first unread one are at stream offset consumed + ahead.
-            let _ = locked.out_of_order(|ahead, parts| {
+            let _ = locked.out_of_order(gather, |ahead, parts| {
                 let data = Pieces::new(*consumed + ahead as u64, parts);
                 let mut mrs = self.mrs.lock();
                 let mut sink = Placer { qp: self, q: queues, mrs: mrs.domain(self.pd), early: true };
@@ -335,20 +367,20 @@ impl OnReceive for QueuePair {
                 let _ = engine.receive::<KernelCrc, _>(&data, &mut sink);
             });
         }
-        drop(locked);
-        // Releasing the lock had TCP process what arrived meanwhile (its backlog), unseen by the
-        // doorbell: look again if that queued anything out of order.
-        if *place_ooo && error.is_none() && sock.ooo_packets() != queues.ooo_seen {
-            sock.kick_receive();
-        }
         if let Err(e) = self.complete_acked(queues) {
             queues.fatal.set(e.into());
         }
-        let fatal = error.or(queues.fatal.take());
+        let fatal = queues.fatal.take();
         let peer = queues.peer_terminate.take();
         let reads = queues.requests.len() > 0;
+        let (walk_ooo, ooo_seen) = (*place_ooo && fatal.is_none(), queues.ooo_seen);
         drop(guard);
-
+        drop(locked);
+        // Releasing the lock had TCP process what arrived meanwhile (its backlog), unseen by the
+        // doorbell: look again if that queued anything out of order.
+        if walk_ooo && sock.ooo_packets() != ooo_seen {
+            sock.kick_receive();
+        }
         if reads {
             // Answered by the transmit work: a full send buffer must not stop receiving.
             sock.kick_transmit();
@@ -361,6 +393,34 @@ impl OnReceive for QueuePair {
             self.end_and_flush(Ended::of(&t, false));
         } else if !sock.established() {
             self.end_and_flush(Ended::lost());
+        }
+    }
+}
+
+impl QueuePair {
+    /// Offers the stream octets `parts` (from the engine's in-order point on) to the core, which
+    /// places and delivers what is whole; returns how many it consumed, or -1 to stop (the
+    /// stream failed: recorded in `queues.fatal`, nothing after it is placed). On its
+    /// `last_chance` (more is queued than the longest FPDU, and still none is whole: the gather
+    /// could not offer it all) the stream fails too.
+    fn offer_in_order(&self, engine: &mut Receiver, consumed: &mut u64, queues: &mut Queues, parts: &[&[u8]], last_chance: bool) -> isize {
+        let data = Pieces::new(*consumed, parts);
+        let mut mrs = self.mrs.lock();
+        let mut sink = Placer { qp: self, q: queues, mrs: mrs.domain(self.pd), early: false };
+        match engine.receive::<KernelCrc, _>(&data, &mut sink) {
+            Ok(0) if last_chance => {
+                sink.q.fatal.set(Terminate::new(Cause::RdmapCatastrophic));
+                -1
+            }
+            Ok(n) => {
+                *consumed += n;
+                n as isize
+            }
+            Err(RxError::Terminate(t)) => {
+                sink.q.fatal.set(t);
+                -1
+            }
+            Err(RxError::Closed) => -1,
         }
     }
 }

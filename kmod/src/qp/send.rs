@@ -8,7 +8,7 @@
 //! by the hook's transmit work; a local failure sends a Terminate and ends the QP.
 
 use super::outbound::Outbound;
-use super::payload::OutPayload;
+use super::payload::{OutPayload, Sources};
 use super::unacked::Unacked;
 use super::wr::{PendingRead, Sgl};
 use super::{Ended, Phase, QueuePair};
@@ -75,10 +75,15 @@ impl QueuePair {
             }
             OutPayload::from_user(sge)?
         } else {
-            let mut table = self.mrs.lock();
-            let mrs = table.domain(self.pd);
-            let sgl = Sgl::new(&req.sge, req.num_sge, &mrs, 0)?;
-            OutPayload::gather(sgl.entries(), &mrs, 0, self.copy_send.load(Ordering::Relaxed))?
+            // The pieces are checked and their pages held under the region table's lock; the
+            // payload is built outside it (that allocates).
+            let sources = {
+                let mut table = self.mrs.lock();
+                let mrs = table.domain(self.pd);
+                let sgl = Sgl::new(&req.sge, req.num_sge, &mrs, 0)?;
+                Sources::resolve(sgl.entries(), &mrs, 0)?
+            };
+            OutPayload::gather(&sources, self.copy_send.load(Ordering::Relaxed))?
         };
         let op = if req.opcode == opcode::WRITE { wc_opcode::RDMA_WRITE } else { wc_opcode::SEND };
         let wr = Unacked { wr_id: req.wr_id, end_seq: 0, opcode: op, len: payload.len() as u32, signaled };
@@ -134,13 +139,13 @@ impl QueuePair {
                 }
             };
             let source = Sge { addr: rr.src_to, length: rr.size, lkey: rr.src_stag };
-            let payload = {
+            let catastrophic = || Terminate::new(Cause::RdmapCatastrophic).with_read_request(rr.emit());
+            let sources = {
                 let mut table = self.mrs.lock();
                 let mrs = table.domain(self.pd);
-                check_read_request(&rr, &mrs).and_then(|()| {
-                    OutPayload::gather(&[source], &mrs, access::REMOTE_READ, copy).map_err(|_| Terminate::new(Cause::RdmapCatastrophic).with_read_request(rr.emit()))
-                })
+                check_read_request(&rr, &mrs).and_then(|()| Sources::resolve(&[source], &mrs, access::REMOTE_READ).map_err(|_| catastrophic()))
             };
+            let payload = sources.and_then(|s| OutPayload::gather(&s, copy).map_err(|_| catastrophic()));
             match payload {
                 Ok(payload) => {
                     let msg = Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to };

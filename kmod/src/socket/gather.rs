@@ -128,8 +128,9 @@ struct Piece {
     len: usize,
 }
 
-/// The pieces of one offer.
-struct Gather {
+/// The pieces of one offer. A QP's receive side keeps one, allocated when it connects: it is
+/// used in the socket's callback, where nothing may be allocated but atomically.
+pub(crate) struct Gather {
     parts: [Piece; GATHER_MAX],
     n: usize,
 }
@@ -160,8 +161,13 @@ impl Gather {
     }
 }
 
+// SAFETY: the pieces point into skbs only while the read that gathered them runs (under the
+// socket lock, on one thread); every read and walk starts by emptying the gather, so a stale
+// pointer is never used, wherever the gather has moved.
+unsafe impl Send for Gather {}
+
 impl Gather {
-    fn new() -> Result<KBox<Gather>> {
+    pub(crate) fn new() -> Result<KBox<Gather>> {
         Ok(KBox::new(Gather { parts: [Piece { base: core::ptr::null(), len: 0 }; GATHER_MAX], n: 0 }, GFP_KERNEL)?)
     }
 
@@ -182,13 +188,17 @@ impl Gather {
     }
 }
 
-/// One [`Locked::read`] in progress.
-struct Reader<F> {
+/// One read of the queued stream in progress.
+struct Reader<'g, F> {
     sock: *mut socket,
     f: F,
-    gather: KBox<Gather>,
-    /// Allocated when first needed: a copy of the queued octets, when the pieces were too many.
+    gather: &'g mut Gather,
+    /// Allocated when first needed (if sleeping is allowed): a copy of the queued octets, when
+    /// the pieces were too many.
     bounce: Option<KVVec<u8>>,
+    may_sleep: bool,
+    /// The pieces were too many, and sleeping (to allocate the bounce buffer) not allowed.
+    wants_copy: bool,
     /// Octets the caller consumed that are not yet consumed from the queue.
     skip: usize,
     /// The caller wants no more offers in this read.
@@ -197,7 +207,7 @@ struct Reader<F> {
     copied: usize,
 }
 
-impl<F: FnMut(&[&[u8]], bool) -> isize> Reader<F> {
+impl<F: FnMut(&[&[u8]], bool) -> isize> Reader<'_, F> {
     /// tcp_read_sock()'s actor: `skb`'s octets from `offset` on (`len` of them) are next.
     ///
     /// # Safety
@@ -218,6 +228,11 @@ impl<F: FnMut(&[&[u8]], bool) -> isize> Reader<F> {
             // so this is not the caller's last chance.
             let mut rc = unsafe { self.gather.offer(|parts| f(parts, false)) };
             let mut more = capped;
+            if rc == 0 && capped && !self.may_sleep {
+                self.wants_copy = true;
+                self.stop = true;
+                return 0;
+            }
             if rc == 0 && capped {
                 // SAFETY: as above.
                 match unsafe { self.offer_copy(skb, offset) } {
@@ -293,37 +308,76 @@ impl Drop for Locked<'_> {
     }
 }
 
+/// What a read of the queued stream did.
+pub(crate) struct Read {
+    /// Octets the caller consumed from a copy (the bounce buffer).
+    pub(crate) copied: usize,
+    /// The caller was offered less than it needs and a copy could not be made here (no sleeping
+    /// allowed): a read that may sleep must follow.
+    pub(crate) wants_copy: bool,
+}
+
+/// Offers the stream queued on `sock` to `f` (see [`Locked::read`]).
+///
+/// # Safety
+///
+/// `sock` is live and its lock is held: owned (lock_sock) by this thread, or its spinlock held
+/// by TCP around the data-ready callback this runs in; `may_sleep` only in the former case.
+unsafe fn read_queued<F: FnMut(&[&[u8]], bool) -> isize>(sock: *mut socket, gather: &mut Gather, may_sleep: bool, f: F) -> Result<Read> {
+    unsafe extern "C" fn actor<F: FnMut(&[&[u8]], bool) -> isize>(ctx: *mut c_void, skb: *mut sk_buff, offset: u32, len: usize) -> c_int {
+        // SAFETY: `ctx` is the `Reader` passed to iwarp_shim_sock_read() below, alive for the
+        // whole read and used by nobody else meanwhile.
+        let reader = unsafe { &mut *ctx.cast::<Reader<'_, F>>() };
+        // SAFETY: tcp_read_sock() calls its actor under the socket lock with queued skbs.
+        unsafe { reader.offer(skb, offset, len) }
+    }
+    let mut reader = Reader { sock, f, gather, bounce: None, may_sleep, wants_copy: false, skip: 0, stop: false, copied: 0 };
+    // SAFETY: the socket is live and locked (the function's contract); `reader` outlives the
+    // call, and the shim calls the actor only during it.
+    let rc = unsafe { ffi::iwarp_shim_sock_read(sock, (&raw mut reader).cast(), Some(actor::<F>)) };
+    to_result(rc)?;
+    Ok(Read { copied: reader.copied, wants_copy: reader.wants_copy })
+}
+
+/// Proof that the code holding it runs in the socket's data-ready callback, where TCP holds the
+/// socket locked (softirq with its spinlock, or its owner processing the backlog).
+pub(crate) struct InCallback(());
+
+impl InCallback {
+    /// # Safety
+    ///
+    /// Only the hook's data-ready trampoline makes one, for the socket it was called for, and
+    /// it lives no longer than that call.
+    pub(super) unsafe fn new() -> InCallback {
+        InCallback(())
+    }
+}
+
+impl TcpSocket {
+    /// [`Locked::read`] from the data-ready callback: no sleeping, so no bounce buffer (the
+    /// result says when one was needed).
+    pub(crate) fn read_in_callback<F: FnMut(&[&[u8]], bool) -> isize>(&self, _in: &InCallback, gather: &mut Gather, f: F) -> Result<Read> {
+        // SAFETY: the socket is live; `InCallback` proves TCP holds its lock around this call.
+        unsafe { read_queued(self.sock.as_ptr(), gather, false, f) }
+    }
+}
+
 impl Locked<'_> {
     /// Offers the queued stream to `f` as the pieces of the stream from the first unread octet
     /// on, without copying (or, if those pieces are too many to consume anything from, copied
     /// once into one), and whether this was `f`'s last chance: more is queued, and nothing
     /// longer can be offered. `f` returns how many octets it consumed (0 or less: stop).
-    /// Returns how many of the consumed octets `f` had from a copy.
-    pub(crate) fn read<F: FnMut(&[&[u8]], bool) -> isize>(&self, f: F) -> Result<usize> {
-        unsafe extern "C" fn actor<F: FnMut(&[&[u8]], bool) -> isize>(ctx: *mut c_void, skb: *mut sk_buff, offset: u32, len: usize) -> c_int {
-            // SAFETY: `ctx` is the `Reader` passed to iwarp_shim_sock_read() below, alive for
-            // the whole read and used by nobody else meanwhile.
-            let reader = unsafe { &mut *ctx.cast::<Reader<F>>() };
-            // SAFETY: tcp_read_sock() calls its actor under the socket lock with queued skbs.
-            unsafe { reader.offer(skb, offset, len) }
-        }
-        let sock = self.sock.sock.as_ptr();
-        // On the heap: a work item's stack is small.
-        let mut reader = Reader { sock, f, gather: Gather::new()?, bounce: None, skip: 0, stop: false, copied: 0 };
-        // SAFETY: the socket is live and locked (type invariant); `reader` outlives the call,
-        // and the shim calls the actor only during it.
-        let rc = unsafe { ffi::iwarp_shim_sock_read(sock, (&raw mut reader).cast(), Some(actor::<F>)) };
-        to_result(rc)?;
-        Ok(reader.copied)
+    pub(crate) fn read<F: FnMut(&[&[u8]], bool) -> isize>(&self, gather: &mut Gather, f: F) -> Result<Read> {
+        // SAFETY: the socket is live and this thread holds its lock (type invariant).
+        unsafe { read_queued(self.sock.sock.as_ptr(), gather, true, f) }
     }
 
     /// Offers each run of contiguous octets in TCP's out-of-order queue to `f`, lowest first,
     /// with its distance in octets from the first unread octet; a run is cut at [`GATHER_MAX`]
     /// pieces, and the walk ends there. Nothing is consumed: TCP delivers these octets in order
     /// once the holes before them are filled.
-    pub(crate) fn out_of_order(&self, mut f: impl FnMut(u32, &[&[u8]])) -> Result {
+    pub(crate) fn out_of_order(&self, gather: &mut Gather, mut f: impl FnMut(u32, &[&[u8]])) -> Result {
         let sock = self.sock.sock.as_ptr();
-        let mut gather = Gather::new()?;
         // SAFETY (here and below): the socket is live and locked, so its out-of-order queue and
         // its skbs stay as they are while we walk them.
         let copied = unsafe { ffi::iwarp_shim_sock_copied_seq(sock) };

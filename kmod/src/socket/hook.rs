@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The hook on a QP's socket: the C side (`shim/hook_shim.c`) replaces the socket's callbacks
-//! and queues work items; everything decided here. Data arriving, a state change, or a segment
-//! above `rcv_nxt` (the [`Doorbell`]) runs [`OnReceive::on_receive`]; a kick, or send buffer
-//! freed when [`TxWatch`] asks for it, runs [`OnReceive::on_transmit`].
+//! and queues work items; everything decided here. Data arriving runs
+//! [`OnReceive::on_data_ready`] in the callback itself (softirq, as siw receives), which may ask
+//! for the works; a state change, or a segment above `rcv_nxt` (the [`Doorbell`]) runs
+//! [`OnReceive::on_receive`] in a work item; a kick, or send buffer freed when [`TxWatch`] asks
+//! for it, runs [`OnReceive::on_transmit`].
 
+use super::gather::InCallback;
 use super::{seq_after, TcpSocket};
 use crate::error::made;
 use crate::ffi;
@@ -55,8 +58,21 @@ impl TxWatch {
     }
 }
 
+/// What [`OnReceive::on_data_ready`] asks for once it returns.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Wake {
+    /// Run [`OnReceive::on_receive`]: what needs process context (a Terminate to send, the
+    /// connection to end, TCP's out-of-order queue to walk, a copy of tiny segments to make).
+    pub(crate) receive: bool,
+    /// Run [`OnReceive::on_transmit`]: Read Requests to answer.
+    pub(crate) transmit: bool,
+}
+
 /// Work a hook runs.
 pub(crate) trait OnReceive: Send + Sync {
+    /// Called in the socket's data-ready callback (softirq, or the socket's owner processing
+    /// its backlog), with the socket locked by TCP (`in_callback` proves it): must not sleep.
+    fn on_data_ready(&self, in_callback: &InCallback) -> Wake;
     /// Called in process context (a workqueue) after data arrived or the connection changed
     /// state; never twice at once.
     fn on_receive(&self);
@@ -89,9 +105,10 @@ unsafe impl<T: OnReceive> Sync for Hook<T> {}
 
 impl<T: OnReceive> Hook<T> {
     /// Hooks `sock` for `owner` (EBUSY if the socket has a user already), with the
-    /// out-of-order [`Doorbell`] if `doorbell`. `owner` must keep `sock` alive, which it does by
-    /// owning it; the hook keeps `owner` alive.
-    pub(crate) fn install(sock: &TcpSocket, owner: Arc<T>, doorbell: bool) -> Result<Hook<T>> {
+    /// out-of-order [`Doorbell`] if `doorbell`, receiving in the data-ready callback if
+    /// `in_callback` (else in the work). `owner` must keep `sock` alive, which it does by owning
+    /// it; the hook keeps `owner` alive.
+    pub(crate) fn install(sock: &TcpSocket, owner: Arc<T>, doorbell: bool, in_callback: bool) -> Result<Hook<T>> {
         unsafe extern "C" fn run<T: OnReceive>(owner: *mut c_void) {
             // SAFETY: `owner` is the `Arc<T>` data pointer stored below; the `Hook` holds that
             // Arc until iwarp_shim_hook_remove() has waited out every run.
@@ -103,6 +120,13 @@ impl<T: OnReceive> Hook<T> {
             let owner = unsafe { &*owner.cast::<T>() };
             owner.on_transmit();
         }
+        unsafe extern "C" fn ready<T: OnReceive>(owner: *mut c_void) -> u32 {
+            // SAFETY: as for `run`; callbacks end before iwarp_shim_hook_remove() returns.
+            let owner = unsafe { &*owner.cast::<T>() };
+            // SAFETY: the shim calls this from the socket's data_ready only, for this call.
+            let wake = owner.on_data_ready(&unsafe { InCallback::new() });
+            (if wake.receive { ffi::IWARP_WAKE_RX } else { 0 }) | if wake.transmit { ffi::IWARP_WAKE_TX } else { 0 }
+        }
         unsafe extern "C" fn space(watch: *const c_void, snd_una: u32, writeable: bool) -> u32 {
             // SAFETY: `watch` is the socket's `TxWatch`, which does not move and outlives the
             // hook (the socket does); callbacks end before iwarp_shim_hook_remove() returns.
@@ -111,10 +135,12 @@ impl<T: OnReceive> Hook<T> {
         }
         let ptr = Arc::as_ptr(&owner).cast_mut().cast();
         let watch: *const TxWatch = &*sock.watch;
+        let ready = if in_callback { Some(ready::<T> as unsafe extern "C" fn(*mut c_void) -> u32) } else { None };
         // SAFETY: the socket is live (and outlives the hook, see above), and so is its watch;
         // `ptr` stays valid while the hook is installed.
-        let raw =
-            made(unsafe { ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, Some(run::<T>), Some(run_tx::<T>), watch.cast(), Some(space), doorbell) })?;
+        let raw = made(unsafe {
+            ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, Some(run::<T>), Some(run_tx::<T>), ready, watch.cast(), Some(space), doorbell)
+        })?;
         Ok(Hook { raw, _owner: owner })
     }
 }

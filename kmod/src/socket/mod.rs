@@ -8,7 +8,8 @@
 mod gather;
 mod hook;
 
-pub(crate) use hook::{Doorbell, Hook, OnReceive};
+pub(crate) use gather::{Gather, InCallback};
+pub(crate) use hook::{Doorbell, Hook, OnReceive, Wake};
 
 use crate::abi::Endpoint;
 use crate::error::made;
@@ -207,6 +208,12 @@ impl TcpSocket {
     pub(crate) fn ooo_packets(&self) -> u32 {
         // SAFETY: the socket reference is live; the shim reads one field.
         unsafe { ffi::iwarp_shim_sock_ooo_packets(self.sock.as_ptr()) }
+    }
+
+    /// In-order octets TCP holds that nobody has read yet.
+    pub(crate) fn unread(&self) -> u32 {
+        // SAFETY: the socket reference is live; the shim reads two fields.
+        unsafe { ffi::iwarp_shim_sock_unread(self.sock.as_ptr()) }
     }
 
     /// Shuts the connection down both ways (the peer sees a FIN).

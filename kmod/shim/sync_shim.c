@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Spinlocks that keep bottom halves off while held (src/sync.rs): the receive side runs in the
+ * socket's softirq callbacks and shares its state with process context.
+ */
+#include <linux/spinlock.h>
+
+#include "shim.h"
+
+void iwarp_shim_spin_lock_bh(spinlock_t *lock)
+{
+	spin_lock_bh(lock);
+}
+
+int iwarp_shim_spin_trylock_bh(spinlock_t *lock)
+{
+	return spin_trylock_bh(lock);
+}
+
+void iwarp_shim_spin_unlock_bh(spinlock_t *lock)
+{
+	spin_unlock_bh(lock);
+}
+
+void iwarp_shim_spin_assert_held(spinlock_t *lock)
+{
+	lockdep_assert_held(lock);
+}
