@@ -9,6 +9,7 @@
 #include <linux/err.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/hashtable.h>
 #include <linux/list.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter_ipv4.h>
@@ -55,7 +56,7 @@ struct iwarp_hook {
 	 * The doorbell's view: the connection's addresses and ports as on the wire; IPv4
 	 * addresses (also those of an IPv6 socket talking IPv4) as IPv4-mapped IPv6 ones.
 	 */
-	struct list_head node;
+	struct hlist_node node;
 	bool listed;
 	struct in6_addr laddr, raddr;
 	__be16 lport, rport;
@@ -63,9 +64,20 @@ struct iwarp_hook {
 	atomic64_t doorbells;
 };
 
-/* Hooks of connections with the doorbell (RCU readers; writers hold the lock). */
-static LIST_HEAD(iwarp_hooks);
+/*
+ * Hooks of connections with the doorbell, hashed by their ports (RCU readers; writers hold the
+ * lock): a packet costs one bucket's walk, however many connections are hooked. @iwarp_hooked
+ * counts them, so a host without any pays one read per packet.
+ */
+#define IWARP_HOOK_BITS 10
+static DEFINE_HASHTABLE(iwarp_hooks, IWARP_HOOK_BITS);
 static DEFINE_SPINLOCK(iwarp_hooks_lock);
+static atomic_t iwarp_hooked = ATOMIC_INIT(0);
+
+static u32 iwarp_hook_key(__be16 lport, __be16 rport)
+{
+	return (u32)ntohs(lport) << 16 | ntohs(rport);
+}
 
 static void iwarp_hook_work(struct work_struct *work)
 {
@@ -192,7 +204,7 @@ static void iwarp_doorbell_ring(struct sk_buff *skb, const struct in6_addr *sadd
 
 	if (!th || skb->len <= thoff + th->doff * 4)
 		return;
-	list_for_each_entry_rcu(h, &iwarp_hooks, node) {
+	hash_for_each_possible_rcu(iwarp_hooks, h, node, iwarp_hook_key(th->dest, th->source)) {
 		if (h->lport != th->dest || h->rport != th->source || !ipv6_addr_equal(&h->laddr, daddr) ||
 		    !ipv6_addr_equal(&h->raddr, saddr) || !net_eq(sock_net(h->sk), net))
 			continue;
@@ -209,7 +221,7 @@ static unsigned int iwarp_doorbell4(void *priv, struct sk_buff *skb, const struc
 	const struct iphdr *iph = ip_hdr(skb);
 	struct in6_addr saddr, daddr;
 
-	if (list_empty(&iwarp_hooks) || iph->protocol != IPPROTO_TCP)
+	if (!atomic_read(&iwarp_hooked) || iph->protocol != IPPROTO_TCP)
 		return NF_ACCEPT;
 	ipv6_addr_set_v4mapped(iph->saddr, &saddr);
 	ipv6_addr_set_v4mapped(iph->daddr, &daddr);
@@ -224,7 +236,7 @@ static unsigned int iwarp_doorbell6(void *priv, struct sk_buff *skb, const struc
 	__be16 frag_off;
 	int thoff;
 
-	if (list_empty(&iwarp_hooks))
+	if (!atomic_read(&iwarp_hooked))
 		return NF_ACCEPT;
 	thoff = ipv6_skip_exthdr(skb, sizeof(*ip6h), &nexthdr, &frag_off);
 	if (thoff < 0 || nexthdr != IPPROTO_TCP)
@@ -289,7 +301,7 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 	h->space = space;
 	INIT_WORK(&h->work, iwarp_hook_work);
 	INIT_WORK(&h->tx_work, iwarp_hook_tx_work);
-	INIT_LIST_HEAD(&h->node);
+	INIT_HLIST_NODE(&h->node);
 	write_lock_bh(&sk->sk_callback_lock);
 	if (sk->sk_user_data) {
 		write_unlock_bh(&sk->sk_callback_lock);
@@ -318,7 +330,8 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 		h->rport = inet->inet_dport;
 		h->listed = true;
 		spin_lock_bh(&iwarp_hooks_lock);
-		list_add_tail_rcu(&h->node, &iwarp_hooks);
+		hash_add_rcu(iwarp_hooks, &h->node, iwarp_hook_key(h->lport, h->rport));
+		atomic_inc(&iwarp_hooked);
 		spin_unlock_bh(&iwarp_hooks_lock);
 	}
 	/* Whatever arrived, or could not be sent, before the hook was in place. */
@@ -337,7 +350,8 @@ void iwarp_shim_hook_remove(struct iwarp_hook *h)
 
 	if (h->listed) {
 		spin_lock_bh(&iwarp_hooks_lock);
-		list_del_rcu(&h->node);
+		hash_del_rcu(&h->node);
+		atomic_dec(&iwarp_hooked);
 		spin_unlock_bh(&iwarp_hooks_lock);
 		synchronize_rcu();
 	}
