@@ -1,6 +1,6 @@
 //! What the project's test and benchmark programs (`iwarp-check`, `iwarp-bench`) share.
 
-use libiwarp::{CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
+use libiwarp::{CompletionQueue, WaitMode, WcOpcode, WcStatus, WorkCompletion};
 use std::io;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -23,7 +23,14 @@ pub fn dial(host: &str, port: &str) -> io::Result<TcpStream> {
 
 /// Waits up to `timeout` for the next completion on `cq`, which must be a successful `op`.
 pub fn completion(cq: &CompletionQueue<'_>, op: WcOpcode, timeout: Duration) -> Result<WorkCompletion, String> {
-    let wc = cq.wait_one(timeout).map_err(|e| format!("wait for {op:?}: {e}"))?.ok_or_else(|| format!("no {op:?} completion within {timeout:?}"))?;
+    completion_in(cq, op, timeout, WaitMode::SpinThenBlock(Duration::from_micros(15)))
+}
+
+/// [`completion`], waiting as `mode` says.
+pub fn completion_in(cq: &CompletionQueue<'_>, op: WcOpcode, timeout: Duration, mode: WaitMode) -> Result<WorkCompletion, String> {
+    let mut wc = [WorkCompletion::EMPTY];
+    let n = cq.wait(&mut wc, mode, timeout).map_err(|e| format!("wait for {op:?}: {e}"))?;
+    let wc = (n == 1).then_some(wc[0]).ok_or_else(|| format!("no {op:?} completion within {timeout:?}"))?;
     if wc.status != WcStatus::Success || wc.opcode != op {
         return Err(format!("expected a successful {op:?}, got {wc:?}"));
     }
