@@ -38,10 +38,11 @@ pub(crate) fn progress(f: Format, r: &Outcome) {
         );
     } else {
         println!(
-            "{:<10} {:>9} B {:>7} iters   bw {:>10.2} MB/s  ({:.3} Gb/s)",
+            "{:<10} {:>9} B {:>7} iters {:>3} QPs   bw {:>10.2} MB/s  ({:.3} Gb/s)",
             r.test.name(),
             r.size,
             r.iters,
+            r.qps,
             r.bytes_per_sec / 1e6,
             r.bytes_per_sec * 8.0 / 1e9
         );
@@ -53,16 +54,17 @@ pub(crate) fn print(f: Format, o: &Options, rs: &[Outcome]) {
     match f {
         Format::Table => {}
         Format::Csv => {
-            println!("test,size,iters,markers,crc,mpa_rev,bw_bytes_per_sec,lat_mean_us,lat_p50_us,lat_p99_us");
+            println!("test,size,iters,qps,markers,crc,mpa_rev,bw_bytes_per_sec,lat_mean_us,lat_p50_us,lat_p99_us");
             for r in rs {
                 println!(
-                    "{},{},{},{},{},{},{:.0},{:.3},{:.3},{:.3}",
+                    "{},{},{},{},{},{},{},{:.0},{:.3},{:.3},{:.3}",
                     r.test.name(),
                     r.size,
                     r.iters,
-                    o.markers as u8,
-                    o.crc as u8,
-                    o.mpa_rev,
+                    r.qps,
+                    o.conn.markers as u8,
+                    o.conn.crc as u8,
+                    o.conn.mpa_rev,
                     r.bytes_per_sec,
                     r.lat_us[0],
                     r.lat_us[1],
@@ -75,13 +77,14 @@ pub(crate) fn print(f: Format, o: &Options, rs: &[Outcome]) {
                 .iter()
                 .map(|r| {
                     format!(
-                        "{{\"test\":\"{}\",\"size\":{},\"iters\":{},\"markers\":{},\"crc\":{},\"mpa_rev\":{},\"bw_bytes_per_sec\":{:.0},\"lat_mean_us\":{:.3},\"lat_p50_us\":{:.3},\"lat_p99_us\":{:.3}}}",
+                        "{{\"test\":\"{}\",\"size\":{},\"iters\":{},\"qps\":{},\"markers\":{},\"crc\":{},\"mpa_rev\":{},\"bw_bytes_per_sec\":{:.0},\"lat_mean_us\":{:.3},\"lat_p50_us\":{:.3},\"lat_p99_us\":{:.3}}}",
                         r.test.name(),
                         r.size,
                         r.iters,
-                        o.markers,
-                        o.crc,
-                        o.mpa_rev,
+                        r.qps,
+                        o.conn.markers,
+                        o.conn.crc,
+                        o.conn.mpa_rev,
                         r.bytes_per_sec,
                         r.lat_us[0],
                         r.lat_us[1],

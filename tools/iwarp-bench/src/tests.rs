@@ -2,8 +2,8 @@
 //! server posts its receives, then both adopt the stream; the client's private data says what
 //! to run, each side's carries its buffer (address and STag).
 
-use crate::{connect_options, Options};
-use libiwarp::{Access, CompletionQueue, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, Remote, Role, SendOp, SendWr, WcOpcode};
+use crate::{connect_options, Conn, Options};
+use libiwarp::{Access, CompletionQueue, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, Remote, Role, SendOp, SendWr, WaitMode, WcOpcode};
 use std::error::Error;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -63,6 +63,8 @@ pub(crate) struct Outcome {
     pub(crate) bytes_per_sec: f64,
     /// Microseconds: mean, median, 99th percentile (latency tests).
     pub(crate) lat_us: [f64; 3],
+    /// QPs the test ran over at once.
+    pub(crate) qps: usize,
 }
 
 /// Largest message size.
@@ -104,11 +106,19 @@ struct Side<'d> {
     rcq: &'d CompletionQueue<'d>,
     mr: MemoryRegion<'d>,
     peer: Remote,
+    /// Busy poll (`--poll 1`) rather than sleep.
+    poll: bool,
 }
 
 impl Side<'_> {
     fn wait(&self, cq: &CompletionQueue<'_>, op: WcOpcode) -> Res<u32> {
-        Ok(iwarp_testkit::completion(cq, op, WAIT)?.byte_len)
+        self.completion(cq, op, WAIT)
+    }
+
+    /// The next completion on `cq`, a successful `op`, within `limit`: its length.
+    fn completion(&self, cq: &CompletionQueue<'_>, op: WcOpcode, limit: Duration) -> Res<u32> {
+        let mode = if self.poll { WaitMode::Poll } else { WaitMode::SpinThenBlock(Duration::from_micros(15)) };
+        Ok(iwarp_testkit::completion_in(cq, op, limit, mode)?.byte_len)
     }
 
     fn post(&self, op: SendOp, n: usize, signaled: bool) -> Res<()> {
@@ -126,7 +136,7 @@ impl Side<'_> {
 
     /// [`Side::recv`], waiting up to `limit`.
     fn recv_within(&self, limit: Duration) -> Res<u32> {
-        let n = iwarp_testkit::completion(self.rcq, WcOpcode::Recv, limit)?.byte_len;
+        let n = self.completion(self.rcq, WcOpcode::Recv, limit)?;
         self.qp.post_recv(0, &[self.mr.sge(0..self.mr.as_slice().len())])?;
         Ok(n)
     }
@@ -148,9 +158,14 @@ impl Side<'_> {
             if k % 4096 == 0 && start.elapsed() > WAIT {
                 return Err("the peer's RDMA Write never arrived".into());
             }
-            // Placement runs in a kernel worker: on a single CPU a pure spin would keep it off
-            // the CPU until our time slice ends. Yielding costs nothing when no one else waits.
-            std::thread::yield_now();
+            // Placement may run in a kernel worker (a stream arriving in bulk): on a single CPU
+            // a pure spin would keep it off the CPU until our time slice ends, unless asked to
+            // busy poll. Yielding costs nothing when no one else waits.
+            if self.poll {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
         Ok(())
     }
@@ -174,7 +189,7 @@ fn open<'d>(
 }
 
 /// Server side of one connection; false when told to quit.
-pub(crate) fn serve_one(stream: TcpStream, o: &Options) -> Res<bool> {
+pub(crate) fn serve_one(stream: TcpStream, o: &Conn) -> Res<bool> {
     let dev = Device::open()?;
     let pd = dev.alloc_pd()?;
     let (scq, rcq) = (dev.create_cq(4096)?, dev.create_cq(4096)?);
@@ -182,7 +197,7 @@ pub(crate) fn serve_one(stream: TcpStream, o: &Options) -> Res<bool> {
     let (mut qp, mr) = open(&dev, &pd, (&scq, &rcq), &mut buf, SERVER_RECVS)?;
     let pd = qp.adopt(stream, &connect_options(Role::Responder, o, mr.remote(0).to_bytes().to_vec()))?.peer_private.clone();
     let (req, peer) = Request::decode(&pd)?;
-    let s = Side { qp, scq: &scq, rcq: &rcq, mr, peer };
+    let s = Side { qp, scq: &scq, rcq: &rcq, mr, peer, poll: o.poll };
     let n = req.size;
     match req.test {
         Test::Quit => return Ok(false),
@@ -224,7 +239,7 @@ pub(crate) fn serve_one(stream: TcpStream, o: &Options) -> Res<bool> {
 }
 
 /// Ends the server.
-pub(crate) fn quit(stream: TcpStream, o: &Options) -> Res<()> {
+pub(crate) fn quit(stream: TcpStream, o: &Conn) -> Res<()> {
     let dev = Device::open()?;
     let pd = dev.alloc_pd()?;
     let cq = dev.create_cq(4)?;
@@ -247,11 +262,11 @@ pub(crate) fn run_one(stream: TcpStream, test: Test, size: usize, o: &Options) -
     // Twice the size: write_lat's answers land in the second half.
     let mut buf = vec![0u8; 2 * size.max(16)];
     let (mut qp, mr) = open(&dev, &pd, (&scq, &rcq), &mut buf, 16)?;
-    let req = Request { test, size, iters, depth: o.depth };
-    let neg = qp.adopt(stream, &connect_options(Role::Initiator, o, req.encode(mr.remote(0))))?;
-    let window = o.depth.min(neg.ord.max(1) as usize);
+    let req = Request { test, size, iters, depth: o.depth() };
+    let neg = qp.adopt(stream, &connect_options(Role::Initiator, &o.conn, req.encode(mr.remote(0))))?;
+    let window = o.depth().min(neg.ord.max(1) as usize);
     let peer = Remote::from_bytes(&neg.peer_private).ok_or("the server sent no buffer")?;
-    let mut s = Side { qp, scq: &scq, rcq: &rcq, mr, peer };
+    let mut s = Side { qp, scq: &scq, rcq: &rcq, mr, peer, poll: o.conn.poll };
     let mut lat = Vec::with_capacity(if test.is_latency() { iters } else { 0 });
     let start = Instant::now();
     match test {
@@ -285,7 +300,7 @@ pub(crate) fn run_one(stream: TcpStream, test: Test, size: usize, o: &Options) -
             // At most `depth` outstanding: posting never waits, so the send queue is the limit.
             let (mut posted, mut done) = (0, 0);
             while done < iters {
-                while posted < iters && posted - done < o.depth {
+                while posted < iters && posted - done < o.depth() {
                     s.post(SendOp::Write(s.peer), size, true)?;
                     posted += 1;
                 }
@@ -305,8 +320,8 @@ pub(crate) fn run_one(stream: TcpStream, test: Test, size: usize, o: &Options) -
             }
         }
         Test::SendBw => {
-            for _ in 0..iters.div_ceil(o.depth) {
-                for _ in 0..o.depth {
+            for _ in 0..iters.div_ceil(o.depth()) {
+                for _ in 0..o.depth() {
                     s.send(size)?;
                 }
                 s.recv()?;
@@ -318,8 +333,75 @@ pub(crate) fn run_one(stream: TcpStream, test: Test, size: usize, o: &Options) -
     s.send(0)?;
     s.recv()?;
     let elapsed = start.elapsed();
-    let total = if test == Test::SendBw { iters.div_ceil(o.depth) * o.depth } else { iters };
-    Ok(Outcome { test, size, iters: total, bytes_per_sec: (size * total) as f64 / elapsed.as_secs_f64(), lat_us: percentiles(&mut lat) })
+    let total = if test == Test::SendBw { iters.div_ceil(o.depth()) * o.depth() } else { iters };
+    Ok(Outcome { test, size, iters: total, bytes_per_sec: (size * total) as f64 / elapsed.as_secs_f64(), lat_us: percentiles(&mut lat), qps: 1 })
+}
+
+/// write_bw over one QP per stream, all sharing one send and one receive CQ (one poller for
+/// all, as seed 001's shared completion queues): `depth` Writes in flight in all, posted round
+/// robin; the aggregate bandwidth until every server confirmed the last.
+pub(crate) fn write_bw_many(streams: Vec<TcpStream>, size: usize, o: &Options) -> Res<Outcome> {
+    let n = streams.len();
+    let iters = o.iters.unwrap_or(((32 << 20) / size.max(1)).clamp(64, 20_000));
+    let dev = Device::open()?;
+    let pd = dev.alloc_pd()?;
+    let (scq, rcq) = (dev.create_cq(4096)?, dev.create_cq(4096)?);
+    let mut bufs: Vec<Vec<u8>> = (0..n).map(|_| vec![0u8; size.max(16)]).collect();
+    let mut sides = Vec::with_capacity(n);
+    for (stream, buf) in streams.into_iter().zip(bufs.iter_mut()) {
+        let (mut qp, mr) = open(&dev, &pd, (&scq, &rcq), buf, 16)?;
+        let req = Request { test: Test::WriteBw, size, iters, depth: o.depth() };
+        let neg = qp.adopt(stream, &connect_options(Role::Initiator, &o.conn, req.encode(mr.remote(0))))?;
+        let peer = Remote::from_bytes(&neg.peer_private).ok_or("the server sent no buffer")?;
+        sides.push(Side { qp, scq: &scq, rcq: &rcq, mr, peer, poll: o.conn.poll });
+    }
+    let start = Instant::now();
+    let (mut posted, mut done) = (0, 0);
+    while done < iters {
+        while posted < iters && posted - done < o.depth() {
+            let s = &sides[posted % n];
+            s.post(SendOp::Write(s.peer), size, true)?;
+            posted += 1;
+        }
+        // A completion of any of them.
+        sides[0].wait(&scq, WcOpcode::RdmaWrite)?;
+        done += 1;
+    }
+    // "done" on each; every server answers once all before it is placed.
+    for s in &sides {
+        s.send(0)?;
+    }
+    for _ in 0..n {
+        sides[0].completion(&rcq, WcOpcode::Recv, WAIT)?;
+    }
+    let elapsed = start.elapsed();
+    Ok(Outcome { test: Test::WriteBw, size, iters, bytes_per_sec: (size * iters) as f64 / elapsed.as_secs_f64(), lat_us: [0.0; 3], qps: n })
+}
+
+/// A QP connected to the server's idle port, which does nothing until it is dropped.
+pub(crate) fn idle_qp<'d>(dev: &'d Device, pd: &'d ProtectionDomain<'d>, cq: &'d CompletionQueue<'d>, stream: TcpStream, o: &Conn) -> Res<QueuePair<'d>> {
+    let mut qp = dev.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, max_recv_wr: 1, max_send_wr: 1, max_sge: 1, max_inline: 0 })?;
+    qp.adopt(stream, &connect_options(Role::Initiator, o, Vec::new()))?;
+    Ok(qp)
+}
+
+/// The server's idle QPs: each connection on `l` becomes a QP that does nothing (all in one
+/// device context with one CQ), until its client closes it.
+pub(crate) fn serve_idle(l: std::net::TcpListener, o: &Conn) -> Res<()> {
+    let dev = Device::open()?;
+    let pd = dev.alloc_pd()?;
+    let cq = dev.create_cq(16)?;
+    let mut qps: Vec<QueuePair<'_>> = Vec::new();
+    loop {
+        let (s, _) = l.accept()?;
+        // Now and then, those whose clients left go (a context holds at most 1,024 QPs).
+        if qps.len() % 256 == 255 {
+            qps.retain(|q| q.state().is_ok_and(|st| st == libiwarp::QpState::Connected));
+        }
+        let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 1, max_send_wr: 1, max_sge: 1, max_inline: 0 })?;
+        qp.adopt(s, &connect_options(Role::Responder, o, Vec::new()))?;
+        qps.push(qp);
+    }
 }
 
 /// Mean, median and 99th percentile in microseconds.
