@@ -2,6 +2,11 @@
 # cargo xtask bench verbs: in one run between the same two guests, iwarp.ko (iwarp-bench) beside
 # siw (perftest with rdma_cm, -R) and plain TCP (iperf3, sockperf ping-pong); prints each
 # figure and the ratios. Usage: bench-vm.sh [--quick] [--faults | --sweep]
+# The default run: 64 KiB write_bw and 8 B write_lat/send_lat (median, mean, 99th percentile of
+# the same number of exchanges for every stack) of our configurations (markers and CRC; busy
+# polling; receiving in a work item; plain; copied), siw and TCP; 64 KiB write_bw over several
+# QPs sharing one CQ; 8 B latency with 1,000 idle QPs connected; and the CPU time both guests
+# spend per message, for each stack.
 # --faults: 64 KiB write_bw of iwarp.ko (markers and CRC; the same placing only in order; plain)
 # and of TCP (iperf3) under each network fault of vm-lib.sh (netem on both guests), as ratios to
 # the same run without it, and out-of-order placement on ÷ off.
@@ -36,23 +41,80 @@ setup='insmod '"$ko"' && modprobe siw && rdma link add siw0 type siw netdev $IWA
 vm_run A "$setup" >/dev/null && vm_run B "$setup" >/dev/null || { vm_stop; echo "FATAL: guest setup failed" >&2; exit 1; }
 
 declare -A R
-# ours NAME OPTS [bw]: write_bw 64 KiB, write_lat 8 B, send_lat 8 B through iwarp.ko (only
-# write_bw with "bw"), read from iwarp-bench's JSON.
+# ours NAME OPTS [WHAT [CLIENT]]: through iwarp.ko (iwarp-bench, OPTS on both sides, CLIENT on
+# the client only): write_bw 64 KiB, write_lat 8 B and send_lat 8 B (WHAT empty), only write_bw
+# (WHAT bw) or only the latencies (WHAT lat); read from iwarp-bench's JSON.
 ours() {
-    local name=$1 opts=$2 out c run json=/run/iwarp/ours.json
-    c="$bench client $B --port 7300 $opts --format json"
-    run="$c --test write_bw --sizes 65536 --iters $bw_iters"
-    if [ "${3:-}" = bw ]; then run+=" --stop-server"; else run+=" && $c --test write_lat,send_lat --sizes 8 --iters $lat_iters --stop-server"; fi
-    out=$(vm_pair B "timeout 600 $bench server --port 7300 $opts" A "{ $run; } >$json") || { echo "$out"; return 1; }
+    local name=$1 opts=$2 what=${3:-} out c run json=/run/iwarp/ours.json
+    c="$bench client $B --port 7300 $opts ${4:-} --format json"
+    case $what in
+        bw) run="$c --test write_bw --sizes 65536 --iters $bw_iters --stop-server" ;;
+        lat) run="$c --test write_lat,send_lat --sizes 8 --iters $lat_iters --stop-server" ;;
+        send_lat) run="$c --test send_lat --sizes 8 --iters $lat_iters --stop-server" ;;
+        *) run="$c --test write_bw --sizes 65536 --iters $bw_iters && $c --test write_lat,send_lat --sizes 8 --iters $lat_iters --stop-server" ;;
+    esac
+    out=$(vm_pair B "timeout 900 $bench server --port 7300 $opts" A "{ $run; } >$json" 900) || { echo "$out"; return 1; }
     out=$(vm_run A "cat $json") || return 1
     echo "$out"
     R[$name/write_bw]=$(pick "$out" write_bw '.bw_bytes_per_sec / 1e6 * 10 | round / 10')
-    R[$name/write_lat]=$(pick "$out" write_lat '.lat_mean_us')
-    R[$name/send_lat]=$(pick "$out" send_lat '.lat_mean_us')
+    local t st
+    for t in write_lat send_lat; do
+        for st in p50 mean p99; do R[$name/$t/$st]=$(pick "$out" $t ".lat_${st}_us * 10 | round / 10"); done
+    done
+}
+# busy G: the CPU time guest G has spent so far, softirq and interrupts included (all but idle
+# and iowait), in 1/100 s.
+busy() { vm_run "$1" "awk '/^cpu / { print \$2 + \$3 + \$4 + \$7 + \$8 + \$9 }' /proc/stat"; }
+# spent CMD...: runs CMD; SPENT_A and SPENT_B are the CPU time guests A and B spent meanwhile.
+# A run in which an anchor had to retry is run again (its failed attempts cost CPU too).
+spent() {
+    local try f a0 b0
+    for try in 1 2 3; do
+        f=$failed_attempts a0=$(busy A) b0=$(busy B)
+        "$@" >/dev/null || return 1
+        SPENT_A=$(($(busy A) - a0)) SPENT_B=$(($(busy B) - b0))
+        ((failed_attempts == f)) && return 0
+    done
+    return 1
+}
+# cpu_cost NAME N1 N2 CMD...: runs "CMD... N1" and "CMD... N2" (N messages each, or as many as
+# CMD leaves in MESSAGES) and records the CPU time per message of guest A (the sender, or the
+# ping-pong's client) and guest B, in microseconds, from the difference of the two runs: what
+# any run costs however short (starting the tools, connecting, registering memory) cancels out.
+cpu_cost() {
+    local name=$1 n1=$2 n2=$3 a1 b1 m1 m2
+    shift 3
+    MESSAGES=$n1
+    spent "$@" "$n1" || return 1
+    a1=$SPENT_A b1=$SPENT_B m1=$MESSAGES MESSAGES=$n2
+    spent "$@" "$n2" || return 1
+    m2=$MESSAGES
+    ((m2 > m1)) || return 1
+    R[$name/cpu_a]=$(awk -v d=$((SPENT_A - a1)) -v n=$((m2 - m1)) 'BEGIN { printf "%.1f", d * 1e4 / n }')
+    R[$name/cpu_b]=$(awk -v d=$((SPENT_B - b1)) -v n=$((m2 - m1)) 'BEGIN { printf "%.1f", d * 1e4 / n }')
+    echo "cpu $name: ${R[$name/cpu_a]} us (A), ${R[$name/cpu_b]} us (B) per message, over $m1 and $m2"
+}
+# The runs cpu_cost compares, each taking the number of messages last.
+ours_bw_n() { local bw_iters=$2; ours cpu-ours-64k "$1" bw; }
+ours_lat_n() { local lat_iters=$2; ours cpu-ours-8 "$1" send_lat; }
+siw_bw_n() { perftest cpu-siw-64k ib_write_bw 65536 "$1" 4 125 --report_gbits; }
+siw_lat_n() { perftest cpu-siw-8 ib_send_lat 8 "$1" 5 1; }
+# tcp_stream N: iperf3 sending N writes of 64 KiB.
+tcp_stream() { anchor cpu-tcp-64k 5201 "iperf3 -s -1 -p 5201" "iperf3 -c $B -p 5201 -n $(($1 * 65536)) -l 65536"; }
+# tcp_pingpong SECS: sockperf's ping-pong of 14 B for SECS; MESSAGES: the exchanges it made (its
+# warm-up included, as the CPU time is).
+tcp_pingpong() {
+    anchor cpu-tcp-8 11111 "sockperf sr --tcp -i $B -p 11111" "sockperf pp --tcp -i $B -p 11111 -m 14 -t $1" stop || return 1
+    MESSAGES=$(sed -n 's/.*\[Total Run\].*SentMessages=\([0-9]*\).*/\1/p' <<<"$OUT" | head -1)
+}
+
+# reload OPTS: iwarp.ko loaded again in both guests with module parameters OPTS.
+reload() {
+    vm_run A "rmmod iwarp && insmod $ko $1" >/dev/null && vm_run B "rmmod iwarp && insmod $ko $1" >/dev/null
 }
 # pick JSON TEST EXPR: EXPR of the first result of TEST in iwarp-bench's JSON (one array per
 # client run).
-pick() { jq -rs --arg t "$2" "[.[][] | select(.test == \$t)][0] | $3 // empty" <<<"$1"; }
+pick() { jq -rs --arg t "$2" "[.[][] | select(.test == \$t)][0] // empty | $3" <<<"$1"; }
 # Other stacks' figures (siw, TCP) are anchors: each is a server in B and a client in A. The
 # client starts only once the server listens; a failed pair is retried as a pair (a fresh server
 # and client) up to ANCHOR_TRIES times while the anchor has taken less than ANCHOR_SECONDS. An
@@ -110,22 +172,32 @@ reason() {
 }
 # figure NAME TEXT COLUMN SCALE: column COLUMN of the line TEXT times SCALE, into R[NAME].
 figure() {
-    R[$1]=$(awk -v c="$3" -v k="$4" '$c + 0 > 0 {printf "%.1f", $c * k}' <<<"$2")
+    R[$1]=$(awk -v c="$3" -v k="$4" '$c ~ /^[0-9]+(\.[0-9]+)?$/ && $c + 0 > 0 {printf "%.1f", $c * k}' <<<"$2")
     [ -n "${R[$1]}" ] || [ -n "${MISSING[$1]:-}" ] || MISSING[$1]="no figure in its output: '$(tail -1 <<<"$OUT")'"
 }
-# perftest NAME TOOL SIZE ITERS COLUMN SCALE [ARGS]: siw through rdma_cm (port 18515).
+# perftest NAME TOOL SIZE ITERS COLUMN SCALE [ARGS]: siw through rdma_cm (port 18515). The
+# result line is kept in LINE for more columns.
 perftest() {
     local args="-R -d siw0 -s $3 -n $4 -F ${7:-}"
     # A crashed perftest leaves rdma_cm ids behind for a moment: wait until none is left.
     SETTLE='for i in $(seq 50); do [ -z "$(rdma resource show cm_id 2>/dev/null)" ] && exit 0; sleep 0.2; done' \
         anchor "$1" 18515 "timeout 60 $2 $args" "timeout 60 $2 $args $B"
-    figure "$1" "$(awk -v s="$3" '$1 == s && NF > 4' <<<"$OUT" | tail -1)" "$5" "$6"
+    LINE=$(awk -v s="$3" '$1 == s && NF > 4' <<<"$OUT" | tail -1)
+    figure "$1" "$LINE" "$5" "$6"
     echo "siw $2 $3 B: ${R[$1]:-not measured}"
+    [ -n "${R[$1]:-}" ]
+}
+# perftest_lat NAME TOOL: 8 B latency over LAT_ITERS exchanges, as perftest reports it (half the
+# round trip): t_typical (its median), t_avg, 99% percentile.
+perftest_lat() {
+    perftest "$1/p50" "$2" 8 "$lat_iters" 5 1
+    figure "$1/mean" "$LINE" 6 1
+    figure "$1/p99" "$LINE" 8 1
 }
 siw() {
     perftest siw/write_bw ib_write_bw 65536 "$bw_iters" 4 125 --report_gbits # Gbit/s -> MB/s
-    perftest siw/write_lat ib_write_lat 8 "$lat_iters" 6 1 # t_avg, us
-    perftest siw/send_lat ib_send_lat 8 "$lat_iters" 6 1
+    perftest_lat siw/write_lat ib_write_lat
+    perftest_lat siw/send_lat ib_send_lat
 }
 # iperf3_bw NAME: TCP's 64 KiB write bandwidth (iperf3) in MB/s.
 iperf3_bw() {
@@ -135,9 +207,14 @@ iperf3_bw() {
 tcp() {
     iperf3_bw tcp/write_bw
     echo "tcp iperf3 64 KiB writes: ${R[tcp/write_bw]:-not measured} MB/s"
-    anchor tcp/lat 11111 "sockperf sr --tcp -i $B -p 11111" "sockperf pp --tcp -i $B -p 11111 -m 14 -t $secs" stop
-    figure tcp/lat "$(grep -o 'avg-latency=[0-9.]*' <<<"$OUT" | head -1 | tr '=' ' ')" 2 1
-    echo "tcp sockperf ping-pong 14 B (its smallest): ${R[tcp/lat]:-not measured} us"
+    # Every exchange logged (one-way latency, half the round trip, as perftest's), and the same
+    # statistics taken of the first LAT_ITERS as of the other stacks' LAT_ITERS.
+    anchor tcp/lat/p50 11111 "sockperf sr --tcp -i $B -p 11111" \
+        "sockperf pp --tcp -i $B -p 11111 -m 14 -t $((secs + 2)) --full-log /run/iwarp/sockperf.csv >/dev/null && $here/scripts/sockperf-lat.sh /run/iwarp/sockperf.csv $lat_iters" stop
+    local n
+    read -r n R[tcp/lat/p50] R[tcp/lat/mean] R[tcp/lat/p99] <<<"$OUT"
+    [ "${n:-0}" = "$lat_iters" ] || { R[tcp/lat/p50]= R[tcp/lat/mean]= R[tcp/lat/p99]=; MISSING[tcp/lat/p50]="sockperf logged ${n:-no} exchanges, not $lat_iters"; }
+    echo "tcp sockperf ping-pong 14 B (its smallest), p50/mean/p99: ${R[tcp/lat/p50]:-not measured} ${R[tcp/lat/mean]:-} ${R[tcp/lat/p99]:-} us"
 }
 
 # median: the median of the numbers on stdin (empty lines are runs that failed), or nothing.
@@ -270,40 +347,116 @@ fi
 
 echo "---- iwarp.ko, markers and CRC on"
 ours ours-mc "--markers 1 --crc 1" || status=1
+echo "---- iwarp.ko, markers and CRC on, busy polling (--poll 1)"
+ours ours-poll "--markers 1 --crc 1 --poll 1" || status=1
+echo "---- iwarp.ko, markers and CRC on, receiving in a work item (rx_callback_max=0: the old design)"
+reload rx_callback_max=0 && ours ours-work "--markers 1 --crc 1" || status=1
+reload "" || status=1
 echo "---- iwarp.ko, markers and CRC off (as siw runs by default)"
 ours ours "--markers 0 --crc 0" || status=1
+# Many QPs (CLAN's shared queues): the aggregate over QPs sharing one CQ, and one QP's latency
+# while many others are connected and idle (no per-QP scan may be on the hot path).
+qp_counts=(1 4 16 64)
+idle_qps=1000
+((quick)) && qp_counts=(1 4 16)
+for q in "${qp_counts[@]}"; do
+    echo "---- iwarp.ko, markers and CRC on: 64 KiB write_bw over $q QP(s) sharing one CQ"
+    ours "qps$q" "--markers 1 --crc 1" bw "--qps $q" || status=1
+done
+echo "---- iwarp.ko, markers and CRC on: 8 B latency alone, then with $idle_qps idle QPs connected"
+ours alone "--markers 1 --crc 1" lat || status=1
+ours idle "--markers 1 --crc 1" lat "--idle $idle_qps" || status=1
 echo "---- iwarp.ko, markers and CRC off, every payload copied (no zero copy)"
 ours ours-copy "--markers 0 --crc 0 --copy 1" || status=1
 echo "---- siw (perftest -R)"
 siw
 echo "---- TCP (iperf3, sockperf)"
 tcp
+# What a message costs the hosts (the headline of Kim et al.'s QPIP: host overhead, not wire
+# speed): the CPU time of both guests per 64 KiB RDMA Write (iperf3 write for TCP) and per 8 B
+# ping-pong exchange (one message each way), each stack in its own run.
+echo "---- CPU time per message"
+cpu_bw_n2=$((100 + 4 * bw_iters)) cpu_lat_n2=$((100 + 5 * lat_iters))
+cpu_cost cpu/ours/64k 100 $cpu_bw_n2 ours_bw_n "--markers 1 --crc 1" || status=1
+cpu_cost cpu/ours/8 100 $cpu_lat_n2 ours_lat_n "--markers 1 --crc 1" || status=1
+cpu_cost cpu/plain/64k 100 $cpu_bw_n2 ours_bw_n "--markers 0 --crc 0" || status=1
+cpu_cost cpu/plain/8 100 $cpu_lat_n2 ours_lat_n "--markers 0 --crc 0" || status=1
+cpu_cost cpu/siw/64k 100 $cpu_bw_n2 siw_bw_n
+cpu_cost cpu/siw/8 100 $cpu_lat_n2 siw_lat_n
+cpu_cost cpu/tcp/64k 100 $cpu_bw_n2 tcp_stream
+cpu_cost cpu/tcp/8 1 $((1 + 2 * secs)) tcp_pingpong
 vm_stop || status=1
 echo
-echo "==== one run, same two TCG guests (MB/s = 10^6 B/s; latency = half round trip, us)"
-row() { printf '%-22s %14s %14s %14s %14s %14s\n' "$@"; }
-row "" "iwarp (M+C)" "iwarp (plain)" "plain, copied" "siw" "TCP"
-row "write_bw 64 KiB MB/s" "${R[ours-mc/write_bw]:-n/a}" "${R[ours/write_bw]:-n/a}" "${R[ours-copy/write_bw]:-n/a}" "${R[siw/write_bw]:-n/a}" "${R[tcp/write_bw]:-n/a}"
-row "write_lat 8 B us" "${R[ours-mc/write_lat]:-n/a}" "${R[ours/write_lat]:-n/a}" "${R[ours-copy/write_lat]:-n/a}" "${R[siw/write_lat]:-n/a}" "${R[tcp/lat]:-n/a}"
-row "send_lat 8 B us" "${R[ours-mc/send_lat]:-n/a}" "${R[ours/send_lat]:-n/a}" "${R[ours-copy/send_lat]:-n/a}" "${R[siw/send_lat]:-n/a}" "${R[tcp/lat]:-n/a}"
-echo
-echo "==== ratios (bandwidth: higher is better for us; latency: lower is better for us)"
-for cfg in ours ours-mc; do
-    printf '%-8s write_bw ÷ siw %s, ÷ TCP %s;  write_lat ÷ siw %s, ÷ TCP %s;  send_lat ÷ siw %s, ÷ TCP %s\n' "$cfg" \
-        "$(ratio "${R[$cfg/write_bw]:-}" "${R[siw/write_bw]:-}")" "$(ratio "${R[$cfg/write_bw]:-}" "${R[tcp/write_bw]:-}")" \
-        "$(ratio "${R[$cfg/write_lat]:-}" "${R[siw/write_lat]:-}")" "$(ratio "${R[$cfg/write_lat]:-}" "${R[tcp/lat]:-}")" \
-        "$(ratio "${R[$cfg/send_lat]:-}" "${R[siw/send_lat]:-}")" "$(ratio "${R[$cfg/send_lat]:-}" "${R[tcp/lat]:-}")"
+echo "==== one run, same two TCG guests (MB/s = 10^6 B/s; latency = half the round trip, us, over $lat_iters exchanges each:"
+echo "     median / mean / 99th percentile, the same statistics for every stack)"
+stacks=(ours-mc ours-poll ours-work ours ours-copy siw tcp)
+row() { printf '%-18s %17s %17s %17s %17s %17s %17s %17s\n' "$@"; }
+lat() { # lat STACK TEST: "p50/mean/p99" (TCP: its one ping-pong for both tests)
+    local k=$1/$2
+    [ "$1" = tcp ] && k=tcp/lat
+    echo "${R[$k/p50]:-n/a}/${R[$k/mean]:-n/a}/${R[$k/p99]:-n/a}"
+}
+row "" "iwarp M+C" "M+C, busy poll" "M+C, rx in work" "iwarp plain" "plain, copied" "siw" "TCP"
+cells=()
+for st in "${stacks[@]}"; do cells+=("${R[$st/write_bw]:-n/a}"); done
+row "write_bw 64 KiB" "${cells[@]}"
+for t in write_lat send_lat; do
+    cells=()
+    for st in "${stacks[@]}"; do cells+=("$(lat "$st" $t)"); done
+    row "$t 8 B" "${cells[@]}"
 done
-echo "zero copy write_bw ÷ copied (plain): $(ratio "${R[ours/write_bw]:-}" "${R[ours-copy/write_bw]:-}")"
+echo "(M+C: markers and CRC, our default; plain: neither, as siw runs by default; TCP: iperf3 and sockperf ping-pong of 14 B, its smallest)"
 echo
-for k in siw/write_bw siw/write_lat siw/send_lat tcp/write_bw tcp/lat; do
-    [ -n "${R[$k]:-}" ] || echo "${k/\// }: NOT MEASURED: ${MISSING[$k]:-unknown} (its ratios are n/a)"
+echo "==== ratios (bandwidth: higher is better for us; latency: lower is better for us; medians, then means)"
+for cfg in ours ours-mc ours-poll; do
+    line="$(printf '%-9s write_bw ÷ siw %s, ÷ TCP %s' "$cfg" "$(ratio "${R[$cfg/write_bw]:-}" "${R[siw/write_bw]:-}")" "$(ratio "${R[$cfg/write_bw]:-}" "${R[tcp/write_bw]:-}")")"
+    for t in write_lat send_lat; do
+        for st in p50 mean; do
+            line+="$(printf ';  %s %s ÷ siw %s, ÷ TCP %s' $t $st "$(ratio "${R[$cfg/$t/$st]:-}" "${R[siw/$t/$st]:-}")" "$(ratio "${R[$cfg/$t/$st]:-}" "${R[tcp/lat/$st]:-}")")"
+        done
+    done
+    echo "$line"
+done
+echo "markers and CRC ÷ plain, write_bw: $(ratio "${R[ours-mc/write_bw]:-}" "${R[ours/write_bw]:-}")"
+echo "zero copy write_bw ÷ copied (plain): $(ratio "${R[ours/write_bw]:-}" "${R[ours-copy/write_bw]:-}")"
+for t in write_lat send_lat; do
+    echo "receiving in the data-ready callback ÷ in a work item (M+C), $t median $(ratio "${R[ours-mc/$t/p50]:-}" "${R[ours-work/$t/p50]:-}"), mean $(ratio "${R[ours-mc/$t/mean]:-}" "${R[ours-work/$t/mean]:-}")"
+done
+echo "receiving in the data-ready callback ÷ in a work item (M+C), write_bw $(ratio "${R[ours-mc/write_bw]:-}" "${R[ours-work/write_bw]:-}")"
+echo
+echo "==== CPU time per message (guest CPU, softirq included), us: sender (A) / receiver (B)"
+echo "     64 KiB: an RDMA Write (TCP: a 64 KiB write); 8 B: a ping-pong exchange (a message each way);"
+echo "     from the difference of a short and a long run, so what any run costs once cancels out"
+cpu() { echo "${R[cpu/$1/$2/cpu_a]:-n/a} / ${R[cpu/$1/$2/cpu_b]:-n/a}"; }
+printf '%-8s %22s %22s %22s %22s\n' "" "iwarp M+C" "iwarp plain" "siw" "TCP"
+for m in 64k 8; do printf '%-8s %22s %22s %22s %22s\n' "$m" "$(cpu ours $m)" "$(cpu plain $m)" "$(cpu siw $m)" "$(cpu tcp $m)"; done
+for m in 64k 8; do
+    for side in a b; do
+        line="$m, guest ${side^^}:"
+        for cfg in ours plain; do
+            line+=" $cfg ÷ TCP $(ratio "${R[cpu/$cfg/$m/cpu_$side]:-}" "${R[cpu/tcp/$m/cpu_$side]:-}"), ÷ siw $(ratio "${R[cpu/$cfg/$m/cpu_$side]:-}" "${R[cpu/siw/$m/cpu_$side]:-}");"
+        done
+        echo "$line"
+    done
+done
+echo
+echo "==== many QPs (markers and CRC): 64 KiB write_bw in all, MB/s (÷ one QP)"
+for q in "${qp_counts[@]}"; do printf '%s QPs: %s (%s)   ' "$q" "${R[qps$q/write_bw]:-n/a}" "$(ratio "${R[qps$q/write_bw]:-}" "${R[qps1/write_bw]:-}")"; done
+echo
+for t in write_lat send_lat; do
+    echo "$t 8 B with $idle_qps idle QPs ÷ alone: median $(ratio "${R[idle/$t/p50]:-}" "${R[alone/$t/p50]:-}"), mean $(ratio "${R[idle/$t/mean]:-}" "${R[alone/$t/mean]:-}")  (${R[idle/$t/p50]:-n/a} vs ${R[alone/$t/p50]:-n/a} us)"
+done
+echo
+for k in siw/write_bw siw/write_lat/p50 siw/send_lat/p50 tcp/write_bw tcp/lat/p50; do
+    [ -n "${R[$k]:-}" ] || echo "${k%%/*} ${k#*/}: NOT MEASURED: ${MISSING[$k]:-unknown} (its ratios are n/a)"
 done
 echo "anchor attempts that failed and were retried as a pair: $failed_attempts"
 # Our own figures must all be there; the anchors' are not ours to fail on.
-for cfg in ours-mc ours ours-copy; do
-    for m in write_bw write_lat send_lat; do
-        awk -v x="${R[$cfg/$m]:-}" 'BEGIN { exit !(x + 0 > 0) }' || { echo "FAILED: our $cfg $m figure is missing"; status=1; }
-    done
+mine=()
+for cfg in ours-mc ours-poll ours-work ours ours-copy; do mine+=("$cfg/write_bw" "$cfg/write_lat/p50" "$cfg/send_lat/p50"); done
+for q in "${qp_counts[@]}"; do mine+=("qps$q/write_bw"); done
+mine+=(alone/write_lat/p50 alone/send_lat/p50 idle/write_lat/p50 idle/send_lat/p50)
+for m in "${mine[@]}"; do
+    awk -v x="${R[$m]:-}" 'BEGIN { exit !(x + 0 > 0) }' || { echo "FAILED: our ${m%%/*} ${m#*/} figure is missing"; status=1; }
 done
 exit $status
