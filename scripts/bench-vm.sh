@@ -14,8 +14,9 @@
 # iwarp.ko placing out of order through markers, through alignment only (CRC, no markers), with
 # CRC only (unaligned: FPDUs found only by chance), and in order only (hook off), beside siw and
 # TCP; (b) against the marker separation, without faults and under 1 % reordering; (c) 256 KiB
-# write_lat under 1 % loss, hook on ÷ off. CSVs and SVG plots go to target/bench/ (made again by
-# each run, never committed).
+# write_lat under 1 % loss, hook on ÷ off; (d) message sizes 8 B to 4 MiB, write_bw and write_lat
+# of ours (markers and CRC; plain), siw and TCP. SWEEP_PARTS="sizes" or "ooo" runs only (d) or
+# only (a)-(c). CSVs and SVG plots go to target/bench/ (made again by each run, never committed).
 # Guests run under TCG here: absolute numbers mean little, ratios between stacks measured in the
 # same guests, back to back, are the point.
 set -uo pipefail
@@ -33,6 +34,7 @@ for a in "$@"; do
     esac
 done
 bw_iters=$((quick ? 300 : 2000)) lat_iters=$((quick ? 200 : 1000)) secs=$((quick ? 2 : 5))
+bw_size=65536 lat_size=8
 
 vm_start 2 release || exit $?
 B=$(vm_ip B)
@@ -42,16 +44,20 @@ vm_run A "$setup" >/dev/null && vm_run B "$setup" >/dev/null || { vm_stop; echo 
 
 declare -A R
 # ours NAME OPTS [WHAT [CLIENT]]: through iwarp.ko (iwarp-bench, OPTS on both sides, CLIENT on
-# the client only): write_bw 64 KiB, write_lat 8 B and send_lat 8 B (WHAT empty), only write_bw
-# (WHAT bw) or only the latencies (WHAT lat); read from iwarp-bench's JSON.
+# the client only): write_bw of BW_SIZE, write_lat and send_lat of LAT_SIZE (WHAT empty), only
+# write_bw (WHAT bw), only the latencies (WHAT lat), only send_lat (send_lat), write_bw and
+# write_lat (write); read from iwarp-bench's JSON.
 ours() {
-    local name=$1 opts=$2 what=${3:-} out c run json=/run/iwarp/ours.json
+    local name=$1 opts=$2 what=${3:-} out c run json=/run/iwarp/ours.json bw lat
     c="$bench client $B --port 7300 $opts ${4:-} --format json"
+    bw="$c --test write_bw --sizes $bw_size --iters $bw_iters"
+    lat="--sizes $lat_size --iters $lat_iters --stop-server"
     case $what in
-        bw) run="$c --test write_bw --sizes 65536 --iters $bw_iters --stop-server" ;;
-        lat) run="$c --test write_lat,send_lat --sizes 8 --iters $lat_iters --stop-server" ;;
-        send_lat) run="$c --test send_lat --sizes 8 --iters $lat_iters --stop-server" ;;
-        *) run="$c --test write_bw --sizes 65536 --iters $bw_iters && $c --test write_lat,send_lat --sizes 8 --iters $lat_iters --stop-server" ;;
+        bw) run="$bw --stop-server" ;;
+        lat) run="$c --test write_lat,send_lat $lat" ;;
+        send_lat) run="$c --test send_lat $lat" ;;
+        write) run="$bw && $c --test write_lat $lat" ;;
+        *) run="$bw && $c --test write_lat,send_lat $lat" ;;
     esac
     out=$(vm_pair B "timeout 900 $bench server --port 7300 $opts" A "{ $run; } >$json" 900) || { echo "$out"; return 1; }
     out=$(vm_run A "cat $json") || return 1
@@ -199,21 +205,25 @@ siw() {
     perftest_lat siw/write_lat ib_write_lat
     perftest_lat siw/send_lat ib_send_lat
 }
-# iperf3_bw NAME: TCP's 64 KiB write bandwidth (iperf3) in MB/s.
+# iperf3_bw NAME: TCP's bandwidth (iperf3) in MB/s, in writes of BW_SIZE (at most its largest, 1 MiB).
 iperf3_bw() {
-    anchor "$1" 5201 "iperf3 -s -1 -p 5201" "iperf3 -c $B -p 5201 -t $secs -l 65536 -J"
+    anchor "$1" 5201 "iperf3 -s -1 -p 5201" "iperf3 -c $B -p 5201 -t $secs -l $((bw_size > 1048576 ? 1048576 : bw_size)) -J"
     figure "$1" "$(grep -o '"bits_per_second":[[:space:]]*[0-9.e+]*' <<<"$OUT" | tail -1 | tr ':' ' ')" 2 1.25e-7
+}
+# sockperf_lat NAME: TCP's latency (sockperf ping-pong of LAT_SIZE, at least its smallest, 14 B):
+# every exchange logged (one way, half the round trip, as perftest's) and the same statistics
+# taken of the first LAT_ITERS as of the other stacks' LAT_ITERS, into R[NAME/p50|mean|p99].
+sockperf_lat() {
+    local n m=$((lat_size < 14 ? 14 : lat_size))
+    anchor "$1/p50" 11111 "sockperf sr --tcp -i $B -p 11111" \
+        "sockperf pp --tcp -i $B -p 11111 -m $m -t $((secs + 2)) --full-log /run/iwarp/sockperf.csv >/dev/null && $here/scripts/sockperf-lat.sh /run/iwarp/sockperf.csv $lat_iters" stop
+    read -r n R[$1/p50] R[$1/mean] R[$1/p99] <<<"$OUT"
+    [ "${n:-0}" = "$lat_iters" ] || { R[$1/p50]= R[$1/mean]= R[$1/p99]=; MISSING[$1/p50]="sockperf logged ${n:-no} exchanges, not $lat_iters"; }
 }
 tcp() {
     iperf3_bw tcp/write_bw
     echo "tcp iperf3 64 KiB writes: ${R[tcp/write_bw]:-not measured} MB/s"
-    # Every exchange logged (one-way latency, half the round trip, as perftest's), and the same
-    # statistics taken of the first LAT_ITERS as of the other stacks' LAT_ITERS.
-    anchor tcp/lat/p50 11111 "sockperf sr --tcp -i $B -p 11111" \
-        "sockperf pp --tcp -i $B -p 11111 -m 14 -t $((secs + 2)) --full-log /run/iwarp/sockperf.csv >/dev/null && $here/scripts/sockperf-lat.sh /run/iwarp/sockperf.csv $lat_iters" stop
-    local n
-    read -r n R[tcp/lat/p50] R[tcp/lat/mean] R[tcp/lat/p99] <<<"$OUT"
-    [ "${n:-0}" = "$lat_iters" ] || { R[tcp/lat/p50]= R[tcp/lat/mean]= R[tcp/lat/p99]=; MISSING[tcp/lat/p50]="sockperf logged ${n:-no} exchanges, not $lat_iters"; }
+    sockperf_lat tcp/lat
     echo "tcp sockperf ping-pong 14 B (its smallest), p50/mean/p99: ${R[tcp/lat/p50]:-not measured} ${R[tcp/lat/mean]:-} ${R[tcp/lat/p99]:-} us"
 }
 
@@ -253,95 +263,146 @@ if [ $sweep = 1 ]; then
     out_dir="$here/target/bench"
     mkdir -p "$out_dir"
     ours warm-up "--markers 1 --crc 1" bw >/dev/null || status=1
-    # (a) Reordering with a few ms of delay (the rate of packets sent at once, ahead of the
-    # delayed ones), and loss without delay.
-    rates=("none|" "reorder-0.1%|delay 2ms reorder 0.1% 50%" "reorder-1%|delay 2ms reorder 1% 50%"
-        "reorder-5%|delay 2ms reorder 5% 50%" "loss-0.1%|loss 0.1%" "loss-1%|loss 1%")
-    # Our configurations take turns, SWEEP_REPS times (3 unless set); each cell is the median.
-    reps=${SWEEP_REPS:-3}
-    configs=("markers|--markers 1 --crc 1" "aligned|--markers 0 --crc 1 --aligned 1" "unaligned|--markers 0 --crc 1"
-        "inorder|--markers 1 --crc 1 --ooo 0")
-    for f in "${rates[@]}"; do
-        n=${f%%|*}
-        echo "---- netem: ${f#*|}"
-        vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }
-        for ((k = 1; k <= reps; k++)); do
-            for c in "${configs[@]}"; do ours "$n/${c%%|*}#$k" "${c#*|}" bw || status=1; done
+    parts=" ${SWEEP_PARTS:-sizes ooo} "
+    # (d) Message sizes, 8 B to 4 MiB, without faults: write_bw and write_lat of ours (markers
+    # and CRC; plain), siw and TCP (iperf3 writes of that size, up to its largest, 1 MiB;
+    # sockperf up to its largest message, 64 KiB). Fewer iterations for larger messages.
+    sizes=(8 64 512 4096 32768 262144 1048576 4194304)
+    # sized Z: this size's runs, with its size and iterations in the variables all runs read.
+    sized() {
+        local most=$lat_iters
+        local bw_size=$1 lat_size=$1 bw_iters=$((8388608 / $1)) lat_iters=$((2097152 / $1))
+        bw_iters=$((bw_iters > 2000 ? 2000 : bw_iters < 20 ? 20 : bw_iters))
+        lat_iters=$((lat_iters > most ? most : lat_iters < 20 ? 20 : lat_iters))
+        ours "size/$1/mc" "--markers 1 --crc 1" write || status=1
+        ours "size/$1/plain" "--markers 0 --crc 0" write || status=1
+        perftest "size/$1/siw/write_bw" ib_write_bw "$1" "$bw_iters" 4 125 --report_gbits
+        perftest "size/$1/siw/write_lat/p50" ib_write_lat "$1" "$lat_iters" 5 1
+        iperf3_bw "size/$1/tcp/write_bw"
+        (($1 > 65536)) || sockperf_lat "size/$1/tcp/write_lat"
+    }
+    if [[ $parts == *" sizes "* ]]; then
+        for z in "${sizes[@]}"; do
+            echo "---- $z B"
+            sized "$z"
         done
-        for c in "${configs[@]}"; do
-            m=${c%%|*}
-            R[$n/$m/write_bw]=$(for ((k = 1; k <= reps; k++)); do echo "${R[$n/$m#$k/write_bw]:-}"; done | median)
+    fi
+    if [[ $parts == *" ooo "* ]]; then
+        # (a) Reordering with a few ms of delay (the rate of packets sent at once, ahead of the
+        # delayed ones), and loss without delay.
+        rates=("none|" "reorder-0.1%|delay 2ms reorder 0.1% 50%" "reorder-1%|delay 2ms reorder 1% 50%"
+            "reorder-5%|delay 2ms reorder 5% 50%" "loss-0.1%|loss 0.1%" "loss-1%|loss 1%")
+        # Our configurations take turns, SWEEP_REPS times (3 unless set); each cell is the median.
+        reps=${SWEEP_REPS:-3}
+        configs=("markers|--markers 1 --crc 1" "aligned|--markers 0 --crc 1 --aligned 1" "unaligned|--markers 0 --crc 1"
+            "inorder|--markers 1 --crc 1 --ooo 0")
+        for f in "${rates[@]}"; do
+            n=${f%%|*}
+            echo "---- netem: ${f#*|}"
+            vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }
+            for ((k = 1; k <= reps; k++)); do
+                for c in "${configs[@]}"; do ours "$n/${c%%|*}#$k" "${c#*|}" bw || status=1; done
+            done
+            for c in "${configs[@]}"; do
+                m=${c%%|*}
+                R[$n/$m/write_bw]=$(for ((k = 1; k <= reps; k++)); do echo "${R[$n/$m#$k/write_bw]:-}"; done | median)
+            done
+            perftest "$n/siw" ib_write_bw 65536 "$bw_iters" 4 125 --report_gbits
+            iperf3_bw "$n/tcp"
         done
-        perftest "$n/siw" ib_write_bw 65536 "$bw_iters" 4 125 --report_gbits
-        iperf3_bw "$n/tcp"
-    done
-    # (b) Marker separation, FPDUs not aligned (only markers find them), as in Balaji et al.'s
-    # "Analyzing the Impact of Supporting Out-of-Order Communication on In-order Performance".
-    intervals=(512 1024 2048 4096 16384 none)
-    for f in "none|" "reorder-1%|delay 2ms reorder 1% 50%"; do
-        n=${f%%|*}
-        echo "---- marker separation, netem: ${f#*|}"
-        vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }
-        for iv in "${intervals[@]}"; do
-            if [ "$iv" = none ]; then o="--markers 0"; else o="--markers 1 --marker-interval $iv"; fi
-            ours "sep/$n/$iv" "$o --crc 1" bw || status=1
+        # (b) Marker separation, FPDUs not aligned (only markers find them), as in Balaji et al.'s
+        # "Analyzing the Impact of Supporting Out-of-Order Communication on In-order Performance".
+        intervals=(512 1024 2048 4096 16384 none)
+        for f in "none|" "reorder-1%|delay 2ms reorder 1% 50%"; do
+            n=${f%%|*}
+            echo "---- marker separation, netem: ${f#*|}"
+            vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }
+            for iv in "${intervals[@]}"; do
+                if [ "$iv" = none ]; then o="--markers 0"; else o="--markers 1 --marker-interval $iv"; fi
+                ours "sep/$n/$iv" "$o --crc 1" bw || status=1
+            done
         done
-    done
-    # (c) What early placement saves once the lost segment is retransmitted: the round trip of
-    # a 256 KiB Write ping-pong under 1 % loss (most rounds lose a segment), placing out of order
-    # (only the missing octets are left to place) against in order only, markers and CRC.
-    echo "---- 256 KiB write_lat under loss 1%"
-    vm_netem A "loss 1%" && vm_netem B "loss 1%" || { echo "FAILED: netem loss 1%"; status=1; }
-    for m in ooo inorder; do
-        o="--markers 1 --crc 1"
-        [ $m = inorder ] && o+=" --ooo 0"
-        c="$bench client $B --port 7300 $o --format json --test write_lat --sizes 262144 --iters $((quick ? 50 : 300)) --stop-server"
-        out=$(vm_pair B "timeout 600 $bench server --port 7300 $o" A "$c >/run/iwarp/lat.json") && out=$(vm_run A "cat /run/iwarp/lat.json") || { echo "$out"; status=1; continue; }
-        echo "$out"
-        R[lat/$m/p50]=$(pick "$out" write_lat '.lat_p50_us') R[lat/$m/mean]=$(pick "$out" write_lat '.lat_mean_us') R[lat/$m/p99]=$(pick "$out" write_lat '.lat_p99_us')
-    done
-    vm_netem A && vm_netem B
+        # (c) What early placement saves once the lost segment is retransmitted: the round trip of
+        # a 256 KiB Write ping-pong under 1 % loss (most rounds lose a segment), placing out of order
+        # (only the missing octets are left to place) against in order only, markers and CRC.
+        echo "---- 256 KiB write_lat under loss 1%"
+        vm_netem A "loss 1%" && vm_netem B "loss 1%" || { echo "FAILED: netem loss 1%"; status=1; }
+        for m in ooo inorder; do
+            o="--markers 1 --crc 1"
+            [ $m = inorder ] && o+=" --ooo 0"
+            c="$bench client $B --port 7300 $o --format json --test write_lat --sizes 262144 --iters $((quick ? 50 : 300)) --stop-server"
+            out=$(vm_pair B "timeout 600 $bench server --port 7300 $o" A "$c >/run/iwarp/lat.json") && out=$(vm_run A "cat /run/iwarp/lat.json") || { echo "$out"; status=1; continue; }
+            echo "$out"
+            R[lat/$m/p50]=$(pick "$out" write_lat '.lat_p50_us') R[lat/$m/mean]=$(pick "$out" write_lat '.lat_mean_us') R[lat/$m/p99]=$(pick "$out" write_lat '.lat_p99_us')
+        done
+        vm_netem A && vm_netem B
+    fi
     vm_stop || status=1
     echo
-    echo "==== (a) 64 KiB write_bw MB/s against network faults (netem on both guests)"
-    csv="$out_dir/ooo-sweep.csv"
-    echo "fault,markers,alignment only,CRC only,markers in order only,siw,TCP" >"$csv"
-    line() { printf '%-13s %8s %8s %8s %8s %8s %8s | %10s %11s %10s %9s %9s %10s\n' "$@"; }
-    echo "(our figures: median of $reps runs each, taking turns)"
-    line fault markers aligned crc-only in-order siw TCP "mark÷inord" "align÷inord" "align÷crc" "mark÷siw" "mark÷TCP" "mark÷none"
-    for f in "${rates[@]}"; do
-        n=${f%%|*}
-        v() { echo "${R[$n/$1/write_bw]:-${R[$n/$1]:-}}"; }
-        echo "$n,$(v markers),$(v aligned),$(v unaligned),$(v inorder),$(v siw),$(v tcp)" >>"$csv"
-        line "$n" "$(v markers)" "$(v aligned)" "$(v unaligned)" "$(v inorder)" "$(v siw)" "$(v tcp)" \
-            "$(ratio "$(v markers)" "$(v inorder)")" "$(ratio "$(v aligned)" "$(v inorder)")" "$(ratio "$(v aligned)" "$(v unaligned)")" \
-            "$(ratio "$(v markers)" "$(v siw)")" "$(ratio "$(v markers)" "$(v tcp)")" "$(ratio "$(v markers)" "${R[none/inorder/write_bw]:-}")"
-        for m in markers aligned unaligned inorder; do [ -n "$(v $m)" ] || { echo "FAILED: our $n $m write_bw is missing"; status=1; }; done
-        for m in siw tcp; do [ -n "$(v $m)" ] || echo "$n $m: NOT MEASURED: ${MISSING[$n/$m]:-unknown}"; done
-    done
-    echo "markers: markers and CRC (the default); aligned: CRC only, FPDUs aligned to segments; crc-only: CRC only,"
-    echo "not aligned (out of order, FPDUs are found only by chance); in-order: markers and CRC, out-of-order"
-    echo "placement off; mark÷none: markers under the fault ÷ in order only without faults"
-    echo
-    echo "==== (b) 64 KiB write_bw MB/s against marker separation (FPDUs not aligned; CRC on)"
-    sep="$out_dir/marker-separation.csv"
-    echo "octets between markers,no fault,reorder 1%" >"$sep"
-    printf '%-10s %10s %12s %14s\n' interval "no fault" "reorder 1%" "÷ no markers"
-    for iv in "${intervals[@]}"; do
-        a=${R[sep/none/$iv/write_bw]:-} b=${R[sep/reorder-1%/$iv/write_bw]:-}
-        echo "$iv,$a,$b" >>"$sep"
-        printf '%-10s %10s %12s %14s\n' "$iv" "$a" "$b" "$(ratio "$a" "${R[sep/none/none/write_bw]:-}")"
-        [ -n "$a" ] && [ -n "$b" ] || { echo "FAILED: marker separation $iv is missing"; status=1; }
-    done
-    echo
-    echo "==== (c) 256 KiB write_lat (half round trip, us) under 1 % loss: out of order ÷ in order only"
-    for st in p50 mean p99; do
-        printf '%-5s out of order %10s  in order %10s  ÷ %s\n' "$st" "${R[lat/ooo/$st]:-n/a}" "${R[lat/inorder/$st]:-n/a}" \
-            "$(ratio "${R[lat/ooo/$st]:-}" "${R[lat/inorder/$st]:-}")"
-    done
-    python3 "$here/scripts/plot-svg.py" "$csv" "$out_dir/ooo-sweep.svg" "64 KiB RDMA Write bandwidth under reordering and loss" "MB/s" &&
-        python3 "$here/scripts/plot-svg.py" "$sep" "$out_dir/marker-separation.svg" "64 KiB RDMA Write bandwidth against marker separation" "MB/s" || status=1
-    echo "plots: $out_dir/ooo-sweep.svg $out_dir/marker-separation.svg (data beside them as CSV)"
+    if [[ $parts == *" sizes "* ]]; then
+        echo "==== (d) against message size, no faults: write_bw MB/s and write_lat median us (half the round trip)"
+        bcsv="$out_dir/bw-by-size.csv" lcsv="$out_dir/lat-by-size.csv"
+        echo "size,iwarp M+C,iwarp plain,siw,TCP" >"$bcsv"
+        echo "size,iwarp M+C,iwarp plain,siw,TCP" >"$lcsv"
+        printf '%-8s %10s %10s %10s %10s | %10s %10s %10s %10s\n' size "bw M+C" plain siw TCP "lat M+C" plain siw TCP
+        for z in "${sizes[@]}"; do
+            b=("${R[size/$z/mc/write_bw]:-}" "${R[size/$z/plain/write_bw]:-}" "${R[size/$z/siw/write_bw]:-}" "${R[size/$z/tcp/write_bw]:-}")
+            l=("${R[size/$z/mc/write_lat/p50]:-}" "${R[size/$z/plain/write_lat/p50]:-}" "${R[size/$z/siw/write_lat/p50]:-}" "${R[size/$z/tcp/write_lat/p50]:-}")
+            label=$z
+            ((z >= 1048576)) && label=$((z / 1048576))M || { ((z >= 1024)) && label=$((z / 1024))K; }
+            (IFS=,; echo "$label,${b[*]}" >>"$bcsv"; echo "$label,${l[*]}" >>"$lcsv")
+            printf '%-8s %10s %10s %10s %10s | %10s %10s %10s %10s\n' "$label" "${b[@]}" "${l[@]}"
+            for m in mc plain; do
+                [ -n "${R[size/$z/$m/write_bw]:-}" ] && [ -n "${R[size/$z/$m/write_lat/p50]:-}" ] || { echo "FAILED: our $m figures at $z B are missing"; status=1; }
+            done
+        done
+        echo "(an empty cell: not measured; TCP writes at most 1 MiB at a time (iperf3's largest); its latency is sockperf's, up to 64 KiB)"
+        python3 "$here/scripts/plot-svg.py" "$bcsv" "$out_dir/bw-by-size.svg" "RDMA Write bandwidth against message size (TCP: writes of that size)" "MB/s" log &&
+            python3 "$here/scripts/plot-svg.py" "$lcsv" "$out_dir/lat-by-size.svg" "RDMA Write latency (median, half the round trip) against message size" "us" log || status=1
+        echo "plots: $out_dir/bw-by-size.svg $out_dir/lat-by-size.svg (data beside them as CSV)"
+        echo
+    fi
+    if [[ $parts == *" ooo "* ]]; then
+        echo "==== (a) 64 KiB write_bw MB/s against network faults (netem on both guests)"
+        csv="$out_dir/ooo-sweep.csv"
+        echo "fault,markers,alignment only,CRC only,markers in order only,siw,TCP" >"$csv"
+        line() { printf '%-13s %8s %8s %8s %8s %8s %8s | %10s %11s %10s %9s %9s %10s\n' "$@"; }
+        echo "(our figures: median of $reps runs each, taking turns)"
+        line fault markers aligned crc-only in-order siw TCP "mark÷inord" "align÷inord" "align÷crc" "mark÷siw" "mark÷TCP" "mark÷none"
+        for f in "${rates[@]}"; do
+            n=${f%%|*}
+            v() { echo "${R[$n/$1/write_bw]:-${R[$n/$1]:-}}"; }
+            echo "$n,$(v markers),$(v aligned),$(v unaligned),$(v inorder),$(v siw),$(v tcp)" >>"$csv"
+            line "$n" "$(v markers)" "$(v aligned)" "$(v unaligned)" "$(v inorder)" "$(v siw)" "$(v tcp)" \
+                "$(ratio "$(v markers)" "$(v inorder)")" "$(ratio "$(v aligned)" "$(v inorder)")" "$(ratio "$(v aligned)" "$(v unaligned)")" \
+                "$(ratio "$(v markers)" "$(v siw)")" "$(ratio "$(v markers)" "$(v tcp)")" "$(ratio "$(v markers)" "${R[none/inorder/write_bw]:-}")"
+            for m in markers aligned unaligned inorder; do [ -n "$(v $m)" ] || { echo "FAILED: our $n $m write_bw is missing"; status=1; }; done
+            for m in siw tcp; do [ -n "$(v $m)" ] || echo "$n $m: NOT MEASURED: ${MISSING[$n/$m]:-unknown}"; done
+        done
+        echo "markers: markers and CRC (the default); aligned: CRC only, FPDUs aligned to segments; crc-only: CRC only,"
+        echo "not aligned (out of order, FPDUs are found only by chance); in-order: markers and CRC, out-of-order"
+        echo "placement off; mark÷none: markers under the fault ÷ in order only without faults"
+        echo
+        echo "==== (b) 64 KiB write_bw MB/s against marker separation (FPDUs not aligned; CRC on)"
+        sep="$out_dir/marker-separation.csv"
+        echo "octets between markers,no fault,reorder 1%" >"$sep"
+        printf '%-10s %10s %12s %14s\n' interval "no fault" "reorder 1%" "÷ no markers"
+        for iv in "${intervals[@]}"; do
+            a=${R[sep/none/$iv/write_bw]:-} b=${R[sep/reorder-1%/$iv/write_bw]:-}
+            echo "$iv,$a,$b" >>"$sep"
+            printf '%-10s %10s %12s %14s\n' "$iv" "$a" "$b" "$(ratio "$a" "${R[sep/none/none/write_bw]:-}")"
+            [ -n "$a" ] && [ -n "$b" ] || { echo "FAILED: marker separation $iv is missing"; status=1; }
+        done
+        echo
+        echo "==== (c) 256 KiB write_lat (half round trip, us) under 1 % loss: out of order ÷ in order only"
+        for st in p50 mean p99; do
+            printf '%-5s out of order %10s  in order %10s  ÷ %s\n' "$st" "${R[lat/ooo/$st]:-n/a}" "${R[lat/inorder/$st]:-n/a}" \
+                "$(ratio "${R[lat/ooo/$st]:-}" "${R[lat/inorder/$st]:-}")"
+        done
+        python3 "$here/scripts/plot-svg.py" "$csv" "$out_dir/ooo-sweep.svg" "64 KiB RDMA Write bandwidth under reordering and loss" "MB/s" &&
+            python3 "$here/scripts/plot-svg.py" "$sep" "$out_dir/marker-separation.svg" "64 KiB RDMA Write bandwidth against marker separation" "MB/s" || status=1
+        echo "plots: $out_dir/ooo-sweep.svg $out_dir/marker-separation.svg (data beside them as CSV)"
+    fi
     exit $status
 fi
 
@@ -381,6 +442,9 @@ cpu_cost cpu/ours/64k 100 $cpu_bw_n2 ours_bw_n "--markers 1 --crc 1" || status=1
 cpu_cost cpu/ours/8 100 $cpu_lat_n2 ours_lat_n "--markers 1 --crc 1" || status=1
 cpu_cost cpu/plain/64k 100 $cpu_bw_n2 ours_bw_n "--markers 0 --crc 0" || status=1
 cpu_cost cpu/plain/8 100 $cpu_lat_n2 ours_lat_n "--markers 0 --crc 0" || status=1
+# Where the cost of markers and CRC goes: each on its own.
+cpu_cost cpu/markers/64k 100 $cpu_bw_n2 ours_bw_n "--markers 1 --crc 0" || status=1
+cpu_cost cpu/crc/64k 100 $cpu_bw_n2 ours_bw_n "--markers 0 --crc 1" || status=1
 cpu_cost cpu/siw/64k 100 $cpu_bw_n2 siw_bw_n
 cpu_cost cpu/siw/8 100 $cpu_lat_n2 siw_lat_n
 cpu_cost cpu/tcp/64k 100 $cpu_bw_n2 tcp_stream
@@ -430,6 +494,7 @@ echo "     from the difference of a short and a long run, so what any run costs 
 cpu() { echo "${R[cpu/$1/$2/cpu_a]:-n/a} / ${R[cpu/$1/$2/cpu_b]:-n/a}"; }
 printf '%-8s %22s %22s %22s %22s\n' "" "iwarp M+C" "iwarp plain" "siw" "TCP"
 for m in 64k 8; do printf '%-8s %22s %22s %22s %22s\n' "$m" "$(cpu ours $m)" "$(cpu plain $m)" "$(cpu siw $m)" "$(cpu tcp $m)"; done
+echo "64k, markers only: $(cpu markers 64k); CRC only: $(cpu crc 64k)"
 for m in 64k 8; do
     for side in a b; do
         line="$m, guest ${side^^}:"
