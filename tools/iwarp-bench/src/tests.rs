@@ -188,6 +188,36 @@ fn open<'d>(
     Ok((qp, mr))
 }
 
+/// The client's side of a connection: set up, `req` told to the server, its buffer learned;
+/// also the ORD negotiated.
+fn dial_side<'d>(
+    dev: &'d Device,
+    pd: &'d ProtectionDomain<'d>,
+    cqs: (&'d CompletionQueue<'d>, &'d CompletionQueue<'d>),
+    buf: &'d mut [u8],
+    stream: TcpStream,
+    req: &Request,
+    o: &Options,
+) -> Res<(Side<'d>, u16)> {
+    let (mut qp, mr) = open(dev, pd, cqs, buf, 16)?;
+    let neg = qp.adopt(stream, &connect_options(Role::Initiator, &o.conn, req.encode(mr.remote(0))))?;
+    let peer = Remote::from_bytes(&neg.peer_private).ok_or("the server sent no buffer")?;
+    let ord = neg.ord;
+    Ok((Side { qp, scq: cqs.0, rcq: cqs.1, mr, peer, poll: o.conn.poll }, ord))
+}
+
+/// Bandwidth iterations unless told: about 32 MiB.
+fn bw_iters(size: usize) -> usize {
+    ((32 << 20) / size.max(1)).clamp(64, 20_000)
+}
+
+/// A QP that does nothing (for the idle ones): connected over `stream` as `role`.
+fn idle<'d>(dev: &'d Device, pd: &'d ProtectionDomain<'d>, cq: &'d CompletionQueue<'d>, stream: TcpStream, role: Role, o: &Conn) -> Res<QueuePair<'d>> {
+    let mut qp = dev.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, max_recv_wr: 1, max_send_wr: 1, max_sge: 1, max_inline: 0 })?;
+    qp.adopt(stream, &connect_options(role, o, Vec::new()))?;
+    Ok(qp)
+}
+
 /// Server side of one connection; false when told to quit.
 pub(crate) fn serve_one(stream: TcpStream, o: &Conn) -> Res<bool> {
     let dev = Device::open()?;
@@ -255,18 +285,15 @@ pub(crate) fn run_one(stream: TcpStream, test: Test, size: usize, o: &Options) -
     if size > MAX_SIZE || (size == 0 && test == Test::WriteLat) {
         return Err(format!("size {size} out of range (write_lat needs 1..={MAX_SIZE})").into());
     }
-    let iters = o.iters.unwrap_or(if test.is_latency() { 1000 } else { ((32 << 20) / size.max(1)).clamp(64, 20_000) });
+    let iters = o.iters.unwrap_or(if test.is_latency() { 1000 } else { bw_iters(size) });
     let dev = Device::open()?;
     let pd = dev.alloc_pd()?;
     let (scq, rcq) = (dev.create_cq(4096)?, dev.create_cq(4096)?);
     // Twice the size: write_lat's answers land in the second half.
     let mut buf = vec![0u8; 2 * size.max(16)];
-    let (mut qp, mr) = open(&dev, &pd, (&scq, &rcq), &mut buf, 16)?;
     let req = Request { test, size, iters, depth: o.depth() };
-    let neg = qp.adopt(stream, &connect_options(Role::Initiator, &o.conn, req.encode(mr.remote(0))))?;
-    let window = o.depth().min(neg.ord.max(1) as usize);
-    let peer = Remote::from_bytes(&neg.peer_private).ok_or("the server sent no buffer")?;
-    let mut s = Side { qp, scq: &scq, rcq: &rcq, mr, peer, poll: o.conn.poll };
+    let (mut s, ord) = dial_side(&dev, &pd, (&scq, &rcq), &mut buf, stream, &req, o)?;
+    let window = o.depth().min(ord.max(1) as usize);
     let mut lat = Vec::with_capacity(if test.is_latency() { iters } else { 0 });
     let start = Instant::now();
     match test {
@@ -342,18 +369,15 @@ pub(crate) fn run_one(stream: TcpStream, test: Test, size: usize, o: &Options) -
 /// robin; the aggregate bandwidth until every server confirmed the last.
 pub(crate) fn write_bw_many(streams: Vec<TcpStream>, size: usize, o: &Options) -> Res<Outcome> {
     let n = streams.len();
-    let iters = o.iters.unwrap_or(((32 << 20) / size.max(1)).clamp(64, 20_000));
+    let iters = o.iters.unwrap_or(bw_iters(size));
     let dev = Device::open()?;
     let pd = dev.alloc_pd()?;
     let (scq, rcq) = (dev.create_cq(4096)?, dev.create_cq(4096)?);
     let mut bufs: Vec<Vec<u8>> = (0..n).map(|_| vec![0u8; size.max(16)]).collect();
     let mut sides = Vec::with_capacity(n);
+    let req = Request { test: Test::WriteBw, size, iters, depth: o.depth() };
     for (stream, buf) in streams.into_iter().zip(bufs.iter_mut()) {
-        let (mut qp, mr) = open(&dev, &pd, (&scq, &rcq), buf, 16)?;
-        let req = Request { test: Test::WriteBw, size, iters, depth: o.depth() };
-        let neg = qp.adopt(stream, &connect_options(Role::Initiator, &o.conn, req.encode(mr.remote(0))))?;
-        let peer = Remote::from_bytes(&neg.peer_private).ok_or("the server sent no buffer")?;
-        sides.push(Side { qp, scq: &scq, rcq: &rcq, mr, peer, poll: o.conn.poll });
+        sides.push(dial_side(&dev, &pd, (&scq, &rcq), buf, stream, &req, o)?.0);
     }
     let start = Instant::now();
     let (mut posted, mut done) = (0, 0);
@@ -380,9 +404,7 @@ pub(crate) fn write_bw_many(streams: Vec<TcpStream>, size: usize, o: &Options) -
 
 /// A QP connected to the server's idle port, which does nothing until it is dropped.
 pub(crate) fn idle_qp<'d>(dev: &'d Device, pd: &'d ProtectionDomain<'d>, cq: &'d CompletionQueue<'d>, stream: TcpStream, o: &Conn) -> Res<QueuePair<'d>> {
-    let mut qp = dev.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, max_recv_wr: 1, max_send_wr: 1, max_sge: 1, max_inline: 0 })?;
-    qp.adopt(stream, &connect_options(Role::Initiator, o, Vec::new()))?;
-    Ok(qp)
+    idle(dev, pd, cq, stream, Role::Initiator, o)
 }
 
 /// The server's idle QPs: each connection on `l` becomes a QP that does nothing (all in one
@@ -398,9 +420,7 @@ pub(crate) fn serve_idle(l: std::net::TcpListener, o: &Conn) -> Res<()> {
         if qps.len() % 256 == 255 {
             qps.retain(|q| q.state().is_ok_and(|st| st == libiwarp::QpState::Connected));
         }
-        let mut qp = dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 1, max_send_wr: 1, max_sge: 1, max_inline: 0 })?;
-        qp.adopt(s, &connect_options(Role::Responder, o, Vec::new()))?;
-        qps.push(qp);
+        qps.push(idle(&dev, &pd, &cq, s, Role::Responder, o)?);
     }
 }
 
