@@ -4,7 +4,7 @@
 
 use crate::crc::Crc32c;
 use crate::ddp::{self, Buffer, Header};
-use crate::markers::{self, pad_len, Markers, Run, MARKER_LEN};
+use crate::markers::{self, pad_len, Markers, MARKER_LEN};
 use crate::rdmap::{self, queue, Opcode, ReadRequest, READ_REQUEST_LEN};
 use crate::terminate::{self, Terminate};
 
@@ -132,11 +132,13 @@ pub struct Fpdu {
     pub stream_pos: u64,
     /// Octets on the wire.
     pub wire_len: u32,
+    /// Whether it ends with a CRC (else with four zero octets).
+    crc: bool,
 }
 
 impl Default for Fpdu {
     fn default() -> Self {
-        Fpdu { ctl: [0; CTL_CAP], ctl_len: 0, pieces: [Piece::Ctl { off: 0, len: 0 }; PIECE_CAP], n: 0, stream_pos: 0, wire_len: 0 }
+        Fpdu { ctl: [0; CTL_CAP], ctl_len: 0, pieces: [Piece::Ctl { off: 0, len: 0 }; PIECE_CAP], n: 0, stream_pos: 0, wire_len: 0, crc: false }
     }
 }
 
@@ -151,6 +153,7 @@ impl Fpdu {
         &self.ctl[off as usize..off as usize + len as usize]
     }
 
+    #[inline]
     fn push_ctl(&mut self, bytes: &[u8]) {
         let off = self.ctl_len;
         self.ctl[off..off + bytes.len()].copy_from_slice(bytes);
@@ -161,12 +164,45 @@ impl Fpdu {
         }
     }
 
+    #[inline]
     fn push(&mut self, p: Piece) {
         self.pieces[self.n] = p;
         self.n += 1;
     }
 
-    /// Copies the whole FPDU into `out` (tests and tools; the module sends the pieces).
+    /// Fills in the CRC field of a framed FPDU from its pieces (markers included), each piece
+    /// a separate run for the CRC.
+    pub fn seal<C: Crc32c, P: Payload + ?Sized>(&mut self, payload: &P) {
+        if !self.crc {
+            return;
+        }
+        let crc_at = self.ctl_len - 4;
+        let mut crc = 0u32;
+        for p in &self.pieces[..self.n] {
+            match *p {
+                Piece::Ctl { off, len } => {
+                    let end = (off as usize + len as usize).min(crc_at);
+                    crc = C::append(crc, &self.ctl[off as usize..end]);
+                }
+                Piece::Payload { off, len } => payload.for_each(off, len, &mut |s| crc = C::append(crc, s)),
+            }
+        }
+        self.ctl[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Copies a framed FPDU into `out` (at least [`Fpdu::wire_len`] octets) and fills in its CRC
+    /// there, computed in one run over the copy, markers and all: a long run is what a CRC32c
+    /// implementation does fastest. Returns the octets written.
+    pub fn write_sealed<C: Crc32c, P: Payload + ?Sized>(&self, payload: &P, out: &mut [u8]) -> usize {
+        let n = self.write_to(payload, out);
+        if self.crc {
+            let crc = C::append(0, &out[..n - 4]);
+            out[n - 4..n].copy_from_slice(&crc.to_le_bytes());
+        }
+        n
+    }
+
+    /// Copies the whole FPDU into `out` as it is (sealed or not).
     pub fn write_to<P: Payload + ?Sized>(&self, payload: &P, out: &mut [u8]) -> usize {
         let mut at = 0;
         for p in self.pieces() {
@@ -272,9 +308,19 @@ impl Transmitter {
         Ok(Outgoing { msg, len, sent: 0, msn, done: false })
     }
 
-    /// Builds the next FPDU of `out` into `fpdu`; afterwards `out.done()` says whether that was
-    /// the last. `payload` is read only for the CRC.
+    /// Builds the next FPDU of `out` into `fpdu`, CRC included; afterwards `out.done()` says
+    /// whether that was the last. `payload` is read only for the CRC, piece by piece: a sender
+    /// that copies the FPDU anyway should [`Transmitter::frame`] it and
+    /// [`Fpdu::write_sealed`] instead, which computes the CRC in one run over the copy.
     pub fn next_fpdu<C: Crc32c, P: Payload + ?Sized>(&mut self, out: &mut Outgoing, payload: &P, fpdu: &mut Fpdu) {
+        self.frame(out, fpdu);
+        fpdu.seal::<C, P>(payload);
+    }
+
+    /// Builds the next FPDU of `out` into `fpdu` with its CRC field still zero (see
+    /// [`Fpdu::seal`] and [`Fpdu::write_sealed`]); afterwards `out.done()` says whether that
+    /// was the last.
+    pub fn frame(&mut self, out: &mut Outgoing, fpdu: &mut Fpdu) {
         debug_assert!(!out.done);
         let op = out.msg.opcode();
         // Length field, DDP/RDMAP header and any inline payload, in wire order.
@@ -305,52 +351,71 @@ impl Transmitter {
         fpdu.ctl_len = 0;
         fpdu.n = 0;
         fpdu.stream_pos = self.pos;
-        let suffix = [0u8; 7];
-        let mut marker_count = 0;
-        for run in self.cfg.markers.runs(self.pos, body_len) {
-            match run {
-                Run::Marker { pos } => {
-                    fpdu.push_ctl(&markers::encode(pos, self.pos));
-                    marker_count += 1;
-                }
-                Run::Body { body_off, len, .. } => {
-                    let (mut o, end) = (body_off, body_off + len);
-                    while o < end {
-                        if o < pre_len {
-                            let e = end.min(pre_len);
-                            fpdu.push_ctl(&pre[o as usize..e as usize]);
-                            o = e;
-                        } else if o < pre_len + chunk {
-                            let e = end.min(pre_len + chunk);
-                            fpdu.push(Piece::Payload { off: out.sent + (o - pre_len) as u64, len: e - o });
-                            o = e;
-                        } else {
-                            let s = o - pre_len - chunk;
-                            fpdu.push_ctl(&suffix[s as usize..(end - pre_len - chunk) as usize]);
-                            o = end;
-                        }
-                    }
-                }
-            }
-        }
-        let crc_at = fpdu.ctl_len - 4;
-        if self.cfg.crc {
-            let mut crc = 0u32;
-            for p in &fpdu.pieces[..fpdu.n] {
-                match *p {
-                    Piece::Ctl { off, len } => {
-                        let end = (off as usize + len as usize).min(crc_at);
-                        crc = C::append(crc, &fpdu.ctl[off as usize..end]);
-                    }
-                    Piece::Payload { off, len } => payload.for_each(off, len, &mut |s| crc = C::append(crc, s)),
-                }
-            }
-            fpdu.ctl[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
-        }
-        fpdu.wire_len = body_len + MARKER_LEN * marker_count;
+        fpdu.crc = self.cfg.crc;
+        let markers = self.cfg.markers;
+        let mut w = Framer {
+            fpdu,
+            start: self.pos,
+            pos: self.pos,
+            next_marker: markers.next_at_or_after(self.pos).unwrap_or(u64::MAX),
+            interval: markers.interval() as u64,
+        };
+        w.ctl(&pre[..pre_len as usize]);
+        w.payload(out.sent, chunk);
+        // Pad, then the CRC field, filled in when the FPDU is sealed.
+        w.ctl(&[0u8; 7][..pad as usize + 4]);
+        debug_assert_eq!(w.pos - self.pos, markers.wire_len(self.pos, body_len) as u64);
+        fpdu.wire_len = (w.pos - self.pos) as u32;
         self.pos += fpdu.wire_len as u64;
         out.sent += chunk as u64;
         out.done = last;
+    }
+}
+
+/// Lays an FPDU's octets out on the wire, putting a marker before the octet at each marker
+/// position (none after the last octet: that one belongs to the next FPDU).
+struct Framer<'a> {
+    fpdu: &'a mut Fpdu,
+    /// Stream offset of the FPDU's first octet.
+    start: u64,
+    /// Stream offset of the next octet.
+    pos: u64,
+    /// Stream offset of the next marker (`u64::MAX` without markers).
+    next_marker: u64,
+    interval: u64,
+}
+
+impl Framer<'_> {
+    /// Octets that may follow before the next marker, after putting one that is due now.
+    #[inline]
+    fn room(&mut self) -> u64 {
+        if self.pos == self.next_marker {
+            self.fpdu.push_ctl(&markers::encode(self.pos, self.start));
+            self.pos += MARKER_LEN as u64;
+            self.next_marker += self.interval;
+        }
+        self.next_marker - self.pos
+    }
+
+    /// Control octets (copied into the FPDU).
+    fn ctl(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let take = self.room().min(bytes.len() as u64) as usize;
+            self.fpdu.push_ctl(&bytes[..take]);
+            self.pos += take as u64;
+            bytes = &bytes[take..];
+        }
+    }
+
+    /// Payload octets `[off, off + len)` (referenced).
+    fn payload(&mut self, mut off: u64, mut len: u32) {
+        while len > 0 {
+            let take = self.room().min(len as u64) as u32;
+            self.fpdu.push(Piece::Payload { off, len: take });
+            self.pos += take as u64;
+            off += take as u64;
+            len -= take;
+        }
     }
 }
 
@@ -373,5 +438,59 @@ fn emit_inline(msg: &Message, out: &mut [u8]) -> Result<usize, rdmap::Error> {
         }
         Message::Terminate(t) => t.emit(out),
         _ => Ok(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::markers::mulpdu;
+    use std::{boxed::Box, vec::Vec};
+
+    struct Crc;
+    impl Crc32c for Crc {
+        fn append(crc: u32, data: &[u8]) -> u32 {
+            crc32c::crc32c_append(crc, data)
+        }
+    }
+
+    /// The wire octets of a Write of `payload` after `skip` octets of stream, sealed one way or
+    /// the other.
+    fn wire(cfg: Config, skip: u64, payload: &[u8], one_run: bool) -> Vec<u8> {
+        let mut t = Transmitter::new(cfg);
+        t.pos = skip;
+        let mut out = t.start(Message::Write { stag: 7, to: 0 }, payload.len() as u64).unwrap();
+        let mut fpdu = Box::<Fpdu>::default();
+        let mut wire = Vec::new();
+        while !out.done() {
+            let at = wire.len();
+            if one_run {
+                t.frame(&mut out, &mut fpdu);
+                wire.resize(at + fpdu.wire_len as usize, 0xee);
+                assert_eq!(fpdu.write_sealed::<Crc, _>(payload, &mut wire[at..]), fpdu.wire_len as usize);
+            } else {
+                t.next_fpdu::<Crc, _>(&mut out, payload, &mut fpdu);
+                wire.resize(at + fpdu.wire_len as usize, 0xee);
+                assert_eq!(fpdu.write_to(payload, &mut wire[at..]), fpdu.wire_len as usize);
+            }
+        }
+        wire
+    }
+
+    #[test]
+    fn crc_over_the_copy_equals_crc_over_the_pieces() {
+        let payload: Vec<u8> = (0..20_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        for markers in [Markers::NONE, Markers::RFC, Markers::every(64).unwrap()] {
+            for crc in [false, true] {
+                let cfg = Config { markers, crc, mulpdu: mulpdu(1460, markers) };
+                for skip in [0, 4, 504, 508, 1000] {
+                    for len in [0, 1, 3, 507, 508, 1500, 4096, 20_000] {
+                        let p = &payload[..len];
+                        assert_eq!(wire(cfg, skip, p, true), wire(cfg, skip, p, false), "{markers:?} crc {crc} skip {skip} len {len}");
+                    }
+                }
+            }
+        }
     }
 }
