@@ -60,23 +60,33 @@ impl Markers {
     }
 
     /// The first marker position at or after `pos`.
+    #[inline]
     pub fn next_at_or_after(self, pos: u64) -> Option<u64> {
         if !self.enabled() {
             return None;
         }
         let n = self.interval as u64;
-        Some(pos.div_ceil(n) * n)
+        // The RFC interval is a power of two: no division on the per-FPDU path.
+        Some(if n.is_power_of_two() { (pos + n - 1) & !(n - 1) } else { pos.div_ceil(n) * n })
+    }
+
+    /// Whether a marker sits at `pos`.
+    #[inline]
+    pub fn at(self, pos: u64) -> bool {
+        self.next_at_or_after(pos) == Some(pos)
     }
 
     /// Iterates the runs of an FPDU whose first wire octet is at `start` and whose body (length
     /// field, ULPDU, pad and CRC) is `body_len` octets. A marker right after the last body octet
     /// belongs to the next FPDU and is not yielded.
+    #[inline]
     pub fn runs(self, start: u64, body_len: u32) -> Runs {
         let next_marker = self.next_at_or_after(start).unwrap_or(u64::MAX);
         Runs { interval: self.interval as u64, next_marker, pos: start, body_off: 0, body_len }
     }
 
     /// Octets on the wire of an FPDU starting at `start` with `body_len` body octets.
+    #[inline]
     pub fn wire_len(self, start: u64, body_len: u32) -> u32 {
         let Some(first) = self.next_at_or_after(start) else { return body_len };
         // Body octets before the first marker, then (interval - 4) between markers.
@@ -101,6 +111,7 @@ pub struct Runs {
 impl Iterator for Runs {
     type Item = Run;
 
+    #[inline]
     fn next(&mut self) -> Option<Run> {
         if self.body_off == self.body_len {
             return None;

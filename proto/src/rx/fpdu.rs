@@ -17,6 +17,8 @@ pub(crate) struct Located {
     pub(crate) body_len: u32,
     /// Body plus markers.
     pub(crate) wire_len: u32,
+    /// Stream offset of its length field (after a marker at `start`).
+    pub(crate) len_at: u64,
 }
 
 impl Located {
@@ -29,16 +31,15 @@ impl Located {
 /// Reads the length field of the FPDU at `start`; `None` if those octets are not in `data`.
 /// FPDUs and markers are 4-aligned, so the field is whole: at `start`, or just after a marker
 /// that sits there.
+#[inline]
 pub(crate) fn locate(data: &Pieces<'_>, markers: Markers, start: u64) -> Option<Located> {
-    let at = if markers.next_at_or_after(start) == Some(start) { start + MARKER_LEN as u64 } else { start };
+    let at = if markers.at(start) { start + MARKER_LEN as u64 } else { start };
     if at < data.start() || at + 2 > data.end() {
         return None;
     }
-    let mut len = [0u8; 2];
-    data.copy_to(at, &mut len);
-    let ulpdu_len = u16::from_be_bytes(len);
+    let ulpdu_len = u16::from_be_bytes(data.read(at));
     let body_len = 2 + ulpdu_len as u32 + pad_len(ulpdu_len as u32) + 4;
-    Some(Located { start, ulpdu_len, body_len, wire_len: markers.wire_len(start, body_len) })
+    Some(Located { start, ulpdu_len, body_len, wire_len: markers.wire_len(start, body_len), len_at: at })
 }
 
 /// Copies body octets `[from, from + out.len())` of the FPDU at `start` (whose body is at least
@@ -63,12 +64,23 @@ pub(crate) fn read_body(data: &Pieces<'_>, markers: Markers, start: u64, body_le
     Some(())
 }
 
+/// The first `len` octets after the FPDU's length field (its DDP header), in place when no
+/// marker falls among them and they lie in one piece.
+#[inline]
+pub(crate) fn header_in_place<'a>(data: &Pieces<'a>, markers: Markers, f: &Located, len: usize) -> Option<&'a [u8]> {
+    // Markers are 4-aligned and the length field is 2 octets at a 4-aligned offset: the header
+    // starts right after it, and the first marker that can cut it is at `len_at + 4`.
+    let from = f.len_at + 2;
+    let unbroken = markers.next_at_or_after(f.len_at + 4).is_none_or(|m| m >= from + len as u64);
+    unbroken.then(|| data.slice(from, len)).flatten()
+}
+
 /// Checks that every marker inside the FPDU points back to its start.
+#[inline]
 pub(crate) fn check_markers(data: &Pieces<'_>, markers: Markers, f: &Located) -> Result<(), Cause> {
     let Some(mut pos) = markers.next_at_or_after(f.start) else { return Ok(()) };
     while pos < f.end() {
-        let mut m = [0u8; 4];
-        data.copy_to(pos, &mut m);
+        let m = data.read(pos);
         if markers::decode(pos, m) != Some(f.start) && !far_marker_matches(pos, f.start, m) {
             return Err(Cause::MpaMarker);
         }
@@ -83,13 +95,12 @@ fn far_marker_matches(pos: u64, start: u64, m: [u8; 4]) -> bool {
 }
 
 /// Checks the FPDU's CRC (everything before the CRC field, markers included).
+#[inline]
 pub(crate) fn check_crc<C: Crc32c>(data: &Pieces<'_>, f: &Located) -> Result<(), Cause> {
     let crc_pos = f.end() - 4;
     let mut crc = 0u32;
     data.for_each(f.start, crc_pos - f.start, |s| crc = C::append(crc, s));
-    let mut wire = [0u8; 4];
-    data.copy_to(crc_pos, &mut wire);
-    if u32::from_le_bytes(wire) == crc {
+    if u32::from_le_bytes(data.read(crc_pos)) == crc {
         Ok(())
     } else {
         Err(Cause::MpaCrc)
@@ -98,6 +109,7 @@ pub(crate) fn check_crc<C: Crc32c>(data: &Pieces<'_>, f: &Located) -> Result<(),
 
 /// Calls `f(payload_offset, bytes)` for the payload octets of the FPDU, which start at body
 /// offset `payload_from` (after the length field and DDP header), in order.
+#[inline]
 pub(crate) fn for_each_payload<'a>(data: &Pieces<'a>, markers: Markers, fp: &Located, payload_from: u32, mut f: impl FnMut(u32, &'a [u8])) {
     let to = 2 + fp.ulpdu_len as u32;
     for run in markers.runs(fp.start, fp.body_len) {

@@ -292,9 +292,7 @@ impl Receiver {
         let markers = self.cfg.markers;
         let Some(mut m) = markers.next_at_or_after(tried) else { return };
         while m + 4 <= data.end() {
-            let mut raw = [0u8; 4];
-            data.copy_to(m, &mut raw);
-            match crate::markers::decode(m, raw) {
+            match crate::markers::decode(m, data.read(m)) {
                 Some(start) if start >= tried => match self.place_run_from::<C, S>(data, start, Found::Marker, sink) {
                     RunEnd::Failed(at) => tried = at + 1,
                     RunEnd::Done => return,
@@ -351,11 +349,17 @@ impl Receiver {
 
     /// Parses and validates the DDP/RDMAP header of an FPDU (everything that needs no order).
     fn segment(&self, data: &Pieces<'_>, f: &Located) -> Result<Segment, RxError> {
-        let mut hdr = [0u8; ddp::UNTAGGED_LEN];
-        let avail = (f.ulpdu_len as usize).min(hdr.len());
-        fpdu::read_body(data, self.cfg.markers, f.start, f.body_len, 2, &mut hdr[..avail]).ok_or(RxError::Closed)?;
-        let fail = |c: Cause| RxError::Terminate(Terminate::new(c).with_segment(f.ulpdu_len, &hdr[..avail]));
-        let h = Header::parse(&hdr[..avail]).map_err(|_| fail(Cause::DdpCatastrophic))?;
+        let mut copy = [0u8; ddp::UNTAGGED_LEN];
+        let avail = (f.ulpdu_len as usize).min(copy.len());
+        let hdr = match fpdu::header_in_place(data, self.cfg.markers, f, avail) {
+            Some(hdr) => hdr,
+            None => {
+                fpdu::read_body(data, self.cfg.markers, f.start, f.body_len, 2, &mut copy[..avail]).ok_or(RxError::Closed)?;
+                &copy[..avail]
+            }
+        };
+        let fail = |c: Cause| RxError::Terminate(Terminate::new(c).with_segment(f.ulpdu_len, hdr));
+        let h = Header::parse(hdr).map_err(|_| fail(Cause::DdpCatastrophic))?;
         let tagged = matches!(h.buf, Buffer::Tagged { .. });
         let hdr_len = h.wire_len() as u32;
         let payload_len = f.ulpdu_len as u32 - hdr_len;
