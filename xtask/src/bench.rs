@@ -1,5 +1,6 @@
 //! `cargo xtask bench core`: runs the protocol-core benchmarks and prints ratios, side by side
-//! from one run: marker tax (markers on ÷ off throughput) and CRC cost (CRC on ÷ off).
+//! from one run: marker tax (markers on ÷ off throughput), CRC cost (CRC on ÷ off), and a whole
+//! pass through the core against `memcpy` of the same octets.
 
 use crate::run::{cargo, root};
 use std::collections::HashMap;
@@ -29,6 +30,15 @@ pub fn core(quick: bool) -> bool {
             let show: Vec<String> = cells.into_iter().map(|c| c.unwrap_or_else(|| "missing".into())).collect();
             println!("{:<16} {:>20} {:>20} {:>20}", g, show[0], show[1], show[2]);
         }
+    }
+    // Throughput of a whole pass through the core as a share of one memcpy of the payload.
+    let memcpy = mean("pipeline/64KiB", "memcpy");
+    println!("\nemit + receive + place, 64 KiB, throughput ÷ memcpy of the same octets (goal with markers and CRC ≥ 0.50)");
+    for (m, c) in [("off", "off"), ("on", "off"), ("off", "on"), ("on", "on")] {
+        let id = format!("markers={m}/crc={c}");
+        let cell = memcpy.zip(mean("pipeline/64KiB", &id)).map(|(copy, pass)| format!("{:.2}", copy / pass));
+        ok &= cell.is_some();
+        println!("{:<24} {:>8}", id, cell.unwrap_or_else(|| "missing".into()));
     }
     ok
 }
