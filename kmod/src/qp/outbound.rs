@@ -5,6 +5,13 @@
 //! TCP without waiting: what the socket buffer cannot take now stays queued, and the hook's
 //! transmit work goes on once TCP frees buffer (`sk_write_space`). Posting never blocks on the
 //! network.
+//!
+//! Without markers or CRCs, payload goes by reference (zero copy). With either, each FPDU is
+//! copied whole into fresh pages and its CRC computed over the copy in one run: a marker every
+//! 512 octets would otherwise cut the payload into pieces that TCP takes as separate fragments
+//! (three times the skbs) and the CRC into calls too short for the kernel's fast crc32c; the CRC
+//! reads every octet anyway, so copying alongside costs little, and what TCP sends (and
+//! retransmits) is exactly what the CRC covers.
 
 use super::payload::{self, OutPayload};
 use super::unacked::Unacked;
@@ -13,10 +20,12 @@ use super::{Ended, QueuePair};
 use crate::abi::wc_status;
 use crate::error::{enotconn, QpError};
 use crate::frags::{Arena, PageFrag};
+use crate::markers::MARKER_LEN;
 use crate::shim::KernelCrc;
 use crate::socket::TcpSocket;
 use crate::terminate::Terminate;
 use crate::tx::{self, Fpdu, Message, Outgoing, Piece, Transmitter};
+use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 
 /// A message waiting for TCP.
@@ -49,6 +58,8 @@ pub(crate) struct TxSide {
     end_seq: u32,
     /// Payload octets sent (zero copy, copied).
     sent: (u64, u64),
+    /// Whether each FPDU is copied whole and sealed over the copy (markers or CRCs on).
+    copy_framed: bool,
 }
 
 impl TxSide {
@@ -57,12 +68,18 @@ impl TxSide {
     pub(super) fn new(tx: Transmitter, max_wrs: usize, ird: usize, aligned: bool) -> Result<TxSide> {
         let batch = Batch {
             ctl: Arena::new(),
+            copied: 0,
             frags: KVec::with_capacity(BATCH_FRAGS, GFP_KERNEL)?,
             taken: 0,
             records: KVec::with_capacity(BATCH_FRAGS, GFP_KERNEL)?,
             record: 0,
             aligned,
         };
+        let cfg = tx.config();
+        // The largest FPDU: length, header and payload, pad and CRC, and its markers.
+        let body = cfg.mulpdu as usize + 2 + 3 + 4;
+        let marks = if cfg.markers.enabled() { body / (cfg.markers.interval() - MARKER_LEN) as usize + 2 } else { 0 };
+        let copy_framed = (cfg.crc || cfg.markers.enabled()) && body + MARKER_LEN as usize * marks <= PAGE_SIZE;
         Ok(TxSide {
             tx,
             fpdu: KBox::new(Fpdu::default(), GFP_KERNEL)?,
@@ -73,12 +90,19 @@ impl TxSide {
             current: None,
             end_seq: 0,
             sent: (0, 0),
+            copy_framed,
         })
     }
 
     /// How FPDUs are framed.
     pub(super) fn config(&self) -> tx::Config {
         self.tx.config()
+    }
+
+    /// Whether FPDUs are copied whole and their CRCs computed over the copies: TCP never sends
+    /// from the application's pages.
+    pub(super) fn copies_framed(&self) -> bool {
+        self.copy_framed
     }
 
     /// Payload octets sent: (zero copy, copied).
@@ -140,6 +164,8 @@ impl TxSide {
 
 /// Fragments handed to one sendmsg, about (the kernel takes up to UIO_MAXIOV = 1024).
 const BATCH_FRAGS: usize = 256;
+/// Octets of copied FPDUs in one batch, about (they merge into a few fragments per page).
+const BATCH_COPIED: usize = 256 << 10;
 
 /// The fragments of several FPDUs of one message: per-FPDU control octets (headers, markers,
 /// pad, CRC) are copied into fresh pages, because the core reuses its FPDU buffer; payload is
@@ -149,7 +175,10 @@ const BATCH_FRAGS: usize = 256;
 /// to fit the MSS) and a receiver can place an out-of-order segment without markers. Linux TCP
 /// keeps a record's end when it retransmits or collapses; a shrinking MSS can still split an FPDU.
 struct Batch {
+    /// Control octets, and FPDUs copied whole.
     ctl: Arena,
+    /// Octets of FPDUs copied whole.
+    copied: usize,
     frags: KVec<PageFrag>,
     /// Fragments TCP took whole (the next may be partly taken: it is trimmed in place).
     taken: usize,
@@ -163,12 +192,23 @@ struct Batch {
 }
 
 impl Batch {
-    /// Adds the framed FPDU's pieces.
-    fn add(&mut self, fpdu: &Fpdu, payload: &OutPayload) -> Result {
+    /// Whether another FPDU may join the batch.
+    fn has_room(&self) -> bool {
+        self.frags.len() < BATCH_FRAGS && self.copied < BATCH_COPIED
+    }
+
+    /// Counts a framed FPDU into the records.
+    fn record(&mut self, fpdu: &Fpdu) -> Result {
         match self.records.last_mut() {
             Some(r) if !self.aligned => *r += fpdu.wire_len,
             _ => self.records.push(fpdu.wire_len, GFP_KERNEL)?,
         }
+        Ok(())
+    }
+
+    /// Adds a framed and sealed FPDU's pieces.
+    fn add(&mut self, fpdu: &Fpdu, payload: &OutPayload) -> Result {
+        self.record(fpdu)?;
         for p in fpdu.pieces() {
             match *p {
                 Piece::Ctl { off, len } => {
@@ -179,6 +219,15 @@ impl Batch {
             }
         }
         Ok(())
+    }
+
+    /// Adds a framed FPDU (at most a page) copied whole, sealed over the copy.
+    fn add_copy(&mut self, fpdu: &Fpdu, payload: &OutPayload) -> Result {
+        self.record(fpdu)?;
+        let (frag, dst) = self.ctl.take(fpdu.wire_len as usize)?;
+        fpdu.write_sealed::<KernelCrc, _>(payload, dst);
+        self.copied += dst.len();
+        payload::push(&mut self.frags, frag)
     }
 
     /// Hands what TCP has not taken yet to it, without waiting; true when all is taken (the
@@ -218,6 +267,7 @@ impl Batch {
     fn clear(&mut self) {
         self.frags.clear();
         self.ctl.clear();
+        self.copied = 0;
         self.taken = 0;
         self.records.clear();
         self.record = 0;
@@ -245,9 +295,10 @@ impl QueuePair {
             if out.done() {
                 // Framed, and taken whole by TCP.
                 side.current = None;
-                let counter = if front.payload.zero_copy() { &mut side.sent.0 } else { &mut side.sent.1 };
+                // Copied whole, the application's pages were read before TCP took the message.
+                let zero_copy = front.payload.zero_copy() && !side.copy_framed;
+                let counter = if zero_copy { &mut side.sent.0 } else { &mut side.sent.1 };
                 *counter += front.payload.len();
-                let zero_copy = front.payload.zero_copy();
                 if let Some(Some(ob)) = side.queue.pop() {
                     if let Some(mut wr) = ob.wr {
                         wr.end_seq = side.end_seq;
@@ -257,9 +308,14 @@ impl QueuePair {
                 }
                 continue;
             }
-            while !out.done() && side.batch.frags.len() < BATCH_FRAGS {
-                side.tx.next_fpdu::<KernelCrc, _>(out, &front.payload, &mut side.fpdu);
-                side.batch.add(&side.fpdu, &front.payload)?;
+            while !out.done() && side.batch.has_room() {
+                if side.copy_framed {
+                    side.tx.frame(out, &mut side.fpdu);
+                    side.batch.add_copy(&side.fpdu, &front.payload)?;
+                } else {
+                    side.tx.next_fpdu::<KernelCrc, _>(out, &front.payload, &mut side.fpdu);
+                    side.batch.add(&side.fpdu, &front.payload)?;
+                }
             }
         }
     }

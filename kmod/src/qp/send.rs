@@ -110,16 +110,17 @@ impl QueuePair {
     /// Answers the peer's Read Requests in order, from our registered memory, without waking
     /// anyone. The first one that may not be served ends the QP with a Terminate.
     ///
-    /// With CRCs, a response is copied, never sent from the registered pages: our application
-    /// may write them while the peer Reads (verbs allow it; the peer gets some version of the
-    /// data), and TCP sends and retransmits from them after the CRC was computed, so the CRC
-    /// would not match what leaves and the peer would end the connection. A Send's or a
+    /// With CRCs, a response is never sent from the registered pages: our application may
+    /// write them while the peer Reads (verbs allow it; the peer gets some version of the
+    /// data), and were TCP to send and retransmit from them after the CRC was computed, the CRC
+    /// would not match what leaves and the peer would end the connection. FPDUs copied whole
+    /// (`outbound.rs`) are safe by construction; otherwise the response is copied first. A Send's or a
     /// Write's pages are the application's to leave alone until the work request completes
     /// (on TCP's acknowledgement, `unacked.rs`); a Read's source has no such promise. Copies
     /// wait while [`COPIED_RESPONSES`] octets of them are queued for TCP, so their memory is
     /// bounded whatever the IRD; the transmit work goes on once TCP takes them.
     pub(super) fn serve_reads(&self) {
-        let copy = self.copy_send.load(Ordering::Relaxed) || self.tx.lock().as_ref().is_some_and(|side| side.config().crc);
+        let copy = self.copy_send.load(Ordering::Relaxed) || self.tx.lock().as_ref().is_some_and(|side| side.config().crc && !side.copies_framed());
         loop {
             // Before the receive side: the send side comes first in the lock order.
             let queued = if copy { self.tx.lock().as_ref().map_or(0, |side| side.copied_responses()) } else { 0 };

@@ -423,14 +423,15 @@ fn drive_on(dev: &Device, via: Via, sizes: &[usize], deep: usize, opts: &str, cl
     }
     // Each size was sent twice (our Write, our answer to B's Read): payloads of a page or more
     // left from the registered pages (unless the QP copies everything), smaller ones and the
-    // 16-octet control messages were copied; with CRCs, answers to Reads are always copied (our
-    // application may rewrite a Read's source while the response is in flight).
+    // 16-octet control messages were copied. With CRCs or markers every FPDU is copied whole,
+    // so nothing leaves from the registered pages (and our application may rewrite a Read's
+    // source while the response is in flight without breaking its CRC).
     let after = s.qp.sent_octets().map_err(|e| e.to_string())?;
-    let min = if options(Role::Initiator, opts)?.copy_send { usize::MAX } else { ZERO_COPY_MIN };
-    let answer_min = if s.qp.negotiated().is_some_and(|n| n.crc) { usize::MAX } else { min };
+    let framed_copies = s.qp.negotiated().is_some_and(|n| n.crc || n.tx_markers);
+    let min = if options(Role::Initiator, opts)?.copy_send || framed_copies { usize::MAX } else { ZERO_COPY_MIN };
     let sum = |keep: &dyn Fn(usize) -> bool| sizes.iter().copied().filter(|&n| keep(n)).sum::<usize>() as u64;
-    let big = sum(&|n| n >= min) + sum(&|n| n >= answer_min);
-    let small = sum(&|n| n < min) + sum(&|n| n < answer_min);
+    let big = 2 * sum(&|n| n >= min);
+    let small = 2 * sum(&|n| n < min);
     let control = 16 * sizes.len() as u64;
     let (zc, copied) = (after.0 - before.0, after.1 - before.1);
     ensure(zc == big, format!("A: {zc} octets sent zero copy, want {big}"))?;
