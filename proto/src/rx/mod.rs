@@ -5,8 +5,8 @@
 //! are checked before any of its bytes is placed, its header is validated, the [`Sink`] checks
 //! the target and the payload is placed, then deliveries are made strictly in order, exactly
 //! once. Bytes beyond the in-order point are placed early when markers reveal FPDU starts in
-//! them, or when the CRC confirms that they start with an FPDU (a sender that aligns FPDUs to
-//! TCP segments), and whole FPDUs are present (Balaji et al., "Analyzing the Impact of Supporting
+//! them, or, without markers, when the CRC confirms that they start with an FPDU (a sender that
+//! aligns FPDUs to TCP segments), and whole FPDUs are present (Balaji et al., "Analyzing the Impact of Supporting
 //! Out-of-Order Communication on In-order Performance with iWARP" and "Supporting iWARP
 //! Compatibility and Features for Regular Network Adapters"); such FPDUs are recorded so the
 //! in-order pass, which TCP guarantees will see the same bytes again, only delivers them. Anything that
@@ -261,7 +261,9 @@ impl Receiver {
     }
 
     /// Places whole FPDUs found in bytes beyond the in-order point: right after one placed
-    /// early, at the start of the bytes (guessed, with CRCs only), and where markers point.
+    /// early, where markers point, or (without markers, with CRCs) at the start of the bytes,
+    /// guessed. With markers the guess is not tried: a marker shows where an FPDU starts, a guess
+    /// only hopes so (and a wrong one costs a CRC).
     fn place_ahead<C: Crc32c, S: Sink>(&mut self, data: &Pieces<'_>, sink: &mut S) {
         if sink.failed() {
             return;
@@ -278,7 +280,7 @@ impl Receiver {
             Some(Found::AfterPlaced)
         } else {
             // The CRC makes a guess safe: a wrong one fails it (and is not counted as bad).
-            self.cfg.crc.then_some(Found::Alignment)
+            (self.cfg.crc && !self.cfg.markers.enabled()).then_some(Found::Alignment)
         };
         if let Some(found) = first {
             match self.place_run_from::<C, S>(data, data.start(), found, sink) {
