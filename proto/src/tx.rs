@@ -27,6 +27,16 @@ pub struct Config {
     pub mulpdu: u32,
 }
 
+impl Config {
+    /// The most octets one FPDU can take on the wire: the largest ULPDU with its length field,
+    /// pad and CRC, and the markers it holds wherever it starts.
+    pub fn max_wire_len(&self) -> u32 {
+        let body = 2 + self.mulpdu + 3 + 4;
+        let starts = self.markers.interval().max(4) as u64;
+        (0..starts).step_by(4).map(|start| self.markers.wire_len(start, body)).max().unwrap_or(body)
+    }
+}
+
 /// A message to send. Payload lengths are given to [`Transmitter::start`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Message {
@@ -445,15 +455,9 @@ fn emit_inline(msg: &Message, out: &mut [u8]) -> Result<usize, rdmap::Error> {
 mod tests {
     extern crate std;
     use super::*;
+    use crate::crc::HostCrc as Crc;
     use crate::markers::mulpdu;
     use std::{boxed::Box, vec::Vec};
-
-    struct Crc;
-    impl Crc32c for Crc {
-        fn append(crc: u32, data: &[u8]) -> u32 {
-            crc32c::crc32c_append(crc, data)
-        }
-    }
 
     /// The wire octets of a Write of `payload` after `skip` octets of stream, sealed one way or
     /// the other.
@@ -476,6 +480,25 @@ mod tests {
             }
         }
         wire
+    }
+
+    #[test]
+    fn no_fpdu_is_longer_than_max_wire_len() {
+        let payload = [7u8; 70_000];
+        for markers in [Markers::NONE, Markers::RFC, Markers::every(64).unwrap()] {
+            let cfg = Config { markers, crc: true, mulpdu: mulpdu(1460, markers) };
+            let mut t = Transmitter::new(cfg);
+            let mut fpdu = Box::<Fpdu>::default();
+            let mut longest = 0;
+            for _ in 0..3 {
+                let mut out = t.start(Message::Write { stag: 7, to: 0 }, payload.len() as u64).unwrap();
+                while !out.done() {
+                    t.frame(&mut out, &mut fpdu);
+                    longest = longest.max(fpdu.wire_len);
+                }
+            }
+            assert!(longest <= cfg.max_wire_len() && cfg.max_wire_len() <= longest + 8, "{markers:?}: longest {longest}, bound {}", cfg.max_wire_len());
+        }
     }
 
     #[test]

@@ -20,7 +20,6 @@ use super::{Ended, QueuePair};
 use crate::abi::wc_status;
 use crate::error::{enotconn, QpError};
 use crate::frags::{Arena, PageFrag};
-use crate::markers::MARKER_LEN;
 use crate::shim::KernelCrc;
 use crate::socket::TcpSocket;
 use crate::terminate::Terminate;
@@ -76,10 +75,7 @@ impl TxSide {
             aligned,
         };
         let cfg = tx.config();
-        // The largest FPDU: length, header and payload, pad and CRC, and its markers.
-        let body = cfg.mulpdu as usize + 2 + 3 + 4;
-        let marks = if cfg.markers.enabled() { body / (cfg.markers.interval() - MARKER_LEN) as usize + 2 } else { 0 };
-        let copy_framed = (cfg.crc || cfg.markers.enabled()) && body + MARKER_LEN as usize * marks <= PAGE_SIZE;
+        let copy_framed = (cfg.crc || cfg.markers.enabled()) && cfg.max_wire_len() as usize <= PAGE_SIZE;
         Ok(TxSide {
             tx,
             fpdu: KBox::new(Fpdu::default(), GFP_KERNEL)?,

@@ -114,9 +114,10 @@ impl QueuePair {
     /// write them while the peer Reads (verbs allow it; the peer gets some version of the
     /// data), and were TCP to send and retransmit from them after the CRC was computed, the CRC
     /// would not match what leaves and the peer would end the connection. FPDUs copied whole
-    /// (`outbound.rs`) are safe by construction; otherwise the response is copied first. A Send's or a
-    /// Write's pages are the application's to leave alone until the work request completes
-    /// (on TCP's acknowledgement, `unacked.rs`); a Read's source has no such promise. Copies
+    /// (`outbound.rs`) are safe by construction; otherwise the response is copied first. A
+    /// Send's or a Write's pages are the application's to leave alone until the work request
+    /// completes (on TCP's acknowledgement, `unacked.rs`); a Read's source has no such
+    /// promise. Copies
     /// wait while [`COPIED_RESPONSES`] octets of them are queued for TCP, so their memory is
     /// bounded whatever the IRD; the transmit work goes on once TCP takes them.
     pub(super) fn serve_reads(&self) {
