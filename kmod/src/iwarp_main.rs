@@ -11,6 +11,8 @@ use kernel::prelude::*;
 
 // The protocol core, compiled in from ../proto by path: the kernel build links no external
 // crates. Its modules name each other `crate::…`, so they sit at this crate's root.
+#[path = "../../proto/src/atomic.rs"]
+pub mod atomic;
 #[path = "../../proto/src/crc.rs"]
 pub mod crc;
 #[path = "../../proto/src/ddp.rs"]

@@ -55,7 +55,7 @@ pub(crate) fn protocol_core_loopback() -> Result {
         wire.resize(at + fpdu.wire_len as usize, 0, GFP_KERNEL)?;
         fpdu.write_to(MESSAGE, &mut wire[at..]);
     }
-    let mut rx = Receiver::new(rx::Config { markers, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    let mut rx = Receiver::new(rx::Config { markers, crc: true, expect_rtr: None, expect_rtr_read_response: false, extensions: false });
     let mut sink = OneSend { buf: [0; 128], done: None };
     let consumed = rx.receive::<KernelCrc, _>(&Pieces::new(0, &[&wire]), &mut sink).map_err(|_| EIO)?;
     let ok = consumed == wire.len() as u64 && sink.done == Some(MESSAGE.len() as u32) && &sink.buf[..MESSAGE.len()] == MESSAGE;

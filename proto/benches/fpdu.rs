@@ -53,7 +53,7 @@ fn receive(cfg: rx::Config, wire: &[u8], sink: &mut Place) {
 }
 
 fn rx_config(markers: Markers, crc: bool) -> rx::Config {
-    rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false }
+    rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false, extensions: false }
 }
 
 struct Place(Vec<u8>);

@@ -1,5 +1,5 @@
 //! The iWARP wire protocol as a sans-IO core: MPA (RFC 5044, RFC 6581), DDP (RFC 5041) and
-//! RDMAP (RFC 5040).
+//! RDMAP (RFC 5040) with its extensions (RFC 7306: Atomic Operations, Immediate Data).
 //!
 //! No I/O, no allocation, no `unsafe`: the kernel module compiles these same files in (it cannot
 //! link external crates), a user-level engine can drive them over a socket, and the host tests
@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
+pub mod atomic;
 pub mod crc;
 pub mod ddp;
 pub mod markers;

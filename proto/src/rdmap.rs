@@ -1,11 +1,24 @@
-//! RDMAP (RFC 5040): opcodes carried in DDP's upper-layer control byte, and the RDMA Read
-//! Request header. The Terminate message is in [`crate::terminate`]; both parse under the
-//! same contract as [`crate::ddp`] and fail with this layer's [`Error`].
+//! RDMAP (RFC 5040): opcodes carried in DDP's upper-layer control byte (with the RFC 7306
+//! extensions), and the RDMA Read Request header. The Terminate message is in
+//! [`crate::terminate`], the Atomic headers in [`crate::atomic`]; all parse under the same
+//! contract as [`crate::ddp`] and fail with this layer's [`Error`].
 
 /// The only RDMAP version (RV) defined.
 pub const VERSION: u8 = 1;
 /// Length of the RDMA Read Request header that forms a Read Request's whole payload.
 pub const READ_REQUEST_LEN: usize = 28;
+/// Length of an Immediate Data message's payload (RFC 7306 section 6).
+pub const IMMEDIATE_LEN: usize = 8;
+/// Most octets an RDMAP message carries as its own payload (the longest of the headers that
+/// form a whole payload: Atomic Request, Terminate).
+pub const MAX_INLINE: usize = {
+    let (a, t) = (crate::atomic::REQUEST_LEN, crate::terminate::MAX_LEN);
+    if a > t {
+        a
+    } else {
+        t
+    }
+};
 
 /// Why octets are not an RDMAP message (or header), or a buffer cannot take one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,6 +27,8 @@ pub enum Error {
     Truncated,
     /// A reserved opcode.
     Opcode(u8),
+    /// An Atomic Request's operation code that RFC 7306 does not define.
+    AtomicOpcode(u8),
 }
 
 /// Queue numbers of untagged messages.
@@ -24,6 +39,10 @@ pub mod queue {
     pub const READ_REQUEST: u32 = 1;
     /// Terminate.
     pub const TERMINATE: u32 = 2;
+    /// Atomic Response (RFC 7306; Atomic Requests share queue 1 with Read Requests).
+    pub const ATOMIC_RESPONSE: u32 = 3;
+    /// Number of queues.
+    pub const COUNT: usize = 4;
 }
 
 /// RDMAP operations.
@@ -45,6 +64,14 @@ pub enum Opcode {
     SendSolicitedInvalidate = 6,
     /// Terminate (untagged, queue 2).
     Terminate = 7,
+    /// Immediate Data (RFC 7306; untagged, queue 0, 8 octets).
+    ImmediateData = 8,
+    /// Immediate Data with Solicited Event (RFC 7306).
+    ImmediateDataSolicited = 9,
+    /// Atomic Request (RFC 7306; untagged, queue 1 like Read Requests).
+    AtomicRequest = 10,
+    /// Atomic Response (RFC 7306; untagged, queue 3).
+    AtomicResponse = 11,
 }
 
 impl Opcode {
@@ -59,6 +86,10 @@ impl Opcode {
             5 => Opcode::SendSolicited,
             6 => Opcode::SendSolicitedInvalidate,
             7 => Opcode::Terminate,
+            8 => Opcode::ImmediateData,
+            9 => Opcode::ImmediateDataSolicited,
+            10 => Opcode::AtomicRequest,
+            11 => Opcode::AtomicResponse,
             _ => return Err(Error::Opcode(v)),
         })
     }
@@ -72,20 +103,32 @@ impl Opcode {
     pub fn queue(self) -> Option<u32> {
         match self {
             Opcode::Write | Opcode::ReadResponse => None,
-            Opcode::ReadRequest => Some(queue::READ_REQUEST),
+            Opcode::ReadRequest | Opcode::AtomicRequest => Some(queue::READ_REQUEST),
             Opcode::Terminate => Some(queue::TERMINATE),
+            Opcode::AtomicResponse => Some(queue::ATOMIC_RESPONSE),
             _ => Some(queue::SEND),
         }
     }
 
-    /// Whether this is one of the four Send variants.
+    /// Whether this is one of the four Send variants (whose payload fills a receive buffer).
     pub fn is_send(self) -> bool {
-        self.queue() == Some(queue::SEND)
+        matches!(self, Opcode::Send | Opcode::SendInvalidate | Opcode::SendSolicited | Opcode::SendSolicitedInvalidate)
     }
 
-    /// Send with Solicited Event (with or without Invalidate).
+    /// Whether this is an Immediate Data message (with or without Solicited Event).
+    pub fn is_immediate(self) -> bool {
+        matches!(self, Opcode::ImmediateData | Opcode::ImmediateDataSolicited)
+    }
+
+    /// Whether RFC 7306 defines this opcode: a peer may only send it once both sides agreed to
+    /// the extensions.
+    pub fn is_extension(self) -> bool {
+        self as u8 >= Opcode::ImmediateData as u8
+    }
+
+    /// With Solicited Event (a Send or an Immediate Data message).
     pub fn solicited(self) -> bool {
-        matches!(self, Opcode::SendSolicited | Opcode::SendSolicitedInvalidate)
+        matches!(self, Opcode::SendSolicited | Opcode::SendSolicitedInvalidate | Opcode::ImmediateDataSolicited)
     }
 
     /// Send with Invalidate (with or without Solicited Event).
@@ -155,9 +198,16 @@ mod tests {
                     assert_eq!(split_ctrl(op.ctrl_byte()), (1, v));
                     assert_eq!(op.tagged(), op.queue().is_none());
                 }
-                Err(e) => assert!(v >= 8 && e == Error::Opcode(v)),
+                Err(e) => assert!(v >= 12 && e == Error::Opcode(v)),
             }
         }
+        // RFC 7306 section 4.1: queue numbers, and what counts as a Send.
+        assert_eq!(Opcode::AtomicRequest.queue(), Some(queue::READ_REQUEST));
+        assert_eq!(Opcode::AtomicResponse.queue(), Some(3));
+        assert_eq!(Opcode::ImmediateDataSolicited.queue(), Some(queue::SEND));
+        assert!(!Opcode::ImmediateData.is_send() && Opcode::ImmediateDataSolicited.solicited() && Opcode::ImmediateData.is_immediate());
+        assert_eq!(Opcode::AtomicResponse.ctrl_byte(), 0x4b);
+        assert!(Opcode::ImmediateData.is_extension() && !Opcode::Terminate.is_extension());
         assert!(Opcode::SendSolicitedInvalidate.solicited() && Opcode::SendSolicitedInvalidate.invalidates());
         assert_eq!(Opcode::ReadRequest.queue(), Some(1));
         assert_eq!(Opcode::Terminate.queue(), Some(2));

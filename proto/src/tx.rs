@@ -2,15 +2,16 @@
 //! (length field, DDP/RDMAP header, markers, pad, CRC) and references to payload ranges, so the
 //! payload itself is never copied (the module hands those ranges to TCP as pinned pages).
 
+use crate::atomic;
 use crate::crc::Crc32c;
 use crate::ddp::{self, Buffer, Header};
 use crate::markers::{self, pad_len, Markers, MARKER_LEN};
-use crate::rdmap::{self, queue, Opcode, ReadRequest, READ_REQUEST_LEN};
-use crate::terminate::{self, Terminate};
+use crate::rdmap::{self, queue, Opcode, ReadRequest, IMMEDIATE_LEN, MAX_INLINE, READ_REQUEST_LEN};
+use crate::terminate::Terminate;
 
 /// Control octets one FPDU can need: length field, largest header with inline payload, pad,
 /// CRC, and the markers of a 64 KiB FPDU at the smallest sane interval we allow for big FPDUs.
-pub const CTL_CAP: usize = 2 + ddp::UNTAGGED_LEN + terminate::MAX_LEN + 3 + 4 + MAX_MARKERS * MARKER_LEN as usize;
+pub const CTL_CAP: usize = 2 + ddp::UNTAGGED_LEN + MAX_INLINE + 3 + 4 + MAX_MARKERS * MARKER_LEN as usize;
 /// Pieces one FPDU can need (each marker splits a payload run in two).
 pub const PIECE_CAP: usize = 2 * MAX_MARKERS + 4;
 /// Most markers one FPDU may contain; the builder keeps FPDUs below this.
@@ -65,6 +66,18 @@ pub enum Message {
     },
     /// Terminate (no payload of its own).
     Terminate(Terminate),
+    /// Immediate Data (RFC 7306): 8 octets for the peer's next receive, with or without
+    /// Solicited Event; after a Write, the two make a Write with Immediate Data.
+    Immediate {
+        /// With Solicited Event.
+        solicited: bool,
+        /// The 8 octets, big-endian.
+        data: u64,
+    },
+    /// Atomic Request (RFC 7306; no payload of its own).
+    AtomicRequest(atomic::Request),
+    /// Atomic Response (RFC 7306; no payload of its own).
+    AtomicResponse(atomic::Response),
 }
 
 impl Message {
@@ -78,6 +91,10 @@ impl Message {
             Message::ReadRequest(_) => Opcode::ReadRequest,
             Message::ReadResponse { .. } => Opcode::ReadResponse,
             Message::Terminate(_) => Opcode::Terminate,
+            Message::Immediate { solicited: false, .. } => Opcode::ImmediateData,
+            Message::Immediate { solicited: true, .. } => Opcode::ImmediateDataSolicited,
+            Message::AtomicRequest(_) => Opcode::AtomicRequest,
+            Message::AtomicResponse(_) => Opcode::AtomicResponse,
         }
     }
 }
@@ -266,14 +283,14 @@ pub enum TxError {
 pub struct Transmitter {
     cfg: Config,
     pos: u64,
-    next_msn: [u32; 3],
+    next_msn: [u32; queue::COUNT],
 }
 
 impl Transmitter {
     /// A transmitter whose first FPDU starts at stream offset 0 (the first octet after the MPA
     /// request or reply).
     pub fn new(cfg: Config) -> Transmitter {
-        Transmitter { cfg, pos: 0, next_msn: [1; 3] }
+        Transmitter { cfg, pos: 0, next_msn: [1; queue::COUNT] }
     }
 
     /// How FPDUs are framed.
@@ -301,7 +318,7 @@ impl Transmitter {
         }
         let wraps = match msg {
             Message::Write { to, .. } | Message::ReadResponse { to, .. } => to.checked_add(len).is_none(),
-            Message::ReadRequest(_) | Message::Terminate(_) => len != 0,
+            Message::ReadRequest(_) | Message::Terminate(_) | Message::Immediate { .. } | Message::AtomicRequest(_) | Message::AtomicResponse(_) => len != 0,
             Message::Send { .. } => len > u32::MAX as u64,
         };
         if wraps {
@@ -334,7 +351,7 @@ impl Transmitter {
         debug_assert!(!out.done);
         let op = out.msg.opcode();
         // Length field, DDP/RDMAP header and any inline payload, in wire order.
-        let mut pre = [0u8; 2 + ddp::UNTAGGED_LEN + terminate::MAX_LEN];
+        let mut pre = [0u8; 2 + ddp::UNTAGGED_LEN + MAX_INLINE];
         let hdr_len = if op.tagged() { ddp::TAGGED_LEN } else { ddp::UNTAGGED_LEN };
         let inline = inline_len(&out.msg);
         // `pre` holds the largest header and inline payload: neither emit can fail.
@@ -429,23 +446,30 @@ impl Framer<'_> {
     }
 }
 
-/// Octets of payload a message carries itself (a Read Request header, a Terminate); 0 for
-/// messages whose payload is the caller's.
+/// Octets of payload a message carries itself (a Read Request or Atomic header, a Terminate,
+/// Immediate Data); 0 for messages whose payload is the caller's.
 fn inline_len(msg: &Message) -> usize {
     match msg {
         Message::ReadRequest(_) => READ_REQUEST_LEN,
         Message::Terminate(t) => t.wire_len(),
+        Message::Immediate { .. } => IMMEDIATE_LEN,
+        Message::AtomicRequest(_) => atomic::REQUEST_LEN,
+        Message::AtomicResponse(_) => atomic::RESPONSE_LEN,
         _ => 0,
     }
 }
 
 /// Writes that payload into `out` and returns its length.
 fn emit_inline(msg: &Message, out: &mut [u8]) -> Result<usize, rdmap::Error> {
+    let mut put = |bytes: &[u8]| {
+        out.get_mut(..bytes.len()).ok_or(rdmap::Error::Truncated)?.copy_from_slice(bytes);
+        Ok(bytes.len())
+    };
     match msg {
-        Message::ReadRequest(rr) => {
-            out.get_mut(..READ_REQUEST_LEN).ok_or(rdmap::Error::Truncated)?.copy_from_slice(&rr.emit());
-            Ok(READ_REQUEST_LEN)
-        }
+        Message::ReadRequest(rr) => put(&rr.emit()),
+        Message::Immediate { data, .. } => put(&data.to_be_bytes()),
+        Message::AtomicRequest(r) => put(&r.emit()),
+        Message::AtomicResponse(r) => put(&r.emit()),
         Message::Terminate(t) => t.emit(out),
         _ => Ok(0),
     }

@@ -26,7 +26,7 @@ enum Cut {
 /// `msgs` on the wire (and where each FPDU is), a receiver for them and their buffers.
 fn setup(markers: Markers, crc: bool, msgs: &[Msg]) -> (Vec<u8>, Vec<(u64, u32)>, Receiver, Memory) {
     let (wire, fpdus) = emit(msgs, tx::Config { markers, crc, mulpdu: 1400 });
-    let rx = Receiver::new(rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false });
+    let rx = Receiver::new(rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false, extensions: false });
     (wire, fpdus, rx, Memory::for_scenario(msgs))
 }
 
@@ -168,7 +168,7 @@ fn nothing_is_placed_early_before_the_peer_to_peer_rtr() {
         Msg { msg: Message::Write { stag: 0x100, to: 4096 }, payload: vec![9; 3000] },
     ];
     let (wire, fpdus) = emit(&msgs, tx::Config { markers: Markers::RFC, crc: true, mulpdu: 1400 });
-    let cfg = rx::Config { markers: Markers::RFC, crc: true, expect_rtr: Some(Rtr::Write), expect_rtr_read_response: false };
+    let cfg = rx::Config { markers: Markers::RFC, crc: true, expect_rtr: Some(Rtr::Write), expect_rtr_read_response: false, extensions: false };
     let mut rx = Receiver::new(cfg);
     let mut mem = Memory::for_scenario(&msgs[1..]);
     for &(start, len) in fpdus.iter().skip(1).rev() {

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{Crc, Memory, Msg};
+use iwarp_proto::atomic;
 use iwarp_proto::crc::Crc32c;
 use iwarp_proto::markers::{self, Markers};
 use iwarp_proto::rdmap::{Opcode, ReadRequest};
@@ -59,7 +60,12 @@ impl WithRecv for Memory {
 }
 
 fn receive(wire: &[u8], mem: &mut Memory) -> Result<u64, RxError> {
-    let mut rx = Receiver::new(rx::Config { markers: Markers::NONE, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    receive_ext(wire, mem, false)
+}
+
+/// With `extensions`, both sides agreed to RFC 7306.
+fn receive_ext(wire: &[u8], mem: &mut Memory, extensions: bool) -> Result<u64, RxError> {
+    let mut rx = Receiver::new(rx::Config { markers: Markers::NONE, crc: true, expect_rtr: None, expect_rtr_read_response: false, extensions });
     let r = rx.receive::<Crc, _>(&Pieces::new(0, &[wire]), mem);
     if r.is_err() {
         assert_eq!(rx.receive::<Crc, _>(&Pieces::new(0, &[wire]), mem), Err(RxError::Closed));
@@ -68,9 +74,12 @@ fn receive(wire: &[u8], mem: &mut Memory) -> Result<u64, RxError> {
 }
 
 fn expect(cause: Cause, ulpdu: Vec<u8>) -> Terminate {
-    let mut mem = memory();
+    expect_ext(cause, ulpdu, false, memory())
+}
+
+fn expect_ext(cause: Cause, ulpdu: Vec<u8>, extensions: bool, mut mem: Memory) -> Terminate {
     let wire = fpdu(&ulpdu);
-    let Err(RxError::Terminate(t)) = receive(&wire, &mut mem) else { panic!("{cause:?} not detected") };
+    let Err(RxError::Terminate(t)) = receive_ext(&wire, &mut mem, extensions) else { panic!("{cause:?} not detected") };
     assert_eq!(t.cause(), Some(cause));
     assert!(mem.events.is_empty());
     let placed = mem.tagged.values().flat_map(|(_, _, c)| c.iter()).chain(mem.recv.values().flat_map(|(_, c)| c.iter()));
@@ -103,6 +112,45 @@ fn rdmap_version_and_opcode_errors() {
     expect(Cause::RdmapOpcode, untagged(L, 0x4f, 0, 0, 1, 0, b"x"));
     expect(Cause::RdmapOpcode, untagged(L, 0x40, 0, 0, 1, 0, b"x")); // Write untagged
     expect(Cause::RdmapOpcode, tagged(LT, SEND, 0x100, 4096, b"x")); // Send tagged
+}
+
+#[test]
+fn rfc7306_messages_are_checked_and_refused_unless_agreed() {
+    let fa = atomic::Request::fetch_add(7, 0x100, 4096, 1).emit();
+    let resp = atomic::Response { id: 7, original: 9 }.emit();
+    let imm = 0x0102_0304_0506_0708u64.to_be_bytes();
+    // Without the extensions, their four opcodes are unexpected.
+    for (op, qn, payload) in [(8, 0, &imm[..]), (9, 0, &imm[..]), (10, 1, &fa[..]), (11, 3, &resp[..])] {
+        expect(Cause::RdmapOpcode, untagged(L, 0x40 | op, 0, qn, 1, 0, payload));
+    }
+    // With them: delivered in order, Immediate Data taking receive MSN 1 without placing.
+    let mut mem = memory();
+    let mut wire = fpdu(&untagged(L, 0x49, 0, 0, 1, 0, &imm));
+    wire.extend(fpdu(&untagged(L, 0x4a, 0, 1, 1, 0, &fa)));
+    wire.extend(fpdu(&untagged(L, 0x4b, 0, 3, 1, 0, &resp)));
+    assert_eq!(receive_ext(&wire, &mut mem, true), Ok(wire.len() as u64));
+    assert_eq!(
+        mem.events,
+        vec![
+            Event::Immediate { msn: 1, data: 0x0102_0304_0506_0708, solicited: true },
+            Event::AtomicRequest(atomic::Request::fetch_add(7, 0x100, 4096, 1)),
+            Event::AtomicResponse(atomic::Response { id: 7, original: 9 }),
+        ]
+    );
+    assert!(mem.recv[&1].1.iter().all(|&c| c == 0));
+    // Malformed: wrong lengths, a wrong queue, no receive buffer, an unknown operation, a
+    // target that is not 64-bit aligned (RFC 7306 section 8.2).
+    expect_ext(Cause::RdmapStreamCatastrophic, untagged(L, 0x48, 0, 0, 1, 0, &imm[..7]), true, memory());
+    expect_ext(Cause::RdmapStreamCatastrophic, untagged(L, 0x4a, 0, 1, 1, 0, &fa[..51]), true, memory());
+    expect_ext(Cause::RdmapStreamCatastrophic, untagged(L, 0x4b, 0, 3, 1, 0, &fa[..13]), true, memory());
+    expect_ext(Cause::DdpInvalidQn, untagged(L, 0x4a, 0, 0, 1, 0, &fa), true, memory());
+    expect_ext(Cause::DdpNoBuffer, untagged(L, 0x48, 0, 0, 1, 0, &imm), true, Memory::default());
+    let mut bad_op = fa;
+    bad_op[3] = 1;
+    expect_ext(Cause::RdmapOpcode, untagged(L, 0x4a, 0, 1, 1, 0, &bad_op), true, memory());
+    let misaligned = atomic::Request::compare_swap(7, 0x100, 4100, 0, 1).emit();
+    let t = expect_ext(Cause::RdmapStreamCatastrophic, untagged(L, 0x4a, 0, 1, 1, 0, &misaligned), true, memory());
+    assert!(t.rdma_hdr.is_none(), "RFC 7306 section 8.1: the RDMA header is not echoed");
 }
 
 #[test]
@@ -153,7 +201,7 @@ fn crc_and_marker_errors() {
     // Markers on: a marker that does not point at its FPDU.
     let mut m = vec![0, 0, 0, 4];
     m.extend(fpdu(&untagged(L, SEND, 0, 0, 1, 0, b"hello")));
-    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: false, expect_rtr: None, expect_rtr_read_response: false });
+    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: false, expect_rtr: None, expect_rtr_read_response: false, extensions: false });
     let Err(RxError::Terminate(t)) = rx.receive::<Crc, _>(&Pieces::new(0, &[&m]), &mut memory()) else { panic!() };
     assert_eq!(t.cause(), Some(Cause::MpaMarker));
 }
@@ -164,7 +212,7 @@ fn a_received_terminate_is_delivered_and_ends_the_stream() {
     let n = Terminate::new(Cause::RdmapAccessRights).emit(&mut payload).unwrap();
     let wire = fpdu(&untagged(L, 0x47, 0, 2, 1, 0, &payload[..n]));
     let mut mem = memory();
-    let mut rx = Receiver::new(rx::Config { markers: Markers::NONE, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    let mut rx = Receiver::new(rx::Config { markers: Markers::NONE, crc: true, expect_rtr: None, expect_rtr_read_response: false, extensions: false });
     assert_eq!(rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem), Ok(wire.len() as u64));
     assert_eq!(mem.events, vec![Event::Terminate(Terminate::new(Cause::RdmapAccessRights))]);
     assert_eq!(rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem), Err(RxError::Closed));
@@ -173,7 +221,7 @@ fn a_received_terminate_is_delivered_and_ends_the_stream() {
 #[test]
 fn peer_to_peer_rtr_comes_first() {
     use iwarp_proto::mpa::negotiate::Rtr;
-    let cfg = rx::Config { markers: Markers::NONE, crc: true, expect_rtr: Some(Rtr::Write), expect_rtr_read_response: false };
+    let cfg = rx::Config { markers: Markers::NONE, crc: true, expect_rtr: Some(Rtr::Write), expect_rtr_read_response: false, extensions: false };
     let rtr = fpdu(&tagged(LT, 0x40, 0, 0, b""));
     let mut rx = Receiver::new(cfg);
     let mut mem = memory();
@@ -196,7 +244,7 @@ fn nothing_is_placed_or_delivered_after_a_delivery_the_sink_refused() {
         Msg { msg: Message::Send { solicited: false, invalidate: None }, payload: vec![3; 16] },
     ];
     let (wire, _) = common::emit(&msgs, iwarp_proto::tx::Config { markers: Markers::RFC, crc: true, mulpdu: 1400 });
-    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false, extensions: false });
     let mut mem = Memory::for_scenario(&msgs);
     mem.fail_after = Some(1);
     assert_eq!(rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem), Err(RxError::Closed));

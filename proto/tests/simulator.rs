@@ -107,7 +107,7 @@ fn config(rng: &mut Rng, crc: bool) -> (tx::Config, rx::Config) {
     let markers = markers_choice(rng);
     let emss = 128 + rng.below(9000) as u32;
     let m = mulpdu(emss, if markers.enabled() { Markers::RFC } else { Markers::NONE }).max(80);
-    (tx::Config { markers, crc, mulpdu: m }, rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false })
+    (tx::Config { markers, crc, mulpdu: m }, rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false, extensions: true })
 }
 
 proptest! {

@@ -115,7 +115,7 @@ fn tshark_dissects_our_exchange_cleanly() {
         eprintln!("\n*** SKIPPED: tshark not installed; the iWARP conformance check did not run ***\n");
         return;
     };
-    let local = Local { markers: true, crc: true, rev: 1, ird: 8, ord: 8, p2p: false, rtr: RtrTypes::default() };
+    let local = Local { markers: true, crc: true, rev: 1, ird: 8, ord: 8, p2p: false, rtr: RtrTypes::default(), extensions: false };
     let mut pcap = Pcap::new();
     let mut buf = [0u8; 600];
     let req = local.request(b"iwarp-rs conformance");

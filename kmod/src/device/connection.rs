@@ -142,6 +142,7 @@ impl Context {
             ord: req.ord as u16,
             p2p: false,
             rtr: RtrTypes::default(),
+            extensions: false,
         };
         let initiator = req.role == abi::role::INITIATOR;
         let (sock, side) = match from {

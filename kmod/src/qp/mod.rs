@@ -246,7 +246,7 @@ impl QueuePair {
         let mulpdu = markers::mulpdu(est.sock.mss(), tx_marks).min(u16::MAX as u32);
         let framing = Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu });
         let tx = TxSide::new(framing, self.sq_ring.entries() as usize, c.ird as usize, opts.aligned)?;
-        let rx_cfg = crate::rx::Config { markers: rx_marks, crc: c.crc, expect_rtr: None, expect_rtr_read_response: false };
+        let rx_cfg = crate::rx::Config { markers: rx_marks, crc: c.crc, expect_rtr: None, expect_rtr_read_response: false, extensions: false };
         // Allocated here: the receive side is set up under a spinlock.
         let rx_mem = receive::RxMemory::new(c.ird as usize)?;
         est.sock.set_nodelay();

@@ -280,8 +280,9 @@ impl Sink for Placer<'_> {
             }
             Event::Terminate(t) => self.q.peer_terminate = Some(t),
             // No RTR is asked for (peer-to-peer mode is not offered), and Writes complete
-            // nothing at the data sink.
-            Event::Write { .. } | Event::ReadyToReceive(_) => {}
+            // nothing at the data sink. The RFC 7306 extensions are not negotiated yet, so the
+            // core refuses their messages before they get here.
+            Event::Write { .. } | Event::ReadyToReceive(_) | Event::Immediate { .. } | Event::AtomicRequest(_) | Event::AtomicResponse(_) => {}
         }
     }
 

@@ -12,6 +12,10 @@ pub const HEADER_LEN: usize = 20;
 pub const MAX_PRIVATE: usize = 512;
 /// Length of the RFC 6581 enhanced connection data (IRD and ORD words).
 pub const ENHANCED_LEN: usize = 4;
+/// Opens the private data (after any enhanced data) of a frame whose sender offers or accepts
+/// the RFC 7306 extensions. RFC 7306 leaves their negotiation to the upper layer; this is ours,
+/// so a peer without them (siw) never sees it in a reply and is never sent their opcodes.
+pub const EXTENSIONS_TOKEN: &[u8; 8] = b"RFC7306\x01";
 /// Largest IRD or ORD value (14 bits).
 pub const MAX_IRD_ORD: u16 = 0x3fff;
 
@@ -73,6 +77,8 @@ pub struct Frame<'a> {
     pub rev: u8,
     /// Enhanced connection data (revision 2 with the H flag).
     pub enhanced: Option<Enhanced>,
+    /// The private data opens with [`EXTENSIONS_TOKEN`] (not part of `private`).
+    pub extensions: bool,
     /// Application private data (after any enhanced data).
     pub private: &'a [u8],
 }
@@ -135,12 +141,16 @@ impl<'a> Frame<'a> {
                 rtr: RtrTypes { send: ird & IRD_ZERO_SEND_RTR != 0, write: ord & ORD_WRITE_RTR != 0, read: ord & ORD_READ_RTR != 0 },
             }
         });
-        Ok((Frame { kind: expect, markers: flags & FLAG_M != 0, crc: flags & FLAG_C != 0, reject, rev, enhanced, private }, total))
+        let extensions = private.starts_with(EXTENSIONS_TOKEN);
+        if extensions {
+            private = &private[EXTENSIONS_TOKEN.len()..];
+        }
+        Ok((Frame { kind: expect, markers: flags & FLAG_M != 0, crc: flags & FLAG_C != 0, reject, rev, enhanced, extensions, private }, total))
     }
 
     /// Length of the frame on the wire.
     pub fn wire_len(&self) -> usize {
-        HEADER_LEN + self.enhanced.map_or(0, |_| ENHANCED_LEN) + self.private.len()
+        HEADER_LEN + self.enhanced.map_or(0, |_| ENHANCED_LEN) + if self.extensions { EXTENSIONS_TOKEN.len() } else { 0 } + self.private.len()
     }
 
     /// Writes the frame into `out` and returns its length; `None` if `out` is too small or the
@@ -168,6 +178,10 @@ impl<'a> Frame<'a> {
             out[n + 2..n + 4].copy_from_slice(&ord.to_be_bytes());
             n += ENHANCED_LEN;
         }
+        if self.extensions {
+            out[n..n + EXTENSIONS_TOKEN.len()].copy_from_slice(EXTENSIONS_TOKEN);
+            n += EXTENSIONS_TOKEN.len();
+        }
         out[n..total].copy_from_slice(self.private);
         Some(total)
     }
@@ -178,7 +192,7 @@ mod tests {
     use super::*;
 
     fn req(private: &[u8]) -> Frame<'_> {
-        Frame { kind: Kind::Request, markers: true, crc: true, reject: false, rev: 1, enhanced: None, private }
+        Frame { kind: Kind::Request, markers: true, crc: true, reject: false, rev: 1, enhanced: None, extensions: false, private }
     }
 
     #[test]
@@ -194,12 +208,19 @@ mod tests {
     #[test]
     fn rfc6581_enhanced_reply_round_trip() {
         let e = Enhanced { ird: 16, ord: 8, p2p: true, rtr: RtrTypes { send: false, write: true, read: false } };
-        let f = Frame { kind: Kind::Reply, markers: false, crc: true, reject: false, rev: 2, enhanced: Some(e), private: b"pd" };
+        let f = Frame { kind: Kind::Reply, markers: false, crc: true, reject: false, rev: 2, enhanced: Some(e), extensions: false, private: b"pd" };
         let mut b = [0u8; 64];
         let n = f.emit(&mut b).unwrap();
         assert_eq!(&b[16..20], &[0x50, 2, 0, 6]);
         assert_eq!(&b[20..24], &[0x80, 16, 0x80, 8]);
         assert_eq!(Frame::parse(&b[..n], Kind::Reply), Ok((f, n)));
+        // The extensions token goes between the enhanced data and the private data.
+        let x = Frame { extensions: true, ..f };
+        let n = x.emit(&mut b).unwrap();
+        assert_eq!(&b[18..20], &[0, 14]);
+        assert_eq!(&b[24..32], EXTENSIONS_TOKEN);
+        assert_eq!(Frame::parse(&b[..n], Kind::Reply), Ok((x, n)));
+        assert_eq!(Frame { rev: 1, enhanced: None, private: &[0; 505], ..x }.emit(&mut [0; 600]), None, "512 octets at most, token included");
     }
 
     #[test]

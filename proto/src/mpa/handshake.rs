@@ -43,7 +43,8 @@ pub enum Outcome {
 }
 
 /// What a side that refuses asks for: nothing.
-const DECLINE: Local = Local { markers: false, crc: false, rev: 1, ird: 0, ord: 0, p2p: false, rtr: RtrTypes { send: false, write: false, read: false } };
+const DECLINE: Local =
+    Local { markers: false, crc: false, rev: 1, ird: 0, ord: 0, p2p: false, rtr: RtrTypes { send: false, write: false, read: false }, extensions: false };
 
 /// Misuse of the machine by its driver (a step it is not at, private data too long).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,8 +212,10 @@ mod tests {
     use crate::mpa::frame::RtrTypes;
 
     const ALL_RTR: RtrTypes = RtrTypes { send: true, write: true, read: true };
-    const A: Local = Local { markers: true, crc: true, rev: 2, ird: 4, ord: 8, p2p: false, rtr: RtrTypes { send: false, write: false, read: false } };
-    const B: Local = Local { markers: false, crc: false, rev: 2, ird: 16, ord: 2, p2p: false, rtr: RtrTypes { send: false, write: false, read: false } };
+    const A: Local =
+        Local { markers: true, crc: true, rev: 2, ird: 4, ord: 8, p2p: false, rtr: RtrTypes { send: false, write: false, read: false }, extensions: false };
+    const B: Local =
+        Local { markers: false, crc: false, rev: 2, ird: 16, ord: 2, p2p: false, rtr: RtrTypes { send: false, write: false, read: false }, extensions: false };
 
     /// Moves what `from` has to send into `to`, `chunk` octets at a time, as a socket would.
     fn pump(from: &mut Handshake, to: &mut Handshake, chunk: usize) {

@@ -25,6 +25,8 @@ pub struct Local {
     pub p2p: bool,
     /// RTR message types we accept (responder) or offer (initiator).
     pub rtr: RtrTypes,
+    /// Offer (initiator) or accept (responder) the RFC 7306 extensions.
+    pub extensions: bool,
 }
 
 /// The zero-length message that serves as ready-to-receive.
@@ -55,6 +57,8 @@ pub struct Connection {
     pub ord: u16,
     /// The RTR exchange, in peer-to-peer mode.
     pub rtr: Option<Rtr>,
+    /// Both sides agreed to the RFC 7306 extensions (Immediate Data, Atomics).
+    pub extensions: bool,
 }
 
 /// Why negotiation failed.
@@ -76,7 +80,16 @@ impl Local {
 
     /// The initiator's request frame.
     pub fn request<'a>(&self, private: &'a [u8]) -> Frame<'a> {
-        Frame { kind: Kind::Request, markers: self.markers, crc: self.crc, reject: false, rev: self.rev, enhanced: self.enhanced(self.rev), private }
+        Frame {
+            kind: Kind::Request,
+            markers: self.markers,
+            crc: self.crc,
+            reject: false,
+            rev: self.rev,
+            enhanced: self.enhanced(self.rev),
+            extensions: self.extensions,
+            private,
+        }
     }
 
     /// The responder's answer to `req`: the reply frame and the connection, or a reject frame
@@ -84,8 +97,9 @@ impl Local {
     pub fn respond<'a>(&self, req: &Frame<'_>, private: &'a [u8]) -> Result<(Frame<'a>, Connection), (Frame<'a>, Cause)> {
         let rev = req.rev.min(self.rev);
         let crc = req.crc || self.crc;
-        let mut reply = Frame { kind: Kind::Reply, markers: self.markers, crc, reject: false, rev, enhanced: None, private };
-        let mut conn = Connection { rx_markers: self.markers, tx_markers: req.markers, crc, rev, ird: self.ird, ord: self.ord, rtr: None };
+        let extensions = req.extensions && self.extensions;
+        let mut reply = Frame { kind: Kind::Reply, markers: self.markers, crc, reject: false, rev, enhanced: None, extensions, private };
+        let mut conn = Connection { rx_markers: self.markers, tx_markers: req.markers, crc, rev, ird: self.ird, ord: self.ord, rtr: None, extensions };
         if let (2, Some(theirs)) = (rev, req.enhanced) {
             conn.ord = self.ord.min(theirs.ird);
             conn.ird = self.ird.min(theirs.ord);
@@ -125,6 +139,7 @@ impl Local {
             reject: true,
             rev,
             enhanced: self.enhanced(rev).filter(|_| req.enhanced.is_some()),
+            extensions: false,
             private,
         }
     }
@@ -138,7 +153,8 @@ impl Local {
             return Err(Refused::Protocol(Cause::MpaInvalidFrame));
         }
         let crc = self.crc || rep.crc;
-        let mut conn = Connection { rx_markers: self.markers, tx_markers: rep.markers, crc, rev: rep.rev, ird: self.ird, ord: self.ord, rtr: None };
+        let extensions = self.extensions && rep.extensions;
+        let mut conn = Connection { rx_markers: self.markers, tx_markers: rep.markers, crc, rev: rep.rev, ird: self.ird, ord: self.ord, rtr: None, extensions };
         if let (2, Some(theirs)) = (rep.rev, rep.enhanced) {
             if theirs.ord > self.ird {
                 return Err(Refused::Protocol(Cause::MpaInsufficientIrd));
@@ -166,7 +182,7 @@ mod tests {
     const ALL_RTR: RtrTypes = RtrTypes { send: true, write: true, read: true };
 
     fn local(markers: bool, crc: bool, rev: u8) -> Local {
-        Local { markers, crc, rev, ird: 8, ord: 4, p2p: rev == 2, rtr: ALL_RTR }
+        Local { markers, crc, rev, ird: 8, ord: 4, p2p: rev == 2, rtr: ALL_RTR, extensions: false }
     }
 
     fn handshake(ini: Local, resp: Local) -> (Connection, Connection) {
@@ -212,6 +228,28 @@ mod tests {
     }
 
     #[test]
+    fn extensions_only_when_both_sides_want_them() {
+        for (ie, re) in [(false, false), (false, true), (true, false), (true, true)] {
+            for rev in [1, 2] {
+                let ini = Local { extensions: ie, ..local(true, true, rev) };
+                let resp = Local { extensions: re, ..local(true, true, rev) };
+                let req = ini.request(b"app");
+                let mut wire = [0u8; 600];
+                let n = req.emit(&mut wire).unwrap();
+                let (req, _) = Frame::parse(&wire[..n], Kind::Request).unwrap();
+                assert_eq!((req.extensions, req.private), (ie, &b"app"[..]), "the token never reaches the application");
+                let (rep, r) = resp.respond(&req, &[]).unwrap();
+                assert_eq!(rep.extensions, ie && re, "a reply carries the token only to accept it");
+                let i = ini.complete(&rep).unwrap();
+                assert_eq!((i.extensions, r.extensions), (ie && re, ie && re));
+            }
+        }
+        // A reply offering what we did not ask for leaves them off.
+        let rep = Frame { kind: Kind::Reply, markers: false, crc: true, reject: false, rev: 1, enhanced: None, extensions: true, private: &[] };
+        assert!(!local(false, true, 1).complete(&rep).unwrap().extensions);
+    }
+
+    #[test]
     fn no_common_rtr_is_rejected() {
         let ini = Local { rtr: RtrTypes { read: true, ..RtrTypes::default() }, ..local(false, true, 2) };
         let resp = Local { rtr: RtrTypes { send: true, ..RtrTypes::default() }, ..local(false, true, 2) };
@@ -225,7 +263,7 @@ mod tests {
     #[test]
     fn bad_replies_are_refused() {
         let ini = local(false, true, 1);
-        let mut rep = Frame { kind: Kind::Reply, markers: false, crc: true, reject: false, rev: 2, enhanced: None, private: &[] };
+        let mut rep = Frame { kind: Kind::Reply, markers: false, crc: true, reject: false, rev: 2, enhanced: None, extensions: false, private: &[] };
         assert_eq!(ini.complete(&rep), Err(Refused::Protocol(Cause::MpaInvalidFrame)));
         let ini = local(false, true, 2);
         rep.enhanced = Some(Enhanced { ird: 1, ord: 100, p2p: false, rtr: RtrTypes::default() });

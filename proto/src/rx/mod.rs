@@ -16,11 +16,12 @@
 mod fpdu;
 pub mod placed;
 
+use crate::atomic;
 use crate::crc::Crc32c;
 use crate::ddp::{self, Buffer, Header};
 use crate::markers::Markers;
 use crate::mpa::negotiate::Rtr;
-use crate::rdmap::{self, queue, Opcode, ReadRequest, READ_REQUEST_LEN};
+use crate::rdmap::{self, queue, Opcode, ReadRequest, IMMEDIATE_LEN, MAX_INLINE, READ_REQUEST_LEN};
 use crate::stream::Pieces;
 use crate::terminate::{self, Cause, Terminate};
 use fpdu::Located;
@@ -72,6 +73,20 @@ pub enum Event {
     },
     /// The peer asks us to serve an RDMA Read.
     ReadRequest(ReadRequest),
+    /// Immediate Data (RFC 7306) for the receive buffer of `msn`, which it completes without
+    /// placing anything in it.
+    Immediate {
+        /// Its MSN (it takes its place among the Sends).
+        msn: u32,
+        /// The 8 octets, big-endian.
+        data: u64,
+        /// With Solicited Event.
+        solicited: bool,
+    },
+    /// The peer asks us to carry out an atomic operation (its target is 64-bit aligned).
+    AtomicRequest(atomic::Request),
+    /// The answer to our oldest outstanding Atomic Request.
+    AtomicResponse(atomic::Response),
     /// The peer terminated the stream.
     Terminate(Terminate),
     /// The peer-to-peer ready-to-receive message arrived (responder side). A Read RTR is
@@ -109,6 +124,8 @@ pub struct Config {
     pub expect_rtr: Option<Rtr>,
     /// Peer-to-peer initiator that sent a Read RTR: the first Read Response is its answer.
     pub expect_rtr_read_response: bool,
+    /// Both sides agreed to the RFC 7306 extensions: without, their opcodes are unexpected.
+    pub extensions: bool,
 }
 
 /// Why receiving stopped.
@@ -171,7 +188,7 @@ struct Segment {
 pub struct Receiver {
     cfg: Config,
     next: u64,
-    next_msn: [u32; 3],
+    next_msn: [u32; queue::COUNT],
     send_mo: u32,
     placed: Placed,
     early: EarlyStats,
@@ -181,7 +198,7 @@ pub struct Receiver {
 impl Receiver {
     /// A receiver whose first FPDU starts at stream offset 0.
     pub fn new(cfg: Config) -> Receiver {
-        Receiver { cfg, next: 0, next_msn: [1; 3], send_mo: 0, placed: Placed::new(), early: EarlyStats::default(), closed: false }
+        Receiver { cfg, next: 0, next_msn: [1; queue::COUNT], send_mo: 0, placed: Placed::new(), early: EarlyStats::default(), closed: false }
     }
 
     /// How this stream's FPDUs are framed.
@@ -372,7 +389,10 @@ impl Receiver {
         if rv != rdmap::VERSION {
             return Err(fail(Cause::RdmapVersion));
         }
-        let op = Opcode::parse(bits).ok().filter(|op| op.tagged() == tagged).ok_or_else(|| fail(Cause::RdmapOpcode))?;
+        let op = Opcode::parse(bits)
+            .ok()
+            .filter(|op| op.tagged() == tagged && (self.cfg.extensions || !op.is_extension()))
+            .ok_or_else(|| fail(Cause::RdmapOpcode))?;
         match h.buf {
             Buffer::Tagged { to, .. } => {
                 to.checked_add(payload_len as u64).ok_or_else(|| fail(Cause::DdpToWrap))?;
@@ -383,11 +403,14 @@ impl Receiver {
                 }
                 mo.checked_add(payload_len).ok_or_else(|| fail(Cause::DdpInvalidMo))?;
                 let whole = match op {
-                    Opcode::ReadRequest => Some(READ_REQUEST_LEN as u32),
+                    Opcode::ReadRequest => Some(READ_REQUEST_LEN),
+                    Opcode::AtomicRequest => Some(atomic::REQUEST_LEN),
+                    Opcode::AtomicResponse => Some(atomic::RESPONSE_LEN),
+                    Opcode::ImmediateData | Opcode::ImmediateDataSolicited => Some(IMMEDIATE_LEN),
                     Opcode::Terminate => None,
                     _ => return Ok(Segment { op, last: h.last, buf: h.buf, hdr_len, payload_len }),
                 };
-                let bad_len = whole.is_some_and(|n| n != payload_len) || payload_len > terminate::MAX_LEN as u32;
+                let bad_len = whole.is_some_and(|n| n as u32 != payload_len) || payload_len > terminate::MAX_LEN as u32;
                 if !h.last || mo != 0 || bad_len {
                     return Err(fail(Cause::RdmapStreamCatastrophic));
                 }
@@ -429,6 +452,10 @@ impl Receiver {
             Buffer::Tagged { stag, to } => Target::Tagged { stag, to: to + off as u64 },
             Buffer::Untagged { msn, mo, .. } => Target::Untagged { msn, mo: mo + off },
         };
+        if seg.op.is_immediate() {
+            // Nothing to place, but it takes a receive buffer.
+            return sink.check(seg.op, target(0), 0);
+        }
         if !(seg.op.tagged() || seg.op.is_send()) || self.is_rtr(seg) {
             return Ok(());
         }
@@ -467,7 +494,7 @@ impl Receiver {
                 Ok(false)
             }
             Buffer::Untagged { qn, msn, ulp, .. } => {
-                if qn == queue::SEND {
+                if qn == queue::SEND && !seg.op.is_immediate() {
                     self.send_mo += seg.payload_len;
                     if !seg.last {
                         return Ok(false);
@@ -479,18 +506,35 @@ impl Receiver {
                     return Ok(false);
                 }
                 self.next_msn[qn as usize] = msn.wrapping_add(1);
-                let mut inline = [0u8; terminate::MAX_LEN];
+                let mut inline = [0u8; MAX_INLINE];
                 let payload = &mut inline[..seg.payload_len as usize];
                 fpdu::read_body(data, self.cfg.markers, f.start, f.body_len, 2 + seg.hdr_len, payload).ok_or(RxError::Closed)?;
-                if seg.op == Opcode::ReadRequest {
-                    // segment() checked that a Read Request's payload is exactly its header.
-                    let rr = ReadRequest::parse(payload).map_err(|_| RxError::Closed)?;
-                    sink.deliver(Event::ReadRequest(rr));
-                    return Ok(false);
-                }
-                let t = Terminate::parse(payload).map_err(|_| RxError::Terminate(Terminate::new(Cause::RdmapStreamCatastrophic)))?;
-                sink.deliver(Event::Terminate(t));
-                Ok(true)
+                // segment() checked that these payloads are exactly their headers.
+                let event = match seg.op {
+                    Opcode::ReadRequest => Event::ReadRequest(ReadRequest::parse(payload).map_err(|_| RxError::Closed)?),
+                    Opcode::ImmediateData | Opcode::ImmediateDataSolicited => {
+                        let mut b = [0u8; IMMEDIATE_LEN];
+                        b.copy_from_slice(payload);
+                        Event::Immediate { msn, data: u64::from_be_bytes(b), solicited: seg.op.solicited() }
+                    }
+                    Opcode::AtomicRequest => {
+                        // RFC 7306 section 5.2.1: an operation we do not know is unexpected;
+                        // section 8.2: a target that is not 64-bit aligned ends the stream.
+                        let r = atomic::Request::parse(payload).map_err(|_| self.term(Cause::RdmapOpcode, data, f))?;
+                        if !r.aligned() {
+                            return Err(self.term(Cause::RdmapStreamCatastrophic, data, f));
+                        }
+                        Event::AtomicRequest(r)
+                    }
+                    Opcode::AtomicResponse => Event::AtomicResponse(atomic::Response::parse(payload).map_err(|_| RxError::Closed)?),
+                    _ => {
+                        let t = Terminate::parse(payload).map_err(|_| RxError::Terminate(Terminate::new(Cause::RdmapStreamCatastrophic)))?;
+                        sink.deliver(Event::Terminate(t));
+                        return Ok(true);
+                    }
+                };
+                sink.deliver(event);
+                Ok(false)
             }
         }
     }

@@ -2,6 +2,7 @@
 //! and an emitter that turns messages into a wire stream.
 #![allow(dead_code)]
 
+use iwarp_proto::atomic;
 use iwarp_proto::crc::Crc32c;
 use iwarp_proto::markers::Markers;
 use iwarp_proto::rdmap::{Opcode, ReadRequest};
@@ -59,12 +60,32 @@ pub fn scenario(rng: &mut Rng, big: bool) -> Vec<Msg> {
         let payload: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
         let stag = 0x100 + i as u32;
         let to = rng.below(1 << 40);
-        let msg = match rng.below(7) {
+        let msg = match rng.below(9) {
             0 => Message::Send { solicited: false, invalidate: None },
             1 => Message::Send { solicited: true, invalidate: None },
             2 => Message::Send { solicited: rng.chance(50), invalidate: Some(rng.next() as u32) },
             3 | 4 => Message::Write { stag, to },
             5 => Message::ReadResponse { stag, to },
+            // RFC 7306: Immediate Data, or an atomic exchange's two halves.
+            7 => {
+                out.push(Msg { msg: Message::Immediate { solicited: rng.chance(50), data: rng.next() }, payload: Vec::new() });
+                continue;
+            }
+            8 => {
+                let target = rng.below(1 << 40) & !7;
+                let req = if rng.chance(50) {
+                    atomic::Request::fetch_add(i as u32, stag, target, rng.next())
+                } else {
+                    atomic::Request {
+                        data_mask: rng.next(),
+                        compare_mask: rng.next(),
+                        ..atomic::Request::compare_swap(i as u32, stag, target, rng.next(), rng.next())
+                    }
+                };
+                out.push(Msg { msg: Message::AtomicRequest(req), payload: Vec::new() });
+                out.push(Msg { msg: Message::AtomicResponse(atomic::Response { id: i as u32, original: rng.next() }), payload: Vec::new() });
+                continue;
+            }
             _ => {
                 let rr = ReadRequest { sink_stag: 7, sink_to: 8, size: len as u32, src_stag: 9, src_to: 10 };
                 out.push(Msg { msg: Message::ReadRequest(rr), payload: Vec::new() });
@@ -88,6 +109,12 @@ pub fn expected_events(msgs: &[Msg]) -> Vec<Event> {
                 msn += 1;
                 Event::Send { msn, len: m.payload.len() as u32, solicited, invalidate }
             }
+            Message::Immediate { solicited, data } => {
+                msn += 1;
+                Event::Immediate { msn, data, solicited }
+            }
+            Message::AtomicRequest(r) => Event::AtomicRequest(r),
+            Message::AtomicResponse(r) => Event::AtomicResponse(r),
             Message::Write { stag, .. } => Event::Write { stag },
             Message::ReadResponse { stag, .. } => Event::ReadResponse { stag },
             Message::ReadRequest(rr) => Event::ReadRequest(rr),
@@ -144,7 +171,7 @@ impl Memory {
                     let n = m.payload.len();
                     mem.tagged.insert(stag, (to, vec![0; n], vec![0; n]));
                 }
-                Message::Send { .. } => {
+                Message::Send { .. } | Message::Immediate { .. } => {
                     msn += 1;
                     // Posted receive buffers may be larger than the message.
                     let n = m.payload.len() + 16;
@@ -166,6 +193,10 @@ impl Memory {
                     let (_, bytes, count) = &self.tagged[&stag];
                     assert!(bytes == &m.payload, "tagged payload of stag {stag:#x} differs");
                     assert!(count.iter().all(|&c| c == 1), "tagged byte placed other than once");
+                }
+                Message::Immediate { .. } => {
+                    msn += 1;
+                    assert!(self.recv[&msn].1.iter().all(|&c| c == 0), "Immediate Data placed into its receive buffer");
                 }
                 Message::Send { .. } => {
                     msn += 1;

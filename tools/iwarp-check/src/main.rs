@@ -536,7 +536,7 @@ fn recv_user(port: &str, size: usize) -> Check {
     let conn = wire::respond(&mut s, b"user-level")?;
     ensure(conn.rx_markers && conn.crc, "the kernel will send markers and CRCs")?;
 
-    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false });
+    let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false, extensions: false });
     let mut sink = Buffers { write: vec![0; size], recv: vec![0; size], events: Vec::new() };
     let mut pending: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 << 10];

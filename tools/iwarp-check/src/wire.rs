@@ -47,7 +47,7 @@ impl Sink for Collect {
 
 /// What the user-level peers ask for in MPA: markers, CRC, revision 2.
 pub(crate) const LOCAL: Local =
-    Local { markers: true, crc: true, rev: 2, ird: 4, ord: 4, p2p: false, rtr: RtrTypes { send: false, write: false, read: false } };
+    Local { markers: true, crc: true, rev: 2, ird: 4, ord: 4, p2p: false, rtr: RtrTypes { send: false, write: false, read: false }, extensions: false };
 
 /// Drives `h` over a plain socket until it is to decide or done.
 pub(crate) fn drive(s: &mut TcpStream, h: &mut Handshake) -> Check {
@@ -188,6 +188,7 @@ pub(crate) fn receiver(conn: &Connection) -> Receiver {
         crc: conn.crc,
         expect_rtr: None,
         expect_rtr_read_response: false,
+        extensions: false,
     })
 }
 
