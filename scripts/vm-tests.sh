@@ -306,6 +306,9 @@ tests() {
     t verbs-reads-at-the-ird vm_pair B "$check ird-serve $PORT" A "$check ird-read $B $PORT"
     # One Read Request beyond the IRD: a Terminate, after whole responses in order.
     t verbs-reads-beyond-the-ird vm_pair B "$check ird-overflow-serve $PORT" A "$check ird-overflow $B $PORT"
+    # RFC 7306: Fetch-and-Adds from two QPs on one counter, a Compare-and-Swap lock, Write with
+    # Immediate and Immediate Data; a peer that declines the extensions is never sent them.
+    t verbs-rfc7306-atomics-and-immediate-data vm_pair B "$check ext-serve $PORT" A "$check ext-drive $B $PORT"
     # The hostile peer's seeded smoke run (cargo xtask fuzz-vm runs more): streams changed at
     # the MPA exchange, in their octets or in the STags they name, each checked against the
     # model on the module's side.

@@ -23,6 +23,11 @@ pub(crate) fn enotconn() -> Error {
     errno(kernel::bindings::ENOTCONN)
 }
 
+/// EOPNOTSUPP: the connection did not agree to what the request needs (RFC 7306).
+pub(crate) fn eopnotsupp() -> Error {
+    errno(kernel::bindings::EOPNOTSUPP)
+}
+
 /// ECONNREFUSED: the peer refused the connection (a TCP reset or an MPA reject frame).
 pub(crate) fn econnrefused() -> Error {
     errno(kernel::bindings::ECONNREFUSED)

@@ -112,7 +112,7 @@ impl MrTable {
             && length <= MAX_MR_SIZE
             && addr.checked_add(length).is_some()
             && rights & !access::ALL == 0
-            && (rights & access::REMOTE_WRITE == 0 || rights & access::LOCAL_WRITE != 0);
+            && (rights & (access::REMOTE_WRITE | access::REMOTE_ATOMIC) == 0 || rights & access::LOCAL_WRITE != 0);
         if valid {
             Ok(())
         } else {
@@ -196,6 +196,14 @@ impl Domain<'_> {
         let mr = self.get(stag)?;
         let off = mr.offset(addr, src.len() as u64, need)?;
         mr.pages.copy_from(off, src).map_err(|_| Fault::Access)
+    }
+
+    /// Runs atomic operation `op` on the 64-bit value at `addr` (8-aligned) of region `stag`
+    /// (`need` rights required, which must include a write right) and returns the value before.
+    pub(crate) fn atomic(&self, stag: u32, addr: u64, need: u32, op: impl Fn(u64) -> u64) -> Result<u64, Fault> {
+        let mr = self.get(stag)?;
+        let off = mr.offset(addr, 8, need)?;
+        mr.pages.update_u64(off, op).map_err(|_| Fault::Access)
     }
 
     /// Invalidates `stag` (a peer's Send with Invalidate): later accesses fail until it is

@@ -80,6 +80,34 @@ impl PinnedPages {
         Ok(())
     }
 
+    /// Replaces the 64-bit value at buffer offset `offset` with `op` of it, atomically against
+    /// every other access (a locked compare-and-exchange on the page), and returns the value
+    /// before; EINVAL if out of range or not 8-aligned in memory, EPERM if read-only. RFC 7306
+    /// needs atomicity only against other atomics; this gives it against the CPU's too.
+    pub(crate) fn update_u64(&self, offset: u64, op: impl Fn(u64) -> u64) -> Result<u64> {
+        self.check_range(offset, 8)?;
+        if !self.writable {
+            return Err(EPERM);
+        }
+        let at = self.first as u64 + offset;
+        if at % 8 != 0 {
+            return Err(EINVAL);
+        }
+        let (idx, in_page) = ((at / PAGE_SIZE as u64) as usize, (at % PAGE_SIZE as u64) as usize);
+        // SAFETY: the set is live and `idx` is below its page count (the range is inside the
+        // buffer).
+        let page = unsafe { ffi::iwarp_shim_pinned_page(self.ptr.as_ptr(), idx) };
+        // SAFETY: `page` is pinned while `self` lives; every page has a kernel address.
+        let base = unsafe { ffi::iwarp_shim_page_address(page) };
+        // SAFETY: `base + in_page` is 8-aligned (checked above) with its 8 octets inside the
+        // page, which stays mapped and pinned while `self` lives; it is user memory, never a
+        // Rust object, so other accesses to it are the user's or other atomics (all atomic here).
+        let value = unsafe { AtomicU64::from_ptr(base.cast::<u8>().add(in_page).cast::<u64>()) };
+        Ok(match value.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(op(v))) {
+            Ok(old) | Err(old) => old,
+        })
+    }
+
     /// Calls `f` with the page fragments covering buffer octets `[offset, offset + len)`, in
     /// order; EINVAL if out of range. The fragments are valid while `self` lives: whoever sends
     /// from them keeps it alive until TCP has taken its own page references.

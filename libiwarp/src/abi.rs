@@ -6,7 +6,7 @@
 //! Bump [`ABI_VERSION`] on every incompatible change.
 
 /// Version of this ABI; QUERY_DEVICE reports the module's.
-pub const ABI_VERSION: u32 = 6;
+pub const ABI_VERSION: u32 = 7;
 
 /// The ioctl type byte of `/dev/iwarp`.
 pub const IOCTL_TYPE: u32 = 0xa7;
@@ -36,6 +36,8 @@ pub mod caps {
     pub const OOO_PLACEMENT: u64 = 1 << 3;
     /// Queue pairs with work requests and completion queues (the data path).
     pub const QUEUE_PAIRS: u64 = 1 << 4;
+    /// RFC 7306: Immediate Data and Atomic Operations, on connections that agree to them.
+    pub const EXTENSIONS: u64 = 1 << 5;
 }
 
 /// Answer of [`IOCTL_QUERY_DEVICE`].
@@ -88,8 +90,10 @@ pub mod access {
     pub const REMOTE_WRITE: u32 = 1 << 1;
     /// The peer may RDMA Read from it.
     pub const REMOTE_READ: u32 = 1 << 2;
+    /// The peer may run atomic operations on it (RFC 7306; requires LOCAL_WRITE).
+    pub const REMOTE_ATOMIC: u32 = 1 << 3;
     /// Every defined bit.
-    pub const ALL: u32 = LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ;
+    pub const ALL: u32 = LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC;
 }
 
 /// Argument of [`IOCTL_REG_MR`]: the caller fills `addr`, `length` and `access`; the module
@@ -206,8 +210,12 @@ pub mod conn {
     /// It costs bandwidth: one skb per FPDU, where FPDUs otherwise go to TCP as one stream that
     /// it cuts into large GSO packets (docs/ooo-placement.md has the figures).
     pub const ALIGNED: u32 = 1 << 6;
+    /// Offer (initiator) or accept (responder) the RFC 7306 extensions / both sides agreed.
+    /// The offer is a token opening the MPA private data (8 octets of the application's 508);
+    /// a peer without them does not answer it, and is never sent their messages.
+    pub const EXTENSIONS: u32 = 1 << 7;
     /// Every bit a caller may ask for.
-    pub const ASKABLE: u32 = RX_MARKERS | CRC | COPY_SEND | IN_ORDER | ALIGNED;
+    pub const ASKABLE: u32 = RX_MARKERS | CRC | COPY_SEND | IN_ORDER | ALIGNED | EXTENSIONS;
 }
 
 /// Argument of [`IOCTL_CREATE_QP`]: a queue pair not connected yet, with its send and receive
@@ -545,6 +553,17 @@ pub mod opcode {
     pub const READ: u32 = 2;
     /// Send, and have the peer invalidate its STag `invalidate` on arrival.
     pub const SEND_WITH_INVALIDATE: u32 = 3;
+    /// RDMA Write followed by Immediate Data `imm_data`, which completes the peer's next
+    /// receive once the Write is placed (RFC 7306 section 6).
+    pub const WRITE_WITH_IMM: u32 = 4;
+    /// Immediate Data `imm_data` alone: completes the peer's next receive.
+    pub const IMMEDIATE: u32 = 5;
+    /// Fetch-and-Add of `compare_add` to the 64-bit value at the peer's `remote_addr`
+    /// (8-aligned, region with REMOTE_ATOMIC); the value before lands in the one 8-octet SGE.
+    pub const FETCH_ADD: u32 = 6;
+    /// Compare-and-Swap: `swap` replaces the peer's value if it equals `compare_add`; the
+    /// value before lands in the one 8-octet SGE.
+    pub const COMPARE_SWAP: u32 = 7;
 }
 
 /// Flags of [`PostSend::flags`].
@@ -605,10 +624,16 @@ pub struct PostSend {
     pub invalidate: u32,
     /// The local buffer (Read: where the data goes; needs LOCAL_WRITE).
     pub sge: [Sge; MAX_SGE],
+    /// Write with Immediate, Immediate: the 8 octets the peer's completion carries.
+    pub imm_data: u64,
+    /// Fetch-and-Add: what to add; Compare-and-Swap: what to compare with.
+    pub compare_add: u64,
+    /// Compare-and-Swap: the new value.
+    pub swap: u64,
 }
 
 /// Size of [`PostSend`].
-pub const POST_SEND_SIZE: usize = 104;
+pub const POST_SEND_SIZE: usize = 128;
 /// Largest message (total of a work request's SGEs).
 pub const MAX_MESSAGE: u64 = 16 << 20;
 
@@ -752,6 +777,10 @@ pub mod wc_opcode {
     pub const RDMA_READ: u32 = 2;
     /// A receive.
     pub const RECV: u32 = 3;
+    /// A Fetch-and-Add (RFC 7306).
+    pub const FETCH_ADD: u32 = 4;
+    /// A Compare-and-Swap (RFC 7306).
+    pub const COMPARE_SWAP: u32 = 5;
 }
 
 /// Flags of [`Cqe::flags`].
@@ -760,6 +789,9 @@ pub mod wc_flags {
     pub const SOLICITED: u32 = 1 << 0;
     /// The received Send invalidated the local STag [`super::Cqe::invalidated`].
     pub const WITH_INVALIDATE: u32 = 1 << 1;
+    /// The receive was completed by Immediate Data (alone or after a Write), in
+    /// [`super::Cqe::imm_data`]; nothing was placed in its buffer.
+    pub const WITH_IMM: u32 = 1 << 2;
 }
 
 /// One completion.
@@ -780,10 +812,12 @@ pub struct Cqe {
     pub flags: u32,
     /// With [`wc_flags::WITH_INVALIDATE`]: the STag invalidated.
     pub invalidated: u32,
+    /// With [`wc_flags::WITH_IMM`]: the Immediate Data.
+    pub imm_data: u64,
 }
 
 /// Size of [`Cqe`].
-pub const CQE_SIZE: usize = 32;
+pub const CQE_SIZE: usize = 40;
 
 /// Argument of [`IOCTL_QUERY_QP`].
 #[repr(C)]
@@ -931,7 +965,7 @@ pub const fn device_attributes() -> QueryDevice {
     QueryDevice {
         abi_version: ABI_VERSION,
         marker_interval: 512,
-        caps: caps::MARKERS | caps::CRC | caps::MPA_V2 | caps::QUEUE_PAIRS | caps::OOO_PLACEMENT,
+        caps: caps::MARKERS | caps::CRC | caps::MPA_V2 | caps::QUEUE_PAIRS | caps::OOO_PLACEMENT | caps::EXTENSIONS,
         max_qp: MAX_QP,
         max_qp_wr: MAX_QP_WR,
         max_cq: MAX_CQ,

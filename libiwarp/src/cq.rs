@@ -21,8 +21,12 @@ pub enum WcOpcode {
     RdmaWrite,
     /// An RDMA Read of ours (the data is in place).
     RdmaRead,
-    /// A receive: the peer's Send is in the buffer.
+    /// A receive: the peer's Send is in the buffer, or its Immediate Data in the completion.
     Recv,
+    /// A Fetch-and-Add of ours (the value before is in place).
+    FetchAdd,
+    /// A Compare-and-Swap of ours (the value before is in place).
+    CompareSwap,
 }
 
 /// How it finished.
@@ -63,12 +67,14 @@ pub struct WorkCompletion {
     pub solicited: bool,
     /// A receive of a Send with Invalidate: the local STag it invalidated.
     pub invalidated: Option<u32>,
+    /// A receive completed by Immediate Data (RFC 7306): its 8 octets.
+    pub imm: Option<u64>,
 }
 
 impl WorkCompletion {
     /// A placeholder to fill arrays given to [`CompletionQueue::poll`].
     pub const EMPTY: WorkCompletion =
-        WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Send, byte_len: 0, qp: 0, solicited: false, invalidated: None };
+        WorkCompletion { wr_id: 0, status: WcStatus::Success, opcode: WcOpcode::Send, byte_len: 0, qp: 0, solicited: false, invalidated: None, imm: None };
 
     fn from_raw(c: &Cqe) -> WorkCompletion {
         let status = match c.status {
@@ -85,6 +91,8 @@ impl WorkCompletion {
             wc_opcode::SEND => WcOpcode::Send,
             wc_opcode::RDMA_WRITE => WcOpcode::RdmaWrite,
             wc_opcode::RDMA_READ => WcOpcode::RdmaRead,
+            wc_opcode::FETCH_ADD => WcOpcode::FetchAdd,
+            wc_opcode::COMPARE_SWAP => WcOpcode::CompareSwap,
             _ => WcOpcode::Recv,
         };
         WorkCompletion {
@@ -95,6 +103,7 @@ impl WorkCompletion {
             qp: c.qp,
             solicited: c.flags & wc_flags::SOLICITED != 0,
             invalidated: (c.flags & wc_flags::WITH_INVALIDATE != 0).then_some(c.invalidated),
+            imm: (c.flags & wc_flags::WITH_IMM != 0).then_some(c.imm_data),
         }
     }
 }

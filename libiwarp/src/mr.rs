@@ -18,6 +18,8 @@ impl Access {
     pub const REMOTE_WRITE: Access = Access(access::REMOTE_WRITE);
     /// Peer RDMA Reads.
     pub const REMOTE_READ: Access = Access(access::REMOTE_READ);
+    /// Peer atomic operations (RFC 7306; needs LOCAL_WRITE too).
+    pub const REMOTE_ATOMIC: Access = Access(access::REMOTE_ATOMIC);
 
     /// The ABI bits.
     pub fn bits(self) -> u32 {

@@ -55,6 +55,10 @@ pub struct ConnectOptions {
     /// Octets between markers, 0 for RFC 5044's 512; see [`crate::abi::AdoptQp::marker_interval`]
     /// (experiments only: both ends must ask for the same).
     pub marker_interval: u32,
+    /// Offer (or accept) the RFC 7306 extensions: Immediate Data and atomic operations. They
+    /// are used only if the peer agrees ([`Negotiated::extensions`]); the offer takes 8 octets
+    /// of the private data's room ([`crate::abi::conn::EXTENSIONS`]).
+    pub extensions: bool,
 }
 
 impl ConnectOptions {
@@ -73,6 +77,7 @@ impl ConnectOptions {
             in_order_only: false,
             aligned: false,
             marker_interval: 0,
+            extensions: false,
         }
     }
 }
@@ -92,6 +97,9 @@ pub struct Negotiated {
     pub ird: u16,
     /// Our outbound Read depth.
     pub ord: u16,
+    /// Both sides agreed to the RFC 7306 extensions; without, posting their operations fails
+    /// with EOPNOTSUPP.
+    pub extensions: bool,
     /// The peer's private data.
     pub peer_private: Vec<u8>,
 }
@@ -163,6 +171,43 @@ pub enum SendOp {
     Write(Remote),
     /// An RDMA Read from `Remote` into the single local entry.
     Read(Remote),
+    /// An RDMA Write, then Immediate Data `imm`, which completes the peer's next receive once
+    /// the Write is placed (RFC 7306; the payload is copied, so the request completes when
+    /// TCP took it).
+    WriteImm {
+        /// Where to write.
+        remote: Remote,
+        /// The 8 octets the peer's completion carries.
+        imm: u64,
+        /// With Solicited Event.
+        solicited: bool,
+    },
+    /// Immediate Data alone (no local entries): completes the peer's next receive with `imm`.
+    Immediate {
+        /// The 8 octets.
+        imm: u64,
+        /// With Solicited Event.
+        solicited: bool,
+    },
+    /// Fetch-and-Add of `add` to the peer's 64-bit value at `Remote` (8-aligned, registered
+    /// with [`crate::Access::REMOTE_ATOMIC`]); the value before lands in the single local
+    /// entry of 8 octets, in this host's byte order.
+    FetchAdd {
+        /// The peer's value.
+        remote: Remote,
+        /// What to add.
+        add: u64,
+    },
+    /// Compare-and-Swap: `swap` replaces the peer's value if it equals `compare`; the value
+    /// before lands in the single local entry of 8 octets.
+    CompareSwap {
+        /// The peer's value.
+        remote: Remote,
+        /// The value expected.
+        compare: u64,
+        /// The new value.
+        swap: u64,
+    },
 }
 
 /// A send work request.
@@ -306,6 +351,20 @@ fn send_entry(wr: &SendWr<'_>) -> io::Result<PostSend> {
             req.remote_addr = r.addr;
             req.rkey = r.rkey;
         }
+        SendOp::WriteImm { remote, imm, solicited } => {
+            (req.opcode, req.remote_addr, req.rkey, req.imm_data) = (opcode::WRITE_WITH_IMM, remote.addr, remote.rkey, imm);
+            req.flags |= if solicited { send_flags::SOLICITED } else { 0 };
+        }
+        SendOp::Immediate { imm, solicited } => {
+            (req.opcode, req.imm_data) = (opcode::IMMEDIATE, imm);
+            req.flags |= if solicited { send_flags::SOLICITED } else { 0 };
+        }
+        SendOp::FetchAdd { remote, add } => {
+            (req.opcode, req.remote_addr, req.rkey, req.compare_add) = (opcode::FETCH_ADD, remote.addr, remote.rkey, add);
+        }
+        SendOp::CompareSwap { remote, compare, swap } => {
+            (req.opcode, req.remote_addr, req.rkey, req.compare_add, req.swap) = (opcode::COMPARE_SWAP, remote.addr, remote.rkey, compare, swap);
+        }
     }
     Ok(req)
 }
@@ -407,7 +466,8 @@ impl<'a> QueuePair<'a> {
                 | (if opts.crc { conn::CRC } else { 0 })
                 | (if opts.copy_send { conn::COPY_SEND } else { 0 })
                 | (if opts.in_order_only { conn::IN_ORDER } else { 0 })
-                | (if opts.aligned { conn::ALIGNED } else { 0 }),
+                | (if opts.aligned { conn::ALIGNED } else { 0 })
+                | (if opts.extensions { conn::EXTENSIONS } else { 0 }),
             marker_interval: opts.marker_interval,
             mpa_rev: opts.mpa_rev as u32,
             ird: opts.ird as u32,
@@ -439,6 +499,7 @@ impl<'a> QueuePair<'a> {
             tx_markers: req.negotiated & conn::TX_MARKERS != 0,
             ird: req.neg_ird as u16,
             ord: req.neg_ord as u16,
+            extensions: req.negotiated & conn::EXTENSIONS != 0,
             peer_private: peer,
         }))
     }

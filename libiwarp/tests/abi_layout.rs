@@ -109,6 +109,8 @@ fn work_request_layouts() {
     assert_eq!(offset_of!(PostSend, rkey), 32);
     assert_eq!(offset_of!(PostSend, invalidate), 36);
     assert_eq!(offset_of!(PostSend, sge), 40);
+    assert_eq!(offset_of!(PostSend, imm_data), 104);
+    assert_eq!(offset_of!(PostSend, swap), 120);
     assert_eq!(size_of::<PostRecv>(), POST_RECV_SIZE);
     assert_eq!(offset_of!(PostRecv, wr_id), 8);
     assert_eq!(offset_of!(PostRecv, sge), 16);
@@ -124,10 +126,12 @@ fn completion_queue_layouts() {
     assert_eq!(offset_of!(Cqe, status), 8);
     assert_eq!(offset_of!(Cqe, qp), 20);
     assert_eq!(offset_of!(Cqe, invalidated), 28);
+    assert_eq!(offset_of!(Cqe, imm_data), 32);
     // Entries start on their own cache lines, after the producer's and the consumer's.
     assert_eq!(cq_ring::CONSUMER % 64, 0);
     assert_eq!(cq_ring::ENTRIES, 128);
-    assert_eq!(cq_ring::ENTRIES % CQE_SIZE, 0);
+    // Every entry's 64-bit fields stay aligned.
+    assert_eq!(cq_ring::ENTRIES % 8 + CQE_SIZE % 8, 0);
 }
 
 #[test]

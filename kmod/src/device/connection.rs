@@ -10,7 +10,7 @@ use crate::abi::{self, conn, Accept, AdoptQp, ConnectQp, GetRequest, HandleOp, L
 use crate::error::econnrefused;
 use crate::listen::{Listener, Pending};
 use crate::markers::Markers;
-use crate::mpa::frame::RtrTypes;
+use crate::mpa::frame::{RtrTypes, EXTENSIONS_TOKEN};
 use crate::mpa::negotiate::Local;
 use crate::qp::{self, Failed, Side, StreamOptions};
 use crate::socket::{Hook, TcpSocket};
@@ -83,7 +83,7 @@ impl Context {
         let valid = req.role <= abi::role::RESPONDER
             && req.flags & !conn::ASKABLE == 0
             && (1..=2).contains(&req.mpa_rev)
-            && req.private_len <= MAX_PRIVATE_DATA
+            && req.private_len + if req.flags & conn::EXTENSIONS != 0 { EXTENSIONS_TOKEN.len() as u32 } else { 0 } <= MAX_PRIVATE_DATA
             && (1..=60_000).contains(&req.timeout_ms)
             && req.ird <= MAX_IRD_ORD as u32
             && req.ord <= MAX_IRD_ORD as u32;
@@ -104,7 +104,7 @@ impl Context {
         let c = est.conn;
         req.peer_private_len = est.peer_private.len() as u32;
         req.negotiated =
-            (if c.rx_markers { conn::RX_MARKERS } else { 0 }) | (if c.tx_markers { conn::TX_MARKERS } else { 0 }) | (if c.crc { conn::CRC } else { 0 });
+            (if c.rx_markers { conn::RX_MARKERS } else { 0 }) | (if c.tx_markers { conn::TX_MARKERS } else { 0 }) | (if c.crc { conn::CRC } else { 0 }) | (if c.extensions { conn::EXTENSIONS } else { 0 });
         req.rev = c.rev as u32;
         req.neg_ird = c.ird as u32;
         req.neg_ord = c.ord as u32;
@@ -142,7 +142,7 @@ impl Context {
             ord: req.ord as u16,
             p2p: false,
             rtr: RtrTypes::default(),
-            extensions: false,
+            extensions: req.flags & conn::EXTENSIONS != 0,
         };
         let initiator = req.role == abi::role::INITIATOR;
         let (sock, side) = match from {
@@ -210,7 +210,7 @@ impl Context {
         {
             let asked = pending.request()?;
             req.rev = asked.rev as u32;
-            req.flags = (if asked.markers { conn::RX_MARKERS } else { 0 }) | (if asked.crc { conn::CRC } else { 0 });
+            req.flags = (if asked.markers { conn::RX_MARKERS } else { 0 }) | (if asked.crc { conn::CRC } else { 0 }) | (if asked.extensions { conn::EXTENSIONS } else { 0 });
             if let Some(e) = asked.enhanced {
                 (req.ird, req.ord) = (e.ird as u32, e.ord as u32);
             }

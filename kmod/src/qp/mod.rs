@@ -39,7 +39,7 @@ use kernel::sync::{Arc, Mutex, SetOnce};
 use outbound::TxSide;
 use receive::RxSide;
 use unacked::Unacked;
-use wr::{Fifo, PendingRead, RecvWr};
+use wr::{Fifo, PendingAtomic, PendingRead, RecvWr};
 
 /// Queue pairs of all contexts.
 static QUEUE_PAIRS: AtomicU64 = AtomicU64::new(0);
@@ -193,6 +193,7 @@ impl QueuePair {
     ) -> Result<Arc<QueuePair>> {
         let rq = Fifo::<RecvWr>::new(limits.max_recv_wr as usize)?;
         let reads = Fifo::<PendingRead>::new(limits.max_send_wr as usize)?;
+        let atomics = Fifo::<PendingAtomic>::new(limits.max_send_wr as usize)?;
         // Signaled requests outstanding, each behind at most one run of unsignaled ones.
         let unacked = Fifo::<Unacked>::new(2 * limits.max_send_wr as usize + 1)?;
         Arc::pin_init(
@@ -212,7 +213,7 @@ impl QueuePair {
                 _counted: Counted::new(),
                 heads <- new_mutex!(Heads::new()),
                 tx <- new_mutex!(None),
-                rx <- new_spinlock_bh!(RxSide::new(rq, reads, unacked)?, "QueuePair::rx"),
+                rx <- new_spinlock_bh!(RxSide::new(rq, reads, atomics, unacked)?, "QueuePair::rx"),
             }),
             GFP_KERNEL,
         )
@@ -246,7 +247,7 @@ impl QueuePair {
         let mulpdu = markers::mulpdu(est.sock.mss(), tx_marks).min(u16::MAX as u32);
         let framing = Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu });
         let tx = TxSide::new(framing, self.sq_ring.entries() as usize, c.ird as usize, opts.aligned)?;
-        let rx_cfg = crate::rx::Config { markers: rx_marks, crc: c.crc, expect_rtr: None, expect_rtr_read_response: false, extensions: false };
+        let rx_cfg = crate::rx::Config { markers: rx_marks, crc: c.crc, expect_rtr: None, expect_rtr_read_response: false, extensions: c.extensions };
         // Allocated here: the receive side is set up under a spinlock.
         let rx_mem = receive::RxMemory::new(c.ird as usize)?;
         est.sock.set_nodelay();
@@ -304,7 +305,7 @@ impl QueuePair {
 
     /// A completion of this QP.
     fn cqe(&self, wr_id: u64, status: u32, opcode: u32, byte_len: u32) -> Cqe {
-        Cqe { wr_id, status, opcode, byte_len, qp: self.handle, flags: 0, invalidated: 0 }
+        Cqe { wr_id, status, opcode, byte_len, qp: self.handle, flags: 0, invalidated: 0, imm_data: 0 }
     }
 
     /// Leaves the connected state for good: flushes every posted receive, outstanding Read and
@@ -325,6 +326,9 @@ impl QueuePair {
         self.flush_unacked(&mut rx.queues);
         while let Some(r) = rx.queues.reads.pop() {
             let _ = self.send_cq.push(&self.cqe(r.wr_id, wc_status::WR_FLUSH_ERR, wc_opcode::RDMA_READ, 0));
+        }
+        while let Some(a) = rx.queues.atomics.pop() {
+            let _ = self.send_cq.push(&self.cqe(a.wr_id, wc_status::WR_FLUSH_ERR, a.opcode, 0));
         }
         true
     }

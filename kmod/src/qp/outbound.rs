@@ -36,9 +36,9 @@ pub(super) struct Outbound {
 }
 
 impl Outbound {
-    /// Whether a work request of ours posted it (everything but Read Responses).
+    /// Whether a work request of ours posted it (everything but Read and Atomic Responses).
     fn is_wr(&self) -> bool {
-        !matches!(self.msg, Message::ReadResponse { .. })
+        !matches!(self.msg, Message::ReadResponse { .. } | Message::AtomicResponse(_))
     }
 }
 
@@ -117,11 +117,11 @@ impl TxSide {
         self.wrs
     }
 
-    /// Whether `ob` may be queued: ENOMEM when the queue holds as many work requests as the
-    /// send queue (Read Responses have room of their own).
-    fn room_for(&self, ob: &Outbound) -> Result {
-        let full = if ob.is_wr() { self.wrs >= self.max_wrs } else { self.queue.len() >= self.queue.capacity() };
-        if full {
+    /// Whether `obs` may be queued: ENOMEM when the queue would hold more work requests than
+    /// the send queue (responses have room of their own).
+    fn room_for(&self, obs: &[Outbound]) -> Result {
+        let wrs = obs.iter().filter(|ob| ob.is_wr()).count();
+        if self.wrs + wrs > self.max_wrs || self.queue.len() + obs.len() > self.queue.capacity() {
             return Err(ENOMEM);
         }
         Ok(())
@@ -316,16 +316,19 @@ impl QueuePair {
         }
     }
 
-    /// Queues `ob` and pumps. `check` runs once the queue has room, under the send side's lock,
-    /// and may refuse; when it accepts, `ob` is queued.
-    pub(super) fn enqueue(&self, ob: Outbound, check: impl FnOnce(&TxSide) -> Result) -> Result {
+    /// Queues `obs` (one message, or a Write and its Immediate Data) back to back and pumps.
+    /// `check` runs once the queue has room, under the send side's lock, and may refuse; when
+    /// it accepts, all of `obs` is queued.
+    pub(super) fn enqueue<const N: usize>(&self, obs: [Outbound; N], check: impl FnOnce(&TxSide) -> Result) -> Result {
         let mut guard = self.tx.lock();
         let Some(side) = &mut *guard else { return Err(enotconn()) };
-        side.room_for(&ob)?;
+        side.room_for(&obs)?;
         check(side)?;
-        side.wrs += ob.is_wr() as usize;
-        // Cannot fail: room_for() found room (the queue holds `max_wrs` plus the IRD).
-        side.queue.push(Some(ob))?;
+        for ob in obs {
+            side.wrs += ob.is_wr() as usize;
+            // Cannot fail: room_for() found room (the queue holds `max_wrs` plus the IRD).
+            side.queue.push(Some(ob))?;
+        }
         let pumped = self.pump(side);
         drop(guard);
         self.pumped(pumped);

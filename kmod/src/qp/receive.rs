@@ -14,12 +14,13 @@
 //! spinlocks taken with bottom halves off.
 
 use super::unacked::Unacked;
-use super::wr::{Fifo, PendingRead, RecvWr, Sgl};
+use super::wr::{Fifo, PeerRequest, PendingAtomic, PendingRead, RecvWr, Sgl};
 use super::{Ended, Phase, QueuePair};
 use crate::abi::{access, wc_flags, wc_opcode, wc_status, Cqe, PostRecv};
+use crate::atomic;
 use crate::error::{enotconn, FirstError};
 use crate::mr::{Domain, Fault};
-use crate::rdmap::{Opcode, ReadRequest};
+use crate::rdmap::Opcode;
 use crate::rx::{self, EarlyStats, Event, Receiver, RxError, Sink, Target};
 use crate::shim::KernelCrc;
 use crate::socket::{Gather, InCallback, OnReceive, Wake};
@@ -44,7 +45,7 @@ pub(crate) struct RxSide {
 /// What a connected receive side needs allocated beforehand: it is set up, and runs, under a
 /// spinlock.
 pub(crate) struct RxMemory {
-    requests: Fifo<ReadRequest>,
+    requests: Fifo<PeerRequest>,
     gather: KBox<Gather>,
 }
 
@@ -61,10 +62,15 @@ pub(crate) struct Queues {
     next_recv_msn: u32,
     pub(super) rq: Fifo<RecvWr>,
     pub(super) reads: Fifo<PendingRead>,
+    /// Our Atomic Requests outstanding, in order (they count against the Read queue's depth).
+    pub(super) atomics: Fifo<PendingAtomic>,
+    /// Both sides agreed to the RFC 7306 extensions.
+    pub(super) extensions: bool,
     /// Sends and Writes whose completions wait for TCP's acknowledgement, in order.
     pub(super) unacked: Fifo<Unacked>,
-    /// Peer Read Requests the transmit work answers, in order.
-    pub(super) requests: Fifo<ReadRequest>,
+    /// Peer Read Requests the transmit work answers, and the responses of the peer's Atomic
+    /// Requests it sends, in order.
+    pub(super) requests: Fifo<PeerRequest>,
     /// The peer's Reads we answer at once (the IRD settled by MPA).
     ird: usize,
     /// Our Reads outstanding at once: the Read queue, capped by the settled ORD.
@@ -93,12 +99,14 @@ pub(crate) struct Placement {
 }
 
 impl RxSide {
-    pub(super) fn new(rq: Fifo<RecvWr>, reads: Fifo<PendingRead>, unacked: Fifo<Unacked>) -> Result<RxSide> {
+    pub(super) fn new(rq: Fifo<RecvWr>, reads: Fifo<PendingRead>, atomics: Fifo<PendingAtomic>, unacked: Fifo<Unacked>) -> Result<RxSide> {
         let max_reads = reads.capacity();
         let queues = Queues {
             next_recv_msn: 1,
             rq,
             reads,
+            atomics,
+            extensions: false,
             unacked,
             requests: Fifo::new(0)?,
             ird: 0,
@@ -120,6 +128,7 @@ impl RxSide {
         self.queues.requests = mem.requests;
         self.gather = Some(mem.gather);
         self.queues.max_reads = self.queues.max_reads.min(ord);
+        self.queues.extensions = cfg.extensions;
         self.engine = Some(Receiver::new(cfg));
     }
 
@@ -273,16 +282,54 @@ impl Sink for Placer<'_> {
             Event::ReadRequest(rr) => {
                 if let Err(t) = super::send::check_read_request(&rr, &self.mrs) {
                     self.q.fatal.set(t);
-                } else if self.q.requests.push(rr).is_err() {
+                } else if self.q.requests.push(PeerRequest::Read(rr)).is_err() {
                     // More than the IRD we offered outstanding.
                     self.q.fatal.set(Terminate::new(Cause::RdmapStreamCatastrophic).with_read_request(rr.emit()));
                 }
             }
+            Event::Immediate { data, solicited, .. } => {
+                let Some(wr) = self.q.rq.pop() else { return };
+                self.q.next_recv_msn = self.q.next_recv_msn.wrapping_add(1);
+                let mut cqe = self.qp.cqe(wr.wr_id, wc_status::SUCCESS, wc_opcode::RECV, 0);
+                cqe.flags = wc_flags::WITH_IMM | if solicited { wc_flags::SOLICITED } else { 0 };
+                cqe.imm_data = data;
+                self.complete(false, cqe);
+            }
+            Event::AtomicRequest(r) => {
+                // Carried out now, in stream order (everything before it is placed); the
+                // response waits its turn behind the Reads asked before it.
+                match self.mrs.atomic(r.stag, r.to, access::REMOTE_ATOMIC, |v| r.apply(v)) {
+                    Ok(original) => {
+                        if self.q.requests.push(PeerRequest::Atomic(atomic::Response { id: r.id, original })).is_err() {
+                            self.q.fatal.set(Terminate::new(Cause::RdmapStreamCatastrophic));
+                        }
+                    }
+                    Err(f) => self.q.fatal.set(Terminate::new(super::send::remote_cause(f))),
+                }
+            }
+            Event::AtomicResponse(resp) => {
+                // Requests before the atomic complete first, as for a Read Response.
+                if let Err(e) = self.qp.complete_acked(self.q) {
+                    self.q.fatal.set(e.into());
+                }
+                match self.q.atomics.pop() {
+                    Some(a) if a.id == resp.id => {
+                        let s = a.sink;
+                        if self.mrs.write(s.lkey, s.addr, &resp.original.to_ne_bytes(), access::LOCAL_WRITE).is_err() {
+                            // Our own region went away meanwhile.
+                            self.q.fatal.set(Terminate::new(Cause::RdmapCatastrophic));
+                        } else if a.signaled {
+                            self.complete(true, self.qp.cqe(a.wr_id, wc_status::SUCCESS, a.opcode, 8));
+                        }
+                    }
+                    // An answer to nothing we asked.
+                    _ => self.q.fatal.set(Terminate::new(Cause::RdmapOpcode)),
+                }
+            }
             Event::Terminate(t) => self.q.peer_terminate = Some(t),
             // No RTR is asked for (peer-to-peer mode is not offered), and Writes complete
-            // nothing at the data sink. The RFC 7306 extensions are not negotiated yet, so the
-            // core refuses their messages before they get here.
-            Event::Write { .. } | Event::ReadyToReceive(_) | Event::Immediate { .. } | Event::AtomicRequest(_) | Event::AtomicResponse(_) => {}
+            // nothing at the data sink.
+            Event::Write { .. } | Event::ReadyToReceive(_) => {}
         }
     }
 

@@ -10,14 +10,16 @@
 use super::outbound::Outbound;
 use super::payload::{OutPayload, Sources};
 use super::unacked::Unacked;
-use super::wr::{PendingRead, Sgl};
+use super::wr::{PeerRequest, PendingAtomic, PendingRead, Sgl};
 use super::{Ended, Phase, QueuePair};
 use crate::abi::{access, opcode, send_flags, wc_opcode, PostSend, Sge, MAX_MESSAGE};
+use crate::atomic;
+use crate::error::eopnotsupp;
 use crate::mr::{Domain, Fault};
 use crate::rdmap::ReadRequest;
 use crate::terminate::{Cause, Terminate};
 use crate::tx::Message;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 
 /// Octets of copied Read Responses queued for TCP at most (a response longer than this is
@@ -36,15 +38,22 @@ pub(super) fn check_read_request(rr: &ReadRequest, mrs: &Domain<'_>) -> Result<(
     if rr.size == 0 {
         return Ok(());
     }
-    mrs.check(rr.src_stag, rr.src_to, rr.size as u64, access::REMOTE_READ).map_err(|f| {
-        refuse(match f {
-            Fault::InvalidStag => Cause::RdmapInvalidStag,
-            Fault::Bounds => Cause::RdmapBaseBounds,
-            Fault::Access => Cause::RdmapAccessRights,
-            Fault::OtherPd => Cause::RdmapStagNotAssociated,
-        })
-    })
+    mrs.check(rr.src_stag, rr.src_to, rr.size as u64, access::REMOTE_READ).map_err(|f| refuse(remote_cause(f)))
 }
+
+/// The RDMAP Terminate cause for a peer's request our regions refuse (a Read, an atomic).
+pub(super) fn remote_cause(f: Fault) -> Cause {
+    match f {
+        Fault::InvalidStag => Cause::RdmapInvalidStag,
+        Fault::Bounds => Cause::RdmapBaseBounds,
+        Fault::Access => Cause::RdmapAccessRights,
+        Fault::OtherPd => Cause::RdmapStagNotAssociated,
+    }
+}
+
+/// Identifiers of Atomic Requests (any value will do: responses come in order, and each must
+/// echo the oldest outstanding one's).
+static ATOMIC_IDS: AtomicU32 = AtomicU32::new(0);
 
 impl QueuePair {
     /// POST_SEND: one work request.
@@ -55,18 +64,35 @@ impl QueuePair {
         let inline = req.flags & send_flags::INLINE != 0;
         let signaled = req.flags & send_flags::SIGNALED != 0;
         let solicited = req.flags & send_flags::SOLICITED != 0;
-        if req.opcode == opcode::READ {
-            if solicited || inline {
-                return Err(EINVAL);
+        let extension = matches!(req.opcode, opcode::WRITE_WITH_IMM | opcode::IMMEDIATE | opcode::FETCH_ADD | opcode::COMPARE_SWAP);
+        if extension && !self.rx.lock().queues.extensions {
+            // The peer did not agree to RFC 7306: it must never see these messages.
+            return Err(eopnotsupp());
+        }
+        match req.opcode {
+            opcode::READ | opcode::FETCH_ADD | opcode::COMPARE_SWAP if solicited || inline => return Err(EINVAL),
+            opcode::READ => return self.post_read(req, signaled),
+            opcode::FETCH_ADD | opcode::COMPARE_SWAP => return self.post_atomic(req, signaled),
+            opcode::IMMEDIATE => {
+                if req.num_sge != 0 || inline {
+                    return Err(EINVAL);
+                }
+                let wr = Unacked { wr_id: req.wr_id, end_seq: 0, opcode: wc_opcode::SEND, len: 0, signaled };
+                let ob = Outbound { msg: Message::Immediate { solicited, data: req.imm_data }, payload: OutPayload::empty(), wr: Some(wr) };
+                return self.enqueue([ob], |side| self.rx.lock().ready_to_send(side.queued_wrs()));
             }
-            return self.post_read(req, signaled);
+            _ => {}
         }
         let msg = match req.opcode {
             opcode::SEND => Message::Send { solicited, invalidate: None },
             opcode::SEND_WITH_INVALIDATE => Message::Send { solicited, invalidate: Some(req.invalidate) },
             opcode::WRITE if !solicited => Message::Write { stag: req.rkey, to: req.remote_addr },
+            opcode::WRITE_WITH_IMM => Message::Write { stag: req.rkey, to: req.remote_addr },
             _ => return Err(EINVAL),
         };
+        // A Write with Immediate completes when TCP took its Immediate Data, so its payload
+        // is copied: one sent from the application's pages may complete only on acknowledgement.
+        let with_imm = req.opcode == opcode::WRITE_WITH_IMM;
         let payload = if inline {
             // Copied from the caller's memory now: no region involved.
             let sge = &req.sge[..req.num_sge as usize];
@@ -83,12 +109,43 @@ impl QueuePair {
                 let sgl = Sgl::new(&req.sge, req.num_sge, &mrs, 0)?;
                 Sources::resolve(sgl.entries(), &mrs, 0)?
             };
-            OutPayload::gather(&sources, self.copy_send.load(Ordering::Relaxed))?
+            OutPayload::gather(&sources, with_imm || self.copy_send.load(Ordering::Relaxed))?
         };
-        let op = if req.opcode == opcode::WRITE { wc_opcode::RDMA_WRITE } else { wc_opcode::SEND };
+        let op = if matches!(msg, Message::Write { .. }) { wc_opcode::RDMA_WRITE } else { wc_opcode::SEND };
         let wr = Unacked { wr_id: req.wr_id, end_seq: 0, opcode: op, len: payload.len() as u32, signaled };
         // Room to wait for the acknowledgement, counting the requests queued before it.
-        self.enqueue(Outbound { msg, payload, wr: Some(wr) }, |side| self.rx.lock().ready_to_send(side.queued_wrs()))
+        let ready = |side: &super::outbound::TxSide| self.rx.lock().ready_to_send(side.queued_wrs());
+        if with_imm {
+            let imm = Outbound { msg: Message::Immediate { solicited, data: req.imm_data }, payload: OutPayload::empty(), wr: Some(wr) };
+            return self.enqueue([Outbound { msg, payload, wr: None }, imm], ready);
+        }
+        self.enqueue([Outbound { msg, payload, wr: Some(wr) }], ready)
+    }
+
+    /// An atomic operation (RFC 7306) on the peer's 64-bit value at an 8-aligned address; the
+    /// value before lands in the one local entry of 8 octets (LOCAL_WRITE). Recorded as
+    /// outstanding when queued, like a Read, and counted against the same depth.
+    fn post_atomic(&self, req: &PostSend, signaled: bool) -> Result {
+        let sink = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?.single().ok_or(EINVAL)?;
+        if sink.length != atomic::OPERAND_LEN || req.remote_addr % atomic::OPERAND_LEN as u64 != 0 {
+            return Err(EINVAL);
+        }
+        let id = ATOMIC_IDS.fetch_add(1, Ordering::Relaxed);
+        let (r, opcode) = if req.opcode == opcode::FETCH_ADD {
+            (atomic::Request::fetch_add(id, req.rkey, req.remote_addr, req.compare_add), wc_opcode::FETCH_ADD)
+        } else {
+            (atomic::Request::compare_swap(id, req.rkey, req.remote_addr, req.compare_add, req.swap), wc_opcode::COMPARE_SWAP)
+        };
+        let ob = Outbound { msg: Message::AtomicRequest(r), payload: OutPayload::empty(), wr: None };
+        self.enqueue([ob], |_| {
+            let mut rx = self.rx.lock();
+            rx.connected()?;
+            let q = &mut rx.queues;
+            if q.reads.len() + q.atomics.len() >= q.max_reads {
+                return Err(ENOMEM);
+            }
+            q.atomics.push(PendingAtomic { wr_id: req.wr_id, signaled, opcode, id, sink })
+        })
     }
 
     /// An RDMA Read: the sink is one local entry with LOCAL_WRITE. The request is recorded as
@@ -97,18 +154,20 @@ impl QueuePair {
         let sink = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?.single().ok_or(EINVAL)?;
         let rr = ReadRequest { sink_stag: sink.lkey, sink_to: sink.addr, size: sink.length, src_stag: req.rkey, src_to: req.remote_addr };
         let ob = Outbound { msg: Message::ReadRequest(rr), payload: OutPayload::empty(), wr: None };
-        self.enqueue(ob, |_| {
+        self.enqueue([ob], |_| {
             let mut rx = self.rx.lock();
             rx.connected()?;
-            if rx.queues.reads.len() >= rx.queues.max_reads {
+            let q = &mut rx.queues;
+            if q.reads.len() + q.atomics.len() >= q.max_reads {
                 return Err(ENOMEM);
             }
-            rx.queues.reads.push(PendingRead { wr_id: req.wr_id, signaled, sink })
+            q.reads.push(PendingRead { wr_id: req.wr_id, signaled, sink })
         })
     }
 
     /// Answers the peer's Read Requests in order, from our registered memory, without waking
-    /// anyone. The first one that may not be served ends the QP with a Terminate.
+    /// anyone, and sends the responses of its atomic operations in their turn. The first Read
+    /// that may not be served ends the QP with a Terminate.
     ///
     /// With CRCs, a response is never sent from the registered pages: our application may
     /// write them while the peer Reads (verbs allow it; the peer gets some version of the
@@ -132,11 +191,20 @@ impl QueuePair {
                 }
                 match rx.queues.requests.get(0) {
                     None => return,
-                    Some(rr) if queued > 0 && queued + rr.size as u64 > COPIED_RESPONSES => return,
+                    Some(PeerRequest::Read(rr)) if queued > 0 && queued + rr.size as u64 > COPIED_RESPONSES => return,
                     Some(_) => {}
                 }
                 match rx.queues.requests.pop() {
-                    Some(rr) => rr,
+                    Some(PeerRequest::Read(rr)) => rr,
+                    Some(PeerRequest::Atomic(resp)) => {
+                        drop(rx);
+                        let ob = Outbound { msg: Message::AtomicResponse(resp), payload: OutPayload::empty(), wr: None };
+                        // The queue has room for the IRD's responses; failing, the QP has ended.
+                        if self.enqueue([ob], |_| Ok(())).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
                     None => return,
                 }
             };
@@ -152,7 +220,7 @@ impl QueuePair {
                 Ok(payload) => {
                     let msg = Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to };
                     // The queue has room for the IRD's responses; failing, the QP has ended.
-                    if self.enqueue(Outbound { msg, payload, wr: None }, |_| Ok(())).is_err() {
+                    if self.enqueue([Outbound { msg, payload, wr: None }], |_| Ok(())).is_err() {
                         return;
                     }
                 }

@@ -5,7 +5,9 @@
 //! again).
 
 use crate::abi::{access, Sge, MAX_MESSAGE, MAX_SGE};
+use crate::atomic;
 use crate::mr::{Domain, Fault};
+use crate::rdmap::ReadRequest;
 use kernel::prelude::*;
 
 /// A validated scatter/gather list.
@@ -102,6 +104,35 @@ pub(crate) struct PendingRead {
     pub(crate) signaled: bool,
     /// Where the response goes.
     pub(crate) sink: Sge,
+}
+
+/// An Atomic Request of ours the peer has not answered yet.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct PendingAtomic {
+    pub(crate) wr_id: u64,
+    pub(crate) signaled: bool,
+    /// The completion's opcode (Fetch-and-Add or Compare-and-Swap).
+    pub(crate) opcode: u32,
+    /// The request's identifier, which its response echoes.
+    pub(crate) id: u32,
+    /// Where the value before the operation goes (8 octets).
+    pub(crate) sink: Sge,
+}
+
+/// What the peer asked of us on its Read Request queue (RFC 7306 puts Atomic Requests there
+/// too), answered in the order asked.
+#[derive(Clone, Copy)]
+pub(crate) enum PeerRequest {
+    /// A Read to serve from our memory.
+    Read(ReadRequest),
+    /// An atomic operation, carried out on arrival: its response.
+    Atomic(atomic::Response),
+}
+
+impl Default for PeerRequest {
+    fn default() -> Self {
+        PeerRequest::Read(ReadRequest::default())
+    }
 }
 
 /// A bounded first-in first-out queue in kernel memory, allocated once.

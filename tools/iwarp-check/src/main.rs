@@ -78,6 +78,7 @@
 
 mod attack;
 mod cm;
+mod extensions;
 mod ird;
 mod lost;
 mod mutate;
@@ -146,6 +147,8 @@ fn main() -> ExitCode {
         Some("ird-overflow") if args.len() == 3 => ird::overflow(&args[1], &args[2]),
         Some("mutate-serve") if args.len() == 4 => nums(2).map_err(String::from).and_then(|(n, seed)| mutate::serve(&args[1], n, seed)),
         Some("mutate") if args.len() == 5 => nums(3).map_err(String::from).and_then(|(n, seed)| mutate::peer(&args[1], &args[2], n, seed)),
+        Some("ext-serve") if args.len() == 2 => extensions::serve(&args[1]),
+        Some("ext-drive") if args.len() == 3 => extensions::drive(&args[1], &args[2]),
         Some("ird-read") if args.len() == 3 => ird::read_at_ird(&args[1], &args[2]),
         _ => Err("usage: see the top of tools/iwarp-check/src/main.rs".into()),
     };
