@@ -61,7 +61,7 @@ fuzz_target!(|data: &[u8]| {
         _ => Markers::every(64).unwrap(),
     };
     let crc = data[1] & 1 == 1;
-    let cfg = rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false };
+    let cfg = rx::Config { markers, crc, expect_rtr: None, expect_rtr_read_response: false, extensions: true };
     let mut rx = Receiver::new(cfg);
     let mut sink = Bounded { allowed: None, placed: 0 };
     let stream = &data[4..];

@@ -454,7 +454,7 @@ fn adopt_errors() -> Check {
     let fd = listener.as_raw_fd();
     for (what, req) in [
         ("role 2", AdoptQp { fd, role: 2, ..base }),
-        ("unknown flag", AdoptQp { fd, flags: 1 << 7, ..base }),
+        ("unknown flag", AdoptQp { fd, flags: (conn::ASKABLE + 1).next_power_of_two(), ..base }),
         ("MPA revision 3", AdoptQp { fd, mpa_rev: 3, ..base }),
         ("private data over 508", AdoptQp { fd, private_len: 509, ..base }),
         ("timeout 0", AdoptQp { fd, timeout_ms: 0, ..base }),
