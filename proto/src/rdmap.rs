@@ -126,6 +126,18 @@ impl Opcode {
         self as u8 >= Opcode::ImmediateData as u8
     }
 
+    /// The length of the payload, for messages whose payload is exactly one header of theirs
+    /// (Read Request, Immediate Data, Atomic Request and Response); `None` for the others.
+    pub fn fixed_len(self) -> Option<usize> {
+        match self {
+            Opcode::ReadRequest => Some(READ_REQUEST_LEN),
+            Opcode::ImmediateData | Opcode::ImmediateDataSolicited => Some(IMMEDIATE_LEN),
+            Opcode::AtomicRequest => Some(crate::atomic::REQUEST_LEN),
+            Opcode::AtomicResponse => Some(crate::atomic::RESPONSE_LEN),
+            _ => None,
+        }
+    }
+
     /// With Solicited Event (a Send or an Immediate Data message).
     pub fn solicited(self) -> bool {
         matches!(self, Opcode::SendSolicited | Opcode::SendSolicitedInvalidate | Opcode::ImmediateDataSolicited)

@@ -6,7 +6,7 @@ use crate::atomic;
 use crate::crc::Crc32c;
 use crate::ddp::{self, Buffer, Header};
 use crate::markers::{self, pad_len, Markers, MARKER_LEN};
-use crate::rdmap::{self, queue, Opcode, ReadRequest, IMMEDIATE_LEN, MAX_INLINE, READ_REQUEST_LEN};
+use crate::rdmap::{self, queue, Opcode, ReadRequest, MAX_INLINE};
 use crate::terminate::Terminate;
 
 /// Control octets one FPDU can need: length field, largest header with inline payload, pad,
@@ -450,12 +450,8 @@ impl Framer<'_> {
 /// Immediate Data); 0 for messages whose payload is the caller's.
 fn inline_len(msg: &Message) -> usize {
     match msg {
-        Message::ReadRequest(_) => READ_REQUEST_LEN,
         Message::Terminate(t) => t.wire_len(),
-        Message::Immediate { .. } => IMMEDIATE_LEN,
-        Message::AtomicRequest(_) => atomic::REQUEST_LEN,
-        Message::AtomicResponse(_) => atomic::RESPONSE_LEN,
-        _ => 0,
+        m => m.opcode().fixed_len().unwrap_or(0),
     }
 }
 

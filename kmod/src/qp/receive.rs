@@ -155,6 +155,17 @@ impl RxSide {
         }
     }
 
+    /// The queues, if a Read or an atomic may be asked of the peer: connected, with fewer of
+    /// them outstanding than the Read queue's depth (ENOMEM otherwise; both count against it).
+    pub(super) fn may_ask(&mut self) -> Result<&mut Queues> {
+        self.connected()?;
+        let q = &mut self.queues;
+        if q.reads.len() + q.atomics.len() >= q.max_reads {
+            return Err(ENOMEM);
+        }
+        Ok(q)
+    }
+
     /// Whether a Send or Write may be posted behind `queued` requests not sent yet: connected,
     /// with room to wait for all their acknowledgements (ENOMEM: more requests outstanding than
     /// the send queue holds).
@@ -189,6 +200,13 @@ struct Placer<'a> {
 impl Placer<'_> {
     fn recv(&self, msn: u32) -> Option<&RecvWr> {
         self.q.rq.get(msn.wrapping_sub(self.q.next_recv_msn) as usize)
+    }
+
+    /// The oldest posted receive, which the Send or Immediate Data just delivered fills.
+    fn take_recv(&mut self) -> Option<RecvWr> {
+        let wr = self.q.rq.pop()?;
+        self.q.next_recv_msn = self.q.next_recv_msn.wrapping_add(1);
+        Some(wr)
     }
 
     fn complete(&mut self, send_side: bool, cqe: Cqe) {
@@ -248,8 +266,7 @@ impl Sink for Placer<'_> {
     fn deliver(&mut self, event: Event) {
         match event {
             Event::Send { len, solicited, invalidate, .. } => {
-                let Some(wr) = self.q.rq.pop() else { return };
-                self.q.next_recv_msn = self.q.next_recv_msn.wrapping_add(1);
+                let Some(wr) = self.take_recv() else { return };
                 let mut cqe = self.qp.cqe(wr.wr_id, wc_status::SUCCESS, wc_opcode::RECV, len);
                 if solicited {
                     cqe.flags |= wc_flags::SOLICITED;
@@ -288,8 +305,7 @@ impl Sink for Placer<'_> {
                 }
             }
             Event::Immediate { data, solicited, .. } => {
-                let Some(wr) = self.q.rq.pop() else { return };
-                self.q.next_recv_msn = self.q.next_recv_msn.wrapping_add(1);
+                let Some(wr) = self.take_recv() else { return };
                 let mut cqe = self.qp.cqe(wr.wr_id, wc_status::SUCCESS, wc_opcode::RECV, 0);
                 cqe.flags = wc_flags::WITH_IMM | if solicited { wc_flags::SOLICITED } else { 0 };
                 cqe.imm_data = data;

@@ -73,21 +73,16 @@ impl QueuePair {
             opcode::READ | opcode::FETCH_ADD | opcode::COMPARE_SWAP if solicited || inline => return Err(EINVAL),
             opcode::READ => return self.post_read(req, signaled),
             opcode::FETCH_ADD | opcode::COMPARE_SWAP => return self.post_atomic(req, signaled),
-            opcode::IMMEDIATE => {
-                if req.num_sge != 0 || inline {
-                    return Err(EINVAL);
-                }
-                let wr = Unacked { wr_id: req.wr_id, end_seq: 0, opcode: wc_opcode::SEND, len: 0, signaled };
-                let ob = Outbound { msg: Message::Immediate { solicited, data: req.imm_data }, payload: OutPayload::empty(), wr: Some(wr) };
-                return self.enqueue([ob], |side| self.rx.lock().ready_to_send(side.queued_wrs()));
-            }
             _ => {}
         }
+        let immediate = Message::Immediate { solicited, data: req.imm_data };
         let msg = match req.opcode {
             opcode::SEND => Message::Send { solicited, invalidate: None },
             opcode::SEND_WITH_INVALIDATE => Message::Send { solicited, invalidate: Some(req.invalidate) },
             opcode::WRITE if !solicited => Message::Write { stag: req.rkey, to: req.remote_addr },
             opcode::WRITE_WITH_IMM => Message::Write { stag: req.rkey, to: req.remote_addr },
+            // Immediate Data alone carries no payload of the caller's.
+            opcode::IMMEDIATE if req.num_sge == 0 && !inline => immediate,
             _ => return Err(EINVAL),
         };
         // A Write with Immediate completes when TCP took its Immediate Data, so its payload
@@ -116,7 +111,7 @@ impl QueuePair {
         // Room to wait for the acknowledgement, counting the requests queued before it.
         let ready = |side: &super::outbound::TxSide| self.rx.lock().ready_to_send(side.queued_wrs());
         if with_imm {
-            let imm = Outbound { msg: Message::Immediate { solicited, data: req.imm_data }, payload: OutPayload::empty(), wr: Some(wr) };
+            let imm = Outbound { msg: immediate, payload: OutPayload::empty(), wr: Some(wr) };
             return self.enqueue([Outbound { msg, payload, wr: None }, imm], ready);
         }
         self.enqueue([Outbound { msg, payload, wr: Some(wr) }], ready)
@@ -127,25 +122,17 @@ impl QueuePair {
     /// outstanding when queued, like a Read, and counted against the same depth.
     fn post_atomic(&self, req: &PostSend, signaled: bool) -> Result {
         let sink = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?.single().ok_or(EINVAL)?;
-        if sink.length != atomic::OPERAND_LEN || req.remote_addr % atomic::OPERAND_LEN as u64 != 0 {
-            return Err(EINVAL);
-        }
         let id = ATOMIC_IDS.fetch_add(1, Ordering::Relaxed);
         let (r, opcode) = if req.opcode == opcode::FETCH_ADD {
             (atomic::Request::fetch_add(id, req.rkey, req.remote_addr, req.compare_add), wc_opcode::FETCH_ADD)
         } else {
             (atomic::Request::compare_swap(id, req.rkey, req.remote_addr, req.compare_add, req.swap), wc_opcode::COMPARE_SWAP)
         };
+        if sink.length != atomic::OPERAND_LEN || !r.aligned() {
+            return Err(EINVAL);
+        }
         let ob = Outbound { msg: Message::AtomicRequest(r), payload: OutPayload::empty(), wr: None };
-        self.enqueue([ob], |_| {
-            let mut rx = self.rx.lock();
-            rx.connected()?;
-            let q = &mut rx.queues;
-            if q.reads.len() + q.atomics.len() >= q.max_reads {
-                return Err(ENOMEM);
-            }
-            q.atomics.push(PendingAtomic { wr_id: req.wr_id, signaled, opcode, id, sink })
-        })
+        self.enqueue([ob], |_| self.rx.lock().may_ask()?.atomics.push(PendingAtomic { wr_id: req.wr_id, signaled, opcode, id, sink }))
     }
 
     /// An RDMA Read: the sink is one local entry with LOCAL_WRITE. The request is recorded as
@@ -154,15 +141,7 @@ impl QueuePair {
         let sink = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?.single().ok_or(EINVAL)?;
         let rr = ReadRequest { sink_stag: sink.lkey, sink_to: sink.addr, size: sink.length, src_stag: req.rkey, src_to: req.remote_addr };
         let ob = Outbound { msg: Message::ReadRequest(rr), payload: OutPayload::empty(), wr: None };
-        self.enqueue([ob], |_| {
-            let mut rx = self.rx.lock();
-            rx.connected()?;
-            let q = &mut rx.queues;
-            if q.reads.len() + q.atomics.len() >= q.max_reads {
-                return Err(ENOMEM);
-            }
-            q.reads.push(PendingRead { wr_id: req.wr_id, signaled, sink })
-        })
+        self.enqueue([ob], |_| self.rx.lock().may_ask()?.reads.push(PendingRead { wr_id: req.wr_id, signaled, sink }))
     }
 
     /// Answers the peer's Read Requests in order, from our registered memory, without waking

@@ -402,12 +402,9 @@ impl Receiver {
                     return Err(fail(Cause::DdpInvalidQn));
                 }
                 mo.checked_add(payload_len).ok_or_else(|| fail(Cause::DdpInvalidMo))?;
-                let whole = match op {
-                    Opcode::ReadRequest => Some(READ_REQUEST_LEN),
-                    Opcode::AtomicRequest => Some(atomic::REQUEST_LEN),
-                    Opcode::AtomicResponse => Some(atomic::RESPONSE_LEN),
-                    Opcode::ImmediateData | Opcode::ImmediateDataSolicited => Some(IMMEDIATE_LEN),
-                    Opcode::Terminate => None,
+                let whole = match (op, op.fixed_len()) {
+                    (Opcode::Terminate, _) => None,
+                    (_, Some(n)) => Some(n),
                     _ => return Ok(Segment { op, last: h.last, buf: h.buf, hdr_len, payload_len }),
                 };
                 let bad_len = whole.is_some_and(|n| n as u32 != payload_len) || payload_len > terminate::MAX_LEN as u32;
