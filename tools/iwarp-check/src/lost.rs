@@ -10,7 +10,8 @@
 
 use super::{dial, ensure, listen, open, options, Check};
 use crate::verbs::expect_event;
-use libiwarp::{Access, CompletionQueue, QpEvent, QpInit, Remote, Role, SendOp, SendWr, WcStatus, WorkCompletion};
+use libiwarp::{Access, CompletionQueue, QpEvent, QpInit, QpState, QueuePair, Remote, Role, SendOp, SendWr, WcStatus, WorkCompletion};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// How long a side waits for its connection to end.
@@ -21,25 +22,43 @@ const RECVS: u64 = 32;
 const DEPTH: u64 = 8;
 const WRITE: usize = 256 << 10;
 
-/// Completions until one is not a success; the successes before it and every completion from
-/// it on (the rest must follow at once: flushed).
-fn until_error(cq: &CompletionQueue<'_>, mut on_success: impl FnMut(&WorkCompletion) -> Check) -> Result<(u64, Vec<WorkCompletion>), String> {
+/// Completions until the QP ends: the successes before, and every completion from the first
+/// that is not one on (the rest must follow at once: flushed). A QP may end with nothing
+/// outstanding (a copied Write completes once TCP holds it), so a quiet CQ counts as the end
+/// once the QP says it ended.
+fn until_end(qp: &QueuePair<'_>, cq: &CompletionQueue<'_>, mut on_success: impl FnMut(&WorkCompletion) -> Check) -> Result<(u64, Vec<WorkCompletion>), String> {
     let start = Instant::now();
     let mut ok = 0;
-    while start.elapsed() < LIMIT {
-        let Some(wc) = cq.wait_one(Duration::from_secs(1)).map_err(|e| e.to_string())? else { continue };
-        if wc.status == WcStatus::Success {
-            ok += 1;
-            on_success(&wc)?;
-            continue;
+    let mut rest = Vec::new();
+    loop {
+        if start.elapsed() >= LIMIT {
+            return Err(format!("the connection still works after {LIMIT:?} ({ok} completions)"));
         }
-        let mut rest = vec![wc];
-        while let Some(wc) = cq.wait_one(Duration::from_secs(5)).map_err(|e| e.to_string())? {
-            rest.push(wc);
+        match cq.wait_one(Duration::from_secs(1)).map_err(|e| e.to_string())? {
+            Some(wc) if wc.status == WcStatus::Success => {
+                ok += 1;
+                on_success(&wc)?;
+            }
+            Some(wc) => {
+                rest.push(wc);
+                break;
+            }
+            None if qp.state().map_err(|e| e.to_string())? != QpState::Connected => break,
+            None => {}
         }
-        return Ok((ok, rest));
     }
-    Err(format!("the connection still works after {LIMIT:?} ({ok} completions)"))
+    while let Some(wc) = cq.wait_one(Duration::from_secs(5)).map_err(|e| e.to_string())? {
+        rest.push(wc);
+    }
+    Ok((ok, rest))
+}
+
+/// What a side that waited in vain knows: its QP's state and octets sent, and TCP's view of
+/// the connection (`ss`), so a failure says which of them stopped.
+fn stuck(qp: &QueuePair<'_>, why: String) -> String {
+    let ss = Command::new("ss").args(["-tnio", "state", "all"]).output();
+    let ss = ss.map_or_else(|e| format!("ss: {e}"), |o| String::from_utf8_lossy(&o.stdout).into_owned());
+    format!("{why}; QP {:?}, sent (zero copy, copied) {:?}; TCP:\n{ss}", qp.state(), qp.sent_octets())
 }
 
 /// `lost-serve PORT`.
@@ -62,7 +81,7 @@ pub(crate) fn serve(port: &str) -> Check {
     o.private_data = dst.remote(0).to_bytes().to_vec();
     qp.adopt(listen(port)?, &o).map_err(|e| format!("B: adopt: {e}"))?;
     println!("ok: B: connected; {RECVS} receives posted");
-    let (ok, rest) = until_error(&cq, |wc| Err(format!("B: a receive completed: {wc:?}")))?;
+    let (ok, rest) = until_end(&qp, &cq, |wc| Err(format!("B: a receive completed: {wc:?}"))).map_err(|e| stuck(&qp, e))?;
     let in_order = rest.iter().enumerate().all(|(i, wc)| wc.wr_id == i as u64);
     ensure(
         ok == 0 && rest.len() == RECVS as usize && in_order && rest.iter().all(|wc| wc.status == WcStatus::Flushed),
@@ -92,24 +111,31 @@ pub(crate) fn drive(host: &str, port: &str) -> Check {
     // The next wr_id to post, and the next to complete.
     let (mut next, mut due) = (DEPTH, 0);
     let mut last = Instant::now();
-    let (ok, rest) = until_error(&cq, |wc| {
+    // Posts refused: only once the QP ended, with ENOTCONN.
+    let mut refused = Vec::new();
+    let (ok, rest) = until_end(&qp, &cq, |wc| {
         if wc.wr_id != due {
             return Err(format!("A: Write {} completed before Write {due}", wc.wr_id));
         }
         due += 1;
         last = Instant::now();
-        // The connection may end between a completion and the next post.
-        if post(next).is_ok() {
-            next += 1;
+        match post(next) {
+            Ok(()) => next += 1,
+            Err(e) => refused.push(e.raw_os_error()),
         }
         Ok(())
-    })?;
+    })
+    .map_err(|e| stuck(&qp, e))?;
     println!("ok: A: {ok} Writes completed, then the connection ended {:.1?} after the last one", last.elapsed());
-    let first = rest[0].wr_id;
-    let in_order = rest.iter().enumerate().all(|(i, wc)| wc.wr_id == first + i as u64);
     ensure(
-        first == ok && in_order && rest.iter().all(|wc| wc.status == WcStatus::Flushed) && rest.len() as u64 == next - ok,
-        format!("A: the {} Writes still outstanding came back flushed, in order", rest.len()),
+        refused.iter().all(|&e| e == Some(libc::ENOTCONN)),
+        format!("A: the {} posts after the QP ended were refused with ENOTCONN ({refused:?})", refused.len()),
+    )?;
+    let outstanding = next - ok;
+    let in_order = rest.iter().enumerate().all(|(i, wc)| wc.wr_id == ok + i as u64);
+    ensure(
+        in_order && rest.iter().all(|wc| wc.status == WcStatus::Flushed) && rest.len() as u64 == outstanding,
+        format!("A: the {outstanding} Writes still outstanding came back flushed, in order ({} came back)", rest.len()),
     )?;
     expect_event(&events, qp.handle(), QpEvent::ConnectionLost, "A")
 }
