@@ -209,6 +209,15 @@ impl Placer<'_> {
         Some(wr)
     }
 
+    /// Completes the Sends and Writes posted before a Read or atomic the peer just answered:
+    /// it answered after receiving them, so TCP has their acknowledgement by now, and they
+    /// complete first.
+    fn complete_acked_before_answer(&mut self) {
+        if let Err(e) = self.qp.complete_acked(self.q) {
+            self.q.fatal.set(e.into());
+        }
+    }
+
     fn complete(&mut self, send_side: bool, cqe: Cqe) {
         let cq = if send_side { &self.qp.send_cq } else { &self.qp.recv_cq };
         if let Err(e) = cq.push(&cqe) {
@@ -285,11 +294,7 @@ impl Sink for Placer<'_> {
                 self.complete(false, cqe);
             }
             Event::ReadResponse { .. } => {
-                // Sends and Writes before the Read complete first: the peer answered after
-                // receiving them, so TCP has their acknowledgement by now.
-                if let Err(e) = self.qp.complete_acked(self.q) {
-                    self.q.fatal.set(e.into());
-                }
+                self.complete_acked_before_answer();
                 if let Some(r) = self.q.reads.pop() {
                     if r.signaled {
                         self.complete(true, self.qp.cqe(r.wr_id, wc_status::SUCCESS, wc_opcode::RDMA_READ, r.sink.length));
@@ -324,10 +329,7 @@ impl Sink for Placer<'_> {
                 }
             }
             Event::AtomicResponse(resp) => {
-                // Requests before the atomic complete first, as for a Read Response.
-                if let Err(e) = self.qp.complete_acked(self.q) {
-                    self.q.fatal.set(e.into());
-                }
+                self.complete_acked_before_answer();
                 match self.q.atomics.pop() {
                     Some(a) if a.id == resp.id => {
                         let s = a.sink;

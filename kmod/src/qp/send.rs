@@ -117,11 +117,17 @@ impl QueuePair {
         self.enqueue([Outbound { msg, payload, wr: Some(wr) }], ready)
     }
 
+    /// Where the answer to a Read or an atomic lands: the request's one local entry, which
+    /// must allow LOCAL_WRITE.
+    fn answer_sink(&self, req: &PostSend) -> Result<Sge> {
+        Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?.single().ok_or(EINVAL)
+    }
+
     /// An atomic operation (RFC 7306) on the peer's 64-bit value at an 8-aligned address; the
     /// value before lands in the one local entry of 8 octets (LOCAL_WRITE). Recorded as
     /// outstanding when queued, like a Read, and counted against the same depth.
     fn post_atomic(&self, req: &PostSend, signaled: bool) -> Result {
-        let sink = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?.single().ok_or(EINVAL)?;
+        let sink = self.answer_sink(req)?;
         let id = ATOMIC_IDS.fetch_add(1, Ordering::Relaxed);
         let (r, opcode) = if req.opcode == opcode::FETCH_ADD {
             (atomic::Request::fetch_add(id, req.rkey, req.remote_addr, req.compare_add), wc_opcode::FETCH_ADD)
@@ -138,7 +144,7 @@ impl QueuePair {
     /// An RDMA Read: the sink is one local entry with LOCAL_WRITE. The request is recorded as
     /// outstanding when queued, and the queue keeps the order, so responses match the list.
     fn post_read(&self, req: &PostSend, signaled: bool) -> Result {
-        let sink = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?.single().ok_or(EINVAL)?;
+        let sink = self.answer_sink(req)?;
         let rr = ReadRequest { sink_stag: sink.lkey, sink_to: sink.addr, size: sink.length, src_stag: req.rkey, src_to: req.remote_addr };
         let ob = Outbound { msg: Message::ReadRequest(rr), payload: OutPayload::empty(), wr: None };
         self.enqueue([ob], |_| self.rx.lock().may_ask()?.reads.push(PendingRead { wr_id: req.wr_id, signaled, sink }))
