@@ -3,10 +3,11 @@
 //!
 //! Stream offsets count from the first octet of the first FPDU (offset 0), where the first
 //! marker sits; further markers follow every `interval` octets. A marker is 4 octets: 16 reserved
-//! bits, then FPDUPTR, the distance back from the marker to the start of the FPDU it lies in
-//! (0 when the marker is the first thing in that FPDU). Markers are part of the FPDU they fall in
-//! and are covered by its CRC. FPDU bodies, markers and the interval are all multiples of 4, so a
-//! marker never splits a header field.
+//! bits, then FPDUPTR, the distance back from the marker to the ULPDU Length field of the FPDU it
+//! lies in (RFC 5044 section 4.3). A marker right before a Length field leads that FPDU and holds
+//! 0; the FPDU's later markers count from the Length field after it, not from the leading marker.
+//! Markers are part of the FPDU they fall in and are covered by its CRC. FPDU bodies, markers and
+//! the interval are all multiples of 4, so a marker never splits a header field.
 
 /// Length of one marker on the wire.
 pub const MARKER_LEN: u32 = 4;
@@ -142,18 +143,38 @@ pub fn pad_len(ulpdu_len: u32) -> u32 {
     (4 - (2 + ulpdu_len) % 4) % 4
 }
 
-/// Encodes a marker at `pos` in an FPDU starting at `fpdu_start`.
-pub fn encode(pos: u64, fpdu_start: u64) -> [u8; 4] {
-    let ptr = (pos - fpdu_start) as u16;
-    let b = ptr.to_be_bytes();
+/// The marker at `pos` of an FPDU whose ULPDU Length field is at `len_at`: 0 for a marker right
+/// before that field (which leads its FPDU), else the distance back to it. Beyond 64 KiB into
+/// an FPDU, only the distance modulo 2^16 fits.
+pub fn encode(pos: u64, len_at: u64) -> [u8; 4] {
+    let b = (pos.saturating_sub(len_at) as u16).to_be_bytes();
     [0, 0, b[0], b[1]]
 }
 
-/// The FPDU start a marker at `pos` points to, or `None` if the marker is malformed
-/// (reserved bits set, pointer not a multiple of 4, or pointing before the stream start).
-pub fn decode(pos: u64, marker: [u8; 4]) -> Option<u64> {
-    let ptr = u16::from_be_bytes([marker[2], marker[3]]) as u64;
-    (marker[0] == 0 && marker[1] == 0 && ptr % 4 == 0 && ptr <= pos).then(|| pos - ptr)
+/// A marker's FPDUPTR as a receiver reads it (RFC 5044 section 4.2, 4.3): the reserved bits
+/// ignored, the low two bits taken as zero.
+pub fn fpduptr(marker: [u8; 4]) -> u16 {
+    u16::from_be_bytes([marker[2], marker[3]]) & !3
+}
+
+impl Markers {
+    /// The stream offset of the ULPDU Length field of the FPDU whose first octet is at `start`:
+    /// after a marker that sits there.
+    #[inline]
+    pub fn len_at(self, start: u64) -> u64 {
+        if self.at(start) { start + MARKER_LEN as u64 } else { start }
+    }
+
+    /// The first octet of the FPDU a marker at `pos` lies in (its leading marker, if it has
+    /// one), or `None` if the marker points before the stream start.
+    pub fn decode(self, pos: u64, marker: [u8; 4]) -> Option<u64> {
+        let ptr = fpduptr(marker) as u64;
+        if ptr == 0 {
+            return Some(pos);
+        }
+        let len_at = pos.checked_sub(ptr)?;
+        Some(if len_at >= MARKER_LEN as u64 && self.at(len_at - MARKER_LEN as u64) { len_at - MARKER_LEN as u64 } else { len_at })
+    }
 }
 
 #[cfg(test)]
@@ -235,13 +256,34 @@ mod tests {
     }
 
     #[test]
-    fn marker_encoding_round_trips_and_rejects_garbage() {
-        let m = encode(1024, 1000);
-        assert_eq!(decode(1024, m), Some(1000));
-        assert_eq!(decode(512, encode(512, 512)), Some(512));
-        assert_eq!(decode(16, [0, 1, 0, 4]), None);
-        assert_eq!(decode(16, [0, 0, 0, 6]), None);
-        assert_eq!(decode(16, [0, 0, 0, 20]), None);
+    fn marker_encoding_round_trips_and_ignores_reserved_bits() {
+        let m = Markers::RFC;
+        assert_eq!(encode(1024, 1000), [0, 0, 0, 24]);
+        assert_eq!(m.decode(1024, encode(1024, 1000)), Some(1000));
+        // A marker leading its FPDU holds 0 and starts it.
+        assert_eq!(encode(512, 516), [0, 0, 0, 0]);
+        assert_eq!(m.decode(512, [0, 0, 0, 0]), Some(512));
+        // Reserved bits are ignored, FPDUPTR's low two bits taken as zero (RFC 5044 4.2, 4.3).
+        assert_eq!(m.decode(1024, [0xff, 0xff, 0, 27]), Some(1000));
+        assert_eq!(fpduptr([1, 2, 0x12, 0x37]), 0x1234);
+        // Pointing before the stream start.
+        assert_eq!(m.decode(16, [0, 0, 0, 20]), None);
+    }
+
+    #[test]
+    fn markers_after_a_leading_marker_point_at_the_length_field() {
+        // RFC 5044 section 4.3: FPDUPTR counts from the ULPDU Length field. An FPDU that starts
+        // at a marker position (1024) has its Length field at 1028; its marker at 1536 holds
+        // 508, not 512, and is read back to the FPDU's start at its leading marker.
+        let m = Markers::RFC;
+        assert_eq!(m.len_at(1024), 1028);
+        assert_eq!(m.len_at(1000), 1000);
+        assert_eq!(encode(1536, m.len_at(1024)), [0, 0, 0x01, 0xfc]);
+        assert_eq!(m.decode(1536, [0, 0, 0x01, 0xfc]), Some(1024));
+        // The first FPDU of a stream starts at the first marker.
+        assert_eq!(m.decode(512, encode(512, m.len_at(0))), Some(0));
+        // Where no marker sits before the Length field, the field is the FPDU's start.
+        assert_eq!(m.decode(1536, encode(1536, m.len_at(1020))), Some(1020));
     }
 
     #[test]

@@ -382,7 +382,7 @@ impl Transmitter {
         let markers = self.cfg.markers;
         let mut w = Framer {
             fpdu,
-            start: self.pos,
+            len_at: markers.len_at(self.pos),
             pos: self.pos,
             next_marker: markers.next_at_or_after(self.pos).unwrap_or(u64::MAX),
             interval: markers.interval() as u64,
@@ -403,8 +403,8 @@ impl Transmitter {
 /// position (none after the last octet: that one belongs to the next FPDU).
 struct Framer<'a> {
     fpdu: &'a mut Fpdu,
-    /// Stream offset of the FPDU's first octet.
-    start: u64,
+    /// Stream offset of the FPDU's ULPDU Length field, which its markers point to.
+    len_at: u64,
     /// Stream offset of the next octet.
     pos: u64,
     /// Stream offset of the next marker (`u64::MAX` without markers).
@@ -417,7 +417,7 @@ impl Framer<'_> {
     #[inline]
     fn room(&mut self) -> u64 {
         if self.pos == self.next_marker {
-            self.fpdu.push_ctl(&markers::encode(self.pos, self.start));
+            self.fpdu.push_ctl(&markers::encode(self.pos, self.len_at));
             self.pos += MARKER_LEN as u64;
             self.next_marker += self.interval;
         }
@@ -519,6 +519,47 @@ mod tests {
             }
             assert!(longest <= cfg.max_wire_len() && cfg.max_wire_len() <= longest + 8, "{markers:?}: longest {longest}, bound {}", cfg.max_wire_len());
         }
+    }
+
+    /// RFC 5044 section 4.3, checked by walking the wire, not by our decoder: every marker holds
+    /// the distance back to its FPDU's ULPDU Length field, one right before that field holds 0.
+    #[test]
+    fn markers_point_at_the_length_field_of_their_fpdu() {
+        let payload = [5u8; 9000];
+        let cfg = Config { markers: Markers::RFC, crc: true, mulpdu: mulpdu(1460, Markers::RFC) };
+        let mut t = Transmitter::new(cfg);
+        let mut fpdu = Box::<Fpdu>::default();
+        let (mut wire, mut starts) = (Vec::new(), Vec::new());
+        // Writes of every length that is a multiple of 4 up to 9000: FPDUs start at every offset
+        // modulo 512, at marker positions too.
+        for len in (4..9000).step_by(44) {
+            let mut out = t.start(Message::Write { stag: 7, to: 0 }, len as u64).unwrap();
+            while !out.done() {
+                t.next_fpdu::<Crc, _>(&mut out, &payload[..], &mut fpdu);
+                starts.push(wire.len());
+                let at = wire.len();
+                wire.resize(at + fpdu.wire_len as usize, 0);
+                fpdu.write_to(&payload[..], &mut wire[at..]);
+            }
+        }
+        starts.push(wire.len());
+        let (mut leading, mut after_leading) = (0, 0);
+        for f in starts.windows(2) {
+            let (start, end) = (f[0], f[1]);
+            let len_field = if start % 512 == 0 { start + 4 } else { start };
+            for m in (start.next_multiple_of(512)..end).step_by(512) {
+                let ptr = u16::from_be_bytes([wire[m + 2], wire[m + 3]]) as usize;
+                assert_eq!(wire[m..m + 2], [0, 0]);
+                if m == start {
+                    assert_eq!(ptr, 0, "leading marker at {m}");
+                    leading += 1;
+                } else {
+                    assert_eq!(ptr, m - len_field, "marker at {m} of the FPDU at {start}");
+                    after_leading += (len_field != start) as u32;
+                }
+            }
+        }
+        assert!(leading > 0 && after_leading > 0, "{leading} leading markers, {after_leading} markers after one");
     }
 
     #[test]

@@ -206,6 +206,30 @@ fn crc_and_marker_errors() {
     assert_eq!(t.cause(), Some(Cause::MpaMarker));
 }
 
+/// An FPDU that starts at a marker position: its later markers point at its Length field, 4
+/// octets after the marker (RFC 5044 section 4.3). One that points at the leading marker instead
+/// (what this stack sent before the fix) is refused.
+#[test]
+fn markers_after_a_leading_marker_point_past_it() {
+    // The first FPDU (its marker at 0, 2 + 14 + 488 + 4 octets of body) ends at 512: the second
+    // starts at the marker there, and its marker at 1024 must hold 1024 - 516.
+    let msgs = vec![
+        Msg { msg: Message::Write { stag: 0x100, to: 0 }, payload: vec![1; 488] },
+        Msg { msg: Message::Write { stag: 0x101, to: 0 }, payload: vec![2; 1000] },
+    ];
+    let (mut wire, fpdus) = common::emit(&msgs, iwarp_proto::tx::Config { markers: Markers::RFC, crc: false, mulpdu: 1400 });
+    assert_eq!(fpdus[1].0, 512);
+    assert_eq!(wire[1024..1028], [0, 0, 0x01, 0xfc]);
+    let cfg = rx::Config { markers: Markers::RFC, crc: false, expect_rtr: None, expect_rtr_read_response: false, extensions: false };
+    let mut mem = Memory::for_scenario(&msgs);
+    assert_eq!(Receiver::new(cfg).receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem), Ok(wire.len() as u64));
+    mem.assert_placed(&msgs);
+
+    wire[1026..1028].copy_from_slice(&[0x02, 0x00]);
+    let Err(RxError::Terminate(t)) = Receiver::new(cfg).receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut Memory::for_scenario(&msgs)) else { panic!() };
+    assert_eq!(t.cause(), Some(Cause::MpaMarker));
+}
+
 #[test]
 fn a_received_terminate_is_delivered_and_ends_the_stream() {
     let mut payload = [0u8; 64];

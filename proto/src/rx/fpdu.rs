@@ -2,7 +2,7 @@
 //! with the markers that fall inside it stepped over.
 
 use crate::crc::Crc32c;
-use crate::markers::{self, pad_len, Markers, Run, MARKER_LEN};
+use crate::markers::{self, pad_len, Markers, Run};
 use crate::stream::Pieces;
 use crate::terminate::Cause;
 
@@ -33,7 +33,7 @@ impl Located {
 /// that sits there.
 #[inline]
 pub(crate) fn locate(data: &Pieces<'_>, markers: Markers, start: u64) -> Option<Located> {
-    let at = if markers.at(start) { start + MARKER_LEN as u64 } else { start };
+    let at = markers.len_at(start);
     if at < data.start() || at + 2 > data.end() {
         return None;
     }
@@ -75,23 +75,17 @@ pub(crate) fn header_in_place<'a>(data: &Pieces<'a>, markers: Markers, f: &Locat
     unbroken.then(|| data.slice(from, len)).flatten()
 }
 
-/// Checks that every marker inside the FPDU points back to its start.
+/// Checks that every marker inside the FPDU points back to its ULPDU Length field.
 #[inline]
 pub(crate) fn check_markers(data: &Pieces<'_>, markers: Markers, f: &Located) -> Result<(), Cause> {
     let Some(mut pos) = markers.next_at_or_after(f.start) else { return Ok(()) };
     while pos < f.end() {
-        let m = data.read(pos);
-        if markers::decode(pos, m) != Some(f.start) && !far_marker_matches(pos, f.start, m) {
+        if markers::fpduptr(data.read(pos)) != markers::fpduptr(markers::encode(pos, f.len_at)) {
             return Err(Cause::MpaMarker);
         }
         pos += markers.interval() as u64;
     }
     Ok(())
-}
-
-/// A marker more than 64 KiB into an FPDU carries the distance modulo 2^16.
-fn far_marker_matches(pos: u64, start: u64, m: [u8; 4]) -> bool {
-    pos - start > u16::MAX as u64 && m[..2] == [0, 0] && u16::from_be_bytes([m[2], m[3]]) == (pos - start) as u16
 }
 
 /// Checks the FPDU's CRC (everything before the CRC field, markers included).

@@ -311,7 +311,7 @@ impl Receiver {
         let markers = self.cfg.markers;
         let Some(mut m) = markers.next_at_or_after(tried) else { return };
         while m + 4 <= data.end() {
-            match crate::markers::decode(m, data.read(m)) {
+            match markers.decode(m, data.read(m)) {
                 Some(start) if start >= tried => match self.place_run_from::<C, S>(data, start, Found::Marker, sink) {
                     RunEnd::Failed(at) => tried = at + 1,
                     RunEnd::Done => return,
