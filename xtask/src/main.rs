@@ -5,7 +5,7 @@ mod bench;
 mod run;
 mod test;
 
-use run::{cargo, script, script_code};
+use run::{cargo, script, script_code, siw_peer};
 use std::process::ExitCode;
 
 const USAGE: &str = "\
@@ -73,10 +73,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// What guests need from the host build: the module (if asked) and the user-space binaries.
+/// What guests need from the host build: the module (if asked), the user-space binaries and
+/// the interop tests' siw peer.
 fn build_guest_side(flavour: &str, module: bool) -> bool {
     (!module || script("build-kmod.sh", &[flavour]))
         && cargo(&["build", "--release", "-p", "libiwarp", "-p", "iwarp-check", "-p", "iwarp-bench", "--bins", "--examples"])
+        && siw_peer()
 }
 
 /// The newcomer's main job.

@@ -23,6 +23,15 @@ pub fn cargo(args: &[&str]) -> bool {
     exit_code(Command::new(env!("CARGO")).args(args).current_dir(root())) == 0
 }
 
+/// Compiles `tools/siw-peer/siw-peer.c` (libibverbs, librdmacm) to `target/siw-peer`: the far
+/// end of the interop tests, run in the guest that has siw.
+pub fn siw_peer() -> bool {
+    let (src, out) = (root().join("tools/siw-peer/siw-peer.c"), root().join("target/siw-peer"));
+    let mut cc = Command::new("cc");
+    cc.args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"]).arg(out).arg(src).args(["-libverbs", "-lrdmacm"]);
+    exit_code(&mut cc) == 0
+}
+
 /// Runs `cmd`, echoing it first; its exit status (1 if it could not run or was killed).
 fn exit_code(cmd: &mut Command) -> u8 {
     eprintln!("==> xtask: {}", shown(cmd));

@@ -65,6 +65,10 @@
 //!                    nothing for 3 s: every response must come whole and in order
 //!   ird-overflow-serve PORT / ird-overflow HOST PORT   one Read Request more than the IRD at
 //!                    once: responses before it whole and in order, then the module's Terminate
+//!   interop-serve PORT SIZE OPTS / interop-connect HOST PORT SIZE OPTS   side A of the interop
+//!                    script with siw (tools/siw-peer/siw-peer.c, src/interop.rs): Sends from two
+//!                    SGEs and with Solicited Event, Writes and Reads both ways, Send with
+//!                    Invalidate both ways, each checked where it lands
 //!   read-race-serve PORT / read-race HOST PORT   (B) rewrites a 1 MiB region nonstop while (A)
 //!                    Reads it 64 times with CRCs on: every Read completes, both QPs stay connected
 //!
@@ -79,6 +83,7 @@
 mod attack;
 mod cm;
 mod extensions;
+mod interop;
 mod ird;
 mod lost;
 mod mutate;
@@ -150,6 +155,8 @@ fn main() -> ExitCode {
         Some("ext-serve") if args.len() == 2 => extensions::serve(&args[1]),
         Some("ext-drive") if args.len() == 3 => extensions::drive(&args[1], &args[2]),
         Some("ird-read") if args.len() == 3 => ird::read_at_ird(&args[1], &args[2]),
+        Some("interop-serve") if args.len() == 4 => num(2).ok_or("SIZE".to_string()).and_then(|n| interop::serve(&args[1], n, &args[3])),
+        Some("interop-connect") if args.len() == 5 => num(3).ok_or("SIZE".to_string()).and_then(|n| interop::connect(&args[1], &args[2], n, &args[4])),
         _ => Err("usage: see the top of tools/iwarp-check/src/main.rs".into()),
     };
     match result {

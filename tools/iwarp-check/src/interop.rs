@@ -1,0 +1,196 @@
+//! Interop with another iWARP stack: the kernel's siw in the other guest, driven by
+//! `tools/siw-peer/siw-peer.c` over libibverbs and librdmacm. Both follow the script at the top
+//! of that file; this is side A (iwarp.ko), and each step is checked where it lands.
+//!
+//!   interop-serve PORT SIZE OPTS           accept siw's rdma_connect, adopt as MPA responder
+//!   interop-connect HOST PORT SIZE OPTS    connect to siw's rdma_listen, adopt as initiator
+//!
+//! OPTS are the MPA options (`rev`, `crc`, `markers`); the IRD and ORD are 4, as siw-peer's.
+
+use super::{dial, ensure, listen, open, options, Check};
+use libiwarp::{Access, CompletionQueue, MemoryRegion, QpInit, QueuePair, Remote, Role, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion};
+use std::time::Duration;
+
+/// How long any one completion may take (TCG guests are slow).
+const WAIT: Duration = Duration::from_secs(60);
+/// Octets of the notice area (the notice sent, then a slot per later receive); receives posted
+/// up front (more than the script needs).
+const CTL_LEN: usize = 256;
+/// Octets of each later receive's slot.
+const SLOT: usize = 16;
+const RECVS: u64 = 8;
+
+/// The octet at `i` of step `step`'s payload (the same function as siw-peer.c).
+fn pattern(step: u32, i: usize) -> u8 {
+    let x = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(step.wrapping_mul(40_503)).wrapping_add(1);
+    (x >> 24) as u8
+}
+
+fn fill(at: &mut [u8], step: u32) {
+    for (i, b) in at.iter_mut().enumerate() {
+        *b = pattern(step, i);
+    }
+}
+
+fn verify(at: &[u8], step: u32, what: &str) -> Check {
+    match at.iter().enumerate().find(|&(i, &b)| b != pattern(step, i)) {
+        Some((i, &b)) => Err(format!("{what}: octet {i} of {} is {b:#x}, not {:#x}", at.len(), pattern(step, i))),
+        None => Ok(()),
+    }
+}
+
+/// The next completion of `cq`, which must be a success of `op`.
+fn next(cq: &CompletionQueue<'_>, op: WcOpcode, what: &str) -> Result<WorkCompletion, String> {
+    let wc = cq.wait_one(WAIT).map_err(|e| e.to_string())?.ok_or(format!("{what}: no completion within {WAIT:?}"))?;
+    if wc.status != WcStatus::Success || wc.opcode != op {
+        return Err(format!("{what}: {wc:?}"));
+    }
+    Ok(wc)
+}
+
+/// Side A's areas in its region (as siw-peer.c lays out its own).
+struct Areas {
+    n: usize,
+}
+
+impl Areas {
+    fn exposed(&self) -> std::ops::Range<usize> {
+        0..self.n
+    }
+    fn recv(&self) -> std::ops::Range<usize> {
+        self.n..2 * self.n
+    }
+    fn src(&self) -> std::ops::Range<usize> {
+        2 * self.n..3 * self.n
+    }
+    fn sink(&self) -> std::ops::Range<usize> {
+        3 * self.n..4 * self.n
+    }
+    fn ctl(&self) -> std::ops::Range<usize> {
+        4 * self.n..4 * self.n + 4
+    }
+    /// Where receive `k` lands: the first in `recv`, the others in slots after the notice, so
+    /// notices arriving back to back do not overwrite each other.
+    fn slot(&self, k: u64) -> std::ops::Range<usize> {
+        if k == 0 {
+            return self.recv();
+        }
+        let at = 4 * self.n + SLOT * k as usize;
+        at..at + SLOT
+    }
+}
+
+/// `interop-serve PORT SIZE OPTS`.
+pub(crate) fn serve(port: &str, size: usize, opts: &str) -> Check {
+    run(Role::Responder, size, opts, || listen(port))
+}
+
+/// `interop-connect HOST PORT SIZE OPTS`.
+pub(crate) fn connect(host: &str, port: &str, size: usize, opts: &str) -> Check {
+    run(Role::Initiator, size, opts, || dial(host, port))
+}
+
+fn run(role: Role, n: usize, opts: &str, stream: impl FnOnce() -> Result<std::net::TcpStream, String>) -> Check {
+    if n < 4 {
+        return Err("SIZE must be at least 4".into());
+    }
+    let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let scq = dev.create_cq(16).map_err(|e| e.to_string())?;
+    let rcq = dev.create_cq(16).map_err(|e| e.to_string())?;
+    let mut qp = dev
+        .create_qp(&QpInit { pd: &pd, send_cq: &scq, recv_cq: &rcq, max_recv_wr: 16, max_send_wr: 16, max_sge: 2, max_inline: 0 })
+        .map_err(|e| e.to_string())?;
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let mut buf = vec![0u8; 4 * n + CTL_LEN];
+    let mut mr = pd.register(&mut buf, access).map_err(|e| e.to_string())?;
+    let mut inv = vec![0u8; CTL_LEN];
+    let inv = pd.register(&mut inv, access).map_err(|e| e.to_string())?;
+    let a = Areas { n };
+    for k in 0..RECVS {
+        qp.post_recv(k, &[mr.sge(a.slot(k))]).map_err(|e| e.to_string())?;
+    }
+    let mut o = options(role, opts)?;
+    (o.ird, o.ord) = (4, 4);
+    o.private_data = [mr.remote(0).to_bytes(), inv.remote(0).to_bytes()].concat();
+    let got = qp.adopt(stream()?, &o).map_err(|e| format!("A: adopt: {e}"))?;
+    println!("ok: A: connected: MPA revision {}, CRC {}, IRD/ORD {}/{}", got.mpa_rev, got.crc as u8, got.ird, got.ord);
+    let far = Remote::from_bytes(&got.peer_private).ok_or("A: the peer advertised no region")?;
+    let far_inv = Remote::from_bytes(got.peer_private.get(Remote::LEN..).unwrap_or(&[])).ok_or("A: the peer advertised no INV region")?;
+    let s = Script { qp: &qp, scq: &scq, rcq: &rcq, a };
+    s.steps(&mut mr, far, far_inv, inv.remote(0).rkey)?;
+    qp.disconnect().map_err(|e| format!("A: disconnect: {e}"))?;
+    println!("ok: A: disconnected");
+    Ok(())
+}
+
+/// What the steps need.
+struct Script<'q, 'd> {
+    qp: &'q QueuePair<'d>,
+    scq: &'q CompletionQueue<'d>,
+    rcq: &'q CompletionQueue<'d>,
+    a: Areas,
+}
+
+impl Script<'_, '_> {
+    /// Posts one signaled request of `range`'s octets (two SGEs if `two`) and waits for it.
+    fn post(&self, mr: &MemoryRegion<'_>, op: SendOp, range: std::ops::Range<usize>, two: bool, done: WcOpcode, what: &str) -> Check {
+        let mid = range.start + range.len() / 2;
+        let sges = if two { vec![mr.sge(range.start..mid), mr.sge(mid..range.end)] } else { vec![mr.sge(range)] };
+        self.qp.post_send(&SendWr { wr_id: 0, op, sge: &sges, signaled: true }).map_err(|e| format!("{what}: post: {e}"))?;
+        next(self.scq, done, what).map(|_| ())
+    }
+
+    /// Sends the notice of `step`.
+    fn notice(&self, mr: &mut MemoryRegion<'_>, step: u32) -> Check {
+        mr.as_mut_slice()[self.a.ctl()].copy_from_slice(&step.to_le_bytes());
+        self.post(mr, SendOp::Send { solicited: false }, self.a.ctl(), false, WcOpcode::Send, "notice")
+    }
+
+    /// The next receive, which must be the notice of `step`.
+    fn await_notice(&self, mr: &MemoryRegion<'_>, step: u32) -> Result<WorkCompletion, String> {
+        let wc = next(self.rcq, WcOpcode::Recv, "receive of a notice")?;
+        let r = self.a.slot(wc.wr_id);
+        let got = u32::from_le_bytes(mr.as_slice()[r.start..r.start + 4].try_into().unwrap_or_default());
+        if wc.byte_len != 4 || got != step {
+            return Err(format!("expected the notice of step {step}, got {} octets saying {got}", wc.byte_len));
+        }
+        Ok(wc)
+    }
+
+    fn steps(&self, mr: &mut MemoryRegion<'_>, far: Remote, far_inv: Remote, my_inv: u32) -> Check {
+        let (a, n) = (&self.a, self.a.n);
+        fill(&mut mr.as_mut_slice()[a.src()], 1);
+        self.post(mr, SendOp::Send { solicited: false }, a.src(), true, WcOpcode::Send, "step 1 Send")?;
+        println!("ok: A: 1: sent {n} octets from two SGEs");
+
+        let wc = next(self.rcq, WcOpcode::Recv, "step 2 receive")?;
+        verify(&mr.as_slice()[a.recv()], 2, "step 2 (the peer's Send)")?;
+        ensure(wc.byte_len as usize == n && wc.solicited, format!("A: 2: a Send with Solicited Event of {n} octets arrived intact"))?;
+
+        fill(&mut mr.as_mut_slice()[a.src()], 3);
+        self.post(mr, SendOp::Write(far), a.src(), true, WcOpcode::RdmaWrite, "step 3 Write")?;
+        self.notice(mr, 3)?;
+        println!("ok: A: 3: wrote {n} octets into the peer's region");
+
+        self.await_notice(mr, 4)?;
+        verify(&mr.as_slice()[a.exposed()], 4, "step 4 (the peer's Write)")?;
+        println!("ok: A: 4: the peer's Write of {n} octets landed intact");
+
+        self.await_notice(mr, 5)?;
+        self.post(mr, SendOp::Read(far), a.sink(), false, WcOpcode::RdmaRead, "step 5 Read")?;
+        verify(&mr.as_slice()[a.sink()], 5, "step 5 (our Read of the peer's region)")?;
+        println!("ok: A: 5: read {n} octets from the peer's region, intact");
+        fill(&mut mr.as_mut_slice()[a.exposed()], 6);
+        self.notice(mr, 6)?;
+        self.await_notice(mr, 6)?;
+        println!("ok: A: 6: the peer is done Reading our region (it checks what it got)");
+
+        mr.as_mut_slice()[a.ctl()].copy_from_slice(&7u32.to_le_bytes());
+        self.post(mr, SendOp::SendInvalidate { solicited: false, stag: far_inv.rkey }, a.ctl(), false, WcOpcode::Send, "step 7")?;
+        println!("ok: A: 7: sent a Send with Invalidate of the peer's STag {:#x}", far_inv.rkey);
+
+        let wc = self.await_notice(mr, 8)?;
+        ensure(wc.invalidated == Some(my_inv), format!("A: 8: a Send with Invalidate invalidated our STag {my_inv:#x} ({:?})", wc.invalidated))
+    }
+}
