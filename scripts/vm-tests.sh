@@ -188,28 +188,46 @@ wire_fpdus() {
 }
 # Interop with the kernel's siw (issue 13): guest B runs siw through rdma_cm and
 # tools/siw-peer, guest A iwarp.ko through iwarp-check interop-*; both follow siw-peer.c's
-# script, each step checked where it lands. interop DIR SIZE A-OPTS: DIR connect (A connects to
-# siw) or accept (siw connects to A). siw takes IRD/ORD only from MPA revision 2, so at
-# revision 1 its ORD is 0 and its Read is skipped.
+# script, each step checked where it lands. interop DIR SIZE A-OPTS END: DIR connect (A
+# connects to siw) or accept (siw connects to A); END how the connection ends (siw-peer.c).
+# siw takes IRD/ORD only from MPA revision 2, so at revision 1 its ORD is 0 and its Read is
+# skipped. When siw gets our Terminate, its kernel log must name it (DDP, tagged buffer, base or
+# bounds: 1, 1, 1).
 interop() {
-    local reads=1 peer="$here/target/siw-peer" rc=0
+    local reads=1 peer="$here/target/siw-peer" rc=0 mark="iwarp-test: interop cell on port $PORT"
     [[ $3 == *rev=1* ]] && reads=0
+    vm_run B "echo '$mark' >/dev/kmsg" || return 1
     if [ "$1" = connect ]; then
-        vm_serve B siw-peer "$PORT" "$peer serve $PORT $2 $reads" || return 1
-        vm_run A "$check interop-connect $B $PORT $2 '$3'" || rc=1
+        vm_serve B siw-peer "$PORT" "$peer serve $PORT $2 $reads $4" || return 1
+        vm_run A "$check interop-connect $B $PORT $2 '$3' $4" || rc=1
         vm_served B siw-peer || rc=1
     else
-        vm_serve A interop "$PORT" "$check interop-serve $PORT $2 '$3'" || return 1
-        vm_run B "$peer connect $(vm_ip A) $PORT $2 $reads" || rc=1
+        vm_serve A interop "$PORT" "$check interop-serve $PORT $2 '$3' $4" || return 1
+        vm_run B "$peer connect $(vm_ip A) $PORT $2 $reads $4" || rc=1
         vm_served A interop || rc=1
     fi
+    if [ "$4" = b-terminates ]; then
+        vm_run B "dmesg | sed -n '/$mark\$/,\$p' | grep 'siw: got TERMINATE. layer 1, type 1, code 1'" || rc=1
+    fi
+    return $rc
+}
+# Rejects with private data: siw's listener rejects A's request; A's module listener rejects
+# siw's. Each side must get the other's private data.
+interop_rejects() {
+    local rc=0
+    vm_serve B siw-peer "$PORT" "$here/target/siw-peer serve-reject $PORT" || return 1
+    vm_run A "$check interop-refused $B $PORT" || rc=1
+    vm_served B siw-peer || rc=1
+    vm_serve A interop "$((PORT + 1))" "$check interop-refuse $((PORT + 1))" || return 1
+    vm_run B "$here/target/siw-peer connect-rejected $(vm_ip A) $((PORT + 1))" || rc=1
+    vm_served A interop || rc=1
     return $rc
 }
 # Markers asked of siw (it has none): its listener refuses the MPA request, and A's adoption
 # fails cleanly with ECONNREFUSED.
 interop_markers() {
-    vm_serve B siw-peer "$PORT" "$here/target/siw-peer serve $PORT 64 1" || return 1
-    vm_run A "out=\$($check interop-connect $B $PORT 64 'markers=1,crc=1,rev=2' 2>&1); echo \"\$out\"
+    vm_serve B siw-peer "$PORT" "$here/target/siw-peer serve $PORT 64 1 a-disconnects" || return 1
+    vm_run A "out=\$($check interop-connect $B $PORT 64 'markers=1,crc=1,rev=2' a-disconnects 2>&1); echo \"\$out\"
         echo \"\$out\" | grep -q 'A: adopt: Connection refused'"
     local rc=$?
     vm_unserve B siw-peer >/dev/null
@@ -292,19 +310,23 @@ tests() {
     t siw-link-A vm_run A 'modprobe siw && rdma link add siw0 type siw netdev $IWARP_IF && ibv_devices | grep -w siw0'
     t siw-link-B vm_run B 'modprobe siw && rdma link add siw0 type siw netdev $IWARP_IF && ibv_devices | grep -w siw0'
     # The interop matrix with siw: {we connect, we accept} x {MPA revision 2, 1} x {CRC, none}
-    # x {23 octets, 1 MiB}; siw sends revision 2 requests only, and refuses markers.
-    local dir rev crc size
+    # x {23 octets, 1 MiB}; siw sends revision 2 requests only, and refuses markers. Each
+    # (direction, revision) has the four ends: with CRC A ends it, without B; small cells by a
+    # disconnect, 1 MiB cells by a Write past the other's region that it must Terminate.
+    local dir rev crc size end
     for dir in connect accept; do
         for rev in 2 1; do
             [ $dir = accept ] && [ $rev = 1 ] && continue
             for crc in 1 0; do
                 for size in 23 1048576; do
-                    t "interop-siw-$dir-rev$rev-crc$crc-$size" interop $dir $size "markers=0,crc=$crc,rev=$rev"
+                    end=$([ $crc = 1 ] && echo a || echo b)-$([ $size = 23 ] && echo disconnects || echo terminates)
+                    t "interop-siw-$dir-rev$rev-crc$crc-$size-$end" interop $dir $size "markers=0,crc=$crc,rev=$rev" $end
                 done
             done
         done
     done
     t interop-siw-markers-refused interop_markers
+    t interop-siw-rejects-with-private-data interop_rejects
     t mr-register-A vm_run A "$check mr && $check stats-zero"
     # Without CAP_IPC_LOCK (as nobody), RLIMIT_MEMLOCK applies.
     t mr-memlock-A vm_run A "chmod 666 /dev/iwarp && setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all $check memlock 1024; rc=\$?; chmod 600 /dev/iwarp; exit \$rc"

@@ -5,8 +5,10 @@
  * end is `iwarp-check interop-*` over iwarp.ko (tools/iwarp-check/src/interop.rs); the two
  * follow one script, so every operation is checked on the side that receives it.
  *
- *   siw-peer serve PORT SIZE READS      accept one connection on PORT (rdma_cm)
- *   siw-peer connect HOST PORT SIZE READS
+ *   siw-peer serve PORT SIZE READS END      accept one connection on PORT (rdma_cm)
+ *   siw-peer connect HOST PORT SIZE READS END
+ *   siw-peer serve-reject PORT              reject one connection request, with private data
+ *   siw-peer connect-rejected HOST PORT     be rejected, with private data
  *
  * Each side registers a region of 4 SIZE + 256 octets: EXPOSED (the peer Writes and Reads it),
  * RECV (the first receive: the peer's Send of SIZE octets), SRC (what it sends and Writes), SINK
@@ -24,7 +26,16 @@
  *   6 A fills its EXPOSED, notices 6; B Reads it   B: content (READS=0: skipped, B's ORD is 0)
  *   7 A Sends with Invalidate of B's INV           B: the receive completes (siw does not name
  *                                                  the STag to user space)
- *   8 B Sends with Invalidate of A's INV           A: likewise; then A disconnects
+ *   8 B Sends with Invalidate of A's INV           A: likewise
+ * then END, with receives still posted on both sides (B 4, A 3), which must come back flushed:
+ *   a-disconnects  A disconnects                  B: disconnected
+ *   b-disconnects  B disconnects                  A: its QP ends, a connection-lost event
+ *   a-terminates   A Writes past the end of B's   B: siw refuses it with a Terminate (an access
+ *                  region (REGION_LEN octets)        error event), nothing placed; A: its QP
+ *                                                    ended by that Terminate, and its event
+ *   b-terminates   B Writes past the end of A's   A: refuses it with a Terminate, nothing
+ *                  region                            placed; B: disconnected (siw reports the
+ *                                                    Terminate it got in the kernel log)
  * Prints "ok: B: ..." per step; exits 1 with "siw-peer FAILED: ..." at the first failure.
  */
 #include <errno.h>
@@ -45,6 +56,13 @@
 #define SLOT 16
 #define RECVS 8
 #define DEPTH 4
+/* Receives the script leaves posted: B's, the peer's. */
+#define LEFT_B 4
+/* Private data of the reject cells. */
+#define ASK_B "A asks B to connect"
+#define B_REFUSES "B refuses A"
+#define ASK_A "B asks A to connect"
+#define A_REFUSES "A refuses B"
 
 struct remote {
 	uint64_t addr;
@@ -92,6 +110,8 @@ static size_t recv_at(const struct peer *p) { return p->n; }
 static size_t src(const struct peer *p) { return 2 * p->n; }
 static size_t sink(const struct peer *p) { return 3 * p->n; }
 static size_t ctl(const struct peer *p) { return 4 * p->n; }
+/* The region's length (the same on both sides). */
+static size_t region_len(const struct peer *p) { return 4 * p->n + CTL_LEN; }
 /* Where receive @k lands: the first in RECV, the others in slots after the notice. */
 static size_t slot(const struct peer *p, uint64_t k) { return k ? ctl(p) + SLOT * k : recv_at(p); }
 
@@ -130,8 +150,8 @@ static struct rdma_cm_event *expect_event(struct rdma_event_channel *ec, enum rd
 	return ev;
 }
 
-/* The next completion of @cq, which must be a success of @op. */
-static struct ibv_wc wait_wc(struct ibv_cq *cq, enum ibv_wc_opcode op, const char *what)
+/* The next completion of @cq, whatever its status. */
+static struct ibv_wc next_wc(struct ibv_cq *cq, const char *what)
 {
 	struct timespec start, now;
 	struct ibv_wc wc;
@@ -145,6 +165,14 @@ static struct ibv_wc wait_wc(struct ibv_cq *cq, enum ibv_wc_opcode op, const cha
 	}
 	if (n < 0)
 		die("%s: ibv_poll_cq: %d", what, n);
+	return wc;
+}
+
+/* The next completion of @cq, which must be a success of @op. */
+static struct ibv_wc wait_wc(struct ibv_cq *cq, enum ibv_wc_opcode op, const char *what)
+{
+	struct ibv_wc wc = next_wc(cq, what);
+
 	if (wc.status != IBV_WC_SUCCESS)
 		die("%s: completion status %s", what, ibv_wc_status_str(wc.status));
 	if (wc.opcode != op)
@@ -184,7 +212,7 @@ static void resources(struct peer *p, struct rdma_cm_id *id, uint8_t private[24]
 {
 	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	struct ibv_qp_init_attr attr = { 0 };
-	size_t len = 4 * p->n + CTL_LEN;
+	size_t len = region_len(p);
 
 	p->id = id;
 	p->pd = ibv_alloc_pd(id->verbs);
@@ -232,20 +260,33 @@ static struct rdma_conn_param conn_param(const uint8_t private[24])
 	return c;
 }
 
-static void serve(struct peer *p, const char *port)
+/* Listens on @port and returns the first connection request. */
+static struct rdma_cm_event *request(struct peer *p, const char *port)
 {
 	struct sockaddr_in at = { .sin_family = AF_INET, .sin_port = htons(atoi(port)) };
 	struct rdma_cm_id *listener;
-	struct rdma_cm_event *ev;
-	struct rdma_conn_param c;
-	uint8_t private[24];
 
 	if (rdma_create_id(p->ec, &listener, NULL, RDMA_PS_TCP) || rdma_bind_addr(listener, (struct sockaddr *)&at) ||
 	    rdma_listen(listener, 1))
 		die("listen on %s: %s", port, strerror(errno));
 	printf("listening on %s\n", port);
 	fflush(stdout);
-	ev = expect_event(p->ec, RDMA_CM_EVENT_CONNECT_REQUEST);
+	return expect_event(p->ec, RDMA_CM_EVENT_CONNECT_REQUEST);
+}
+
+/* Whether @ev carries private data @want (a C string, without its NUL). */
+static int private_is(const struct rdma_cm_event *ev, const char *want)
+{
+	return ev->param.conn.private_data_len >= strlen(want) &&
+	       !memcmp(ev->param.conn.private_data, want, strlen(want));
+}
+
+static void serve(struct peer *p, const char *port)
+{
+	struct rdma_cm_event *ev = request(p, port);
+	struct rdma_conn_param c;
+	uint8_t private[24];
+
 	take_private(p, ev->param.conn.private_data, ev->param.conn.private_data_len);
 	resources(p, ev->id, private);
 	rdma_ack_cm_event(ev);
@@ -255,12 +296,10 @@ static void serve(struct peer *p, const char *port)
 	rdma_ack_cm_event(expect_event(p->ec, RDMA_CM_EVENT_ESTABLISHED));
 }
 
-static void dial(struct peer *p, const char *host, const char *port)
+/* An id with its route to @host:@port resolved. */
+static struct rdma_cm_id *route(struct peer *p, const char *host, const char *port)
 {
 	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *ai;
-	struct rdma_cm_event *ev;
-	struct rdma_conn_param c;
-	uint8_t private[24];
 	struct rdma_cm_id *id;
 
 	if (getaddrinfo(host, port, &hints, &ai))
@@ -272,12 +311,55 @@ static void dial(struct peer *p, const char *host, const char *port)
 	if (rdma_resolve_route(id, WAIT_MS))
 		die("rdma_resolve_route: %s", strerror(errno));
 	rdma_ack_cm_event(expect_event(p->ec, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	return id;
+}
+
+static void dial(struct peer *p, const char *host, const char *port)
+{
+	struct rdma_cm_id *id = route(p, host, port);
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param c;
+	uint8_t private[24];
+
 	resources(p, id, private);
 	c = conn_param(private);
 	if (rdma_connect(id, &c))
 		die("rdma_connect: %s", strerror(errno));
 	ev = expect_event(p->ec, RDMA_CM_EVENT_ESTABLISHED);
 	take_private(p, ev->param.conn.private_data, ev->param.conn.private_data_len);
+	rdma_ack_cm_event(ev);
+}
+
+/* serve-reject: the peer's request arrives with its private data and is rejected with ours. */
+static void serve_reject(struct peer *p, const char *port)
+{
+	struct rdma_cm_event *ev = request(p, port);
+
+	if (!private_is(ev, ASK_B))
+		die("the request's private data is not \"%s\" (%u octets)", ASK_B, ev->param.conn.private_data_len);
+	if (rdma_reject(ev->id, B_REFUSES, strlen(B_REFUSES)))
+		die("rdma_reject: %s", strerror(errno));
+	rdma_ack_cm_event(ev);
+	ok("rejected the peer's request (\"%s\") with \"%s\"", ASK_B, B_REFUSES);
+}
+
+/* connect-rejected: our request, with private data, is rejected with the peer's. */
+static void connect_rejected(struct peer *p, const char *host, const char *port)
+{
+	struct rdma_cm_id *id = route(p, host, port);
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC, .cap = { 1, 1, 1, 1, 0 } };
+	struct rdma_conn_param c = { .private_data = ASK_A, .private_data_len = strlen(ASK_A) };
+	struct rdma_cm_event *ev;
+
+	attr.send_cq = attr.recv_cq = ibv_create_cq(id->verbs, 4, NULL, NULL, 0);
+	if (!attr.send_cq || rdma_create_qp(id, NULL, &attr))
+		die("CQ or QP: %s", strerror(errno));
+	if (rdma_connect(id, &c))
+		die("rdma_connect: %s", strerror(errno));
+	ev = expect_event(p->ec, RDMA_CM_EVENT_REJECTED);
+	if (!private_is(ev, A_REFUSES))
+		die("the reject's private data is not \"%s\" (%u octets)", A_REFUSES, ev->param.conn.private_data_len);
+	ok("rejected with the peer's private data \"%s\" (status %d)", A_REFUSES, ev->status);
 	rdma_ack_cm_event(ev);
 }
 
@@ -331,29 +413,108 @@ static struct ibv_wc await_notice(struct peer *p, uint32_t step)
 	return wc;
 }
 
+/* The next asynchronous event of the device, which must be @want. */
+static void expect_async(struct peer *p, enum ibv_event_type want)
+{
+	struct pollfd pfd = { .fd = p->id->verbs->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+
+	if (poll(&pfd, 1, WAIT_MS) != 1)
+		die("no asynchronous event %s within %d ms", ibv_event_type_str(want), WAIT_MS);
+	if (ibv_get_async_event(p->id->verbs, &ev))
+		die("ibv_get_async_event: %s", strerror(errno));
+	if (ev.event_type != want)
+		die("asynchronous event %s, not %s", ibv_event_type_str(ev.event_type), ibv_event_type_str(want));
+	ibv_ack_async_event(&ev);
+}
+
+/* The @n receives still posted come back flushed, and nothing else. */
+static void expect_flushed(struct peer *p, int n)
+{
+	struct ibv_wc wc;
+
+	for (int i = 0; i < n; i++) {
+		wc = next_wc(p->rcq, "a posted receive after the end");
+		if (wc.status != IBV_WC_WR_FLUSH_ERR)
+			die("a posted receive completed with %s, not flushed", ibv_wc_status_str(wc.status));
+	}
+	if (ibv_poll_cq(p->rcq, 1, &wc))
+		die("more than %d receives completed", n);
+}
+
+/* Nothing landed past the first @keep octets of the region's notice area. */
+static void tail_untouched(struct peer *p, size_t keep)
+{
+	for (size_t i = ctl(p) + keep; i < region_len(p); i++)
+		if (p->buf[i])
+			die("octet %zu of the region was written by a refused Write", i);
+}
+
+/* The end of the script (see the top of the file); @end names it. */
+static void finish(struct peer *p, const char *end)
+{
+	struct remote past = { p->far.addr + region_len(p) - 32, p->far.rkey };
+	struct rdma_cm_event *ev;
+
+	if (!strcmp(end, "a-terminates")) {
+		expect_async(p, IBV_EVENT_QP_ACCESS_ERR);
+		tail_untouched(p, SLOT * RECVS);
+		ok("siw refused the peer's Write past our region (an access error event), nothing placed");
+	} else if (!strcmp(end, "b-terminates")) {
+		struct ibv_wc wc;
+
+		post(p, IBV_WR_RDMA_WRITE, 0, src(p), 64, 0, &past, 0);
+		/* siw completes a Write once it is sent; the Terminate may come first and flush it. */
+		wc = next_wc(p->scq, "our Write past the peer's region");
+		if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR)
+			die("our Write past the peer's region completed with %s", ibv_wc_status_str(wc.status));
+		ok("wrote 64 octets past the end of the peer's region (%s)", ibv_wc_status_str(wc.status));
+	} else if (!strcmp(end, "b-disconnects")) {
+		if (rdma_disconnect(p->id))
+			die("rdma_disconnect: %s", strerror(errno));
+		ok("disconnected");
+	} else if (strcmp(end, "a-disconnects")) {
+		die("unknown end %s", end);
+	}
+	ev = expect_event(p->ec, RDMA_CM_EVENT_DISCONNECTED);
+	rdma_ack_cm_event(ev);
+	ok("the connection ended (%s)", end);
+	expect_flushed(p, LEFT_B);
+	ok("the %d receives still posted came back flushed", LEFT_B);
+}
+
 int main(int argc, char **argv)
 {
 	struct peer p = { 0 };
-	struct rdma_cm_event *ev;
+	const char *end;
 	struct ibv_wc wc;
 	int reads;
 
-	if (argc == 5 && !strcmp(argv[1], "serve")) {
+	p.ec = rdma_create_event_channel();
+	if (!p.ec)
+		die("rdma_create_event_channel: %s", strerror(errno));
+	if (argc == 3 && !strcmp(argv[1], "serve-reject")) {
+		serve_reject(&p, argv[2]);
+		return 0;
+	} else if (argc == 4 && !strcmp(argv[1], "connect-rejected")) {
+		connect_rejected(&p, argv[2], argv[3]);
+		return 0;
+	} else if (argc == 6 && !strcmp(argv[1], "serve")) {
 		p.n = strtoul(argv[3], NULL, 0);
 		reads = atoi(argv[4]);
-	} else if (argc == 6 && !strcmp(argv[1], "connect")) {
+		end = argv[5];
+	} else if (argc == 7 && !strcmp(argv[1], "connect")) {
 		p.n = strtoul(argv[4], NULL, 0);
 		reads = atoi(argv[5]);
+		end = argv[6];
 	} else {
-		fprintf(stderr, "usage: siw-peer serve PORT SIZE READS | siw-peer connect HOST PORT SIZE READS\n");
+		fprintf(stderr, "usage: siw-peer serve PORT SIZE READS END | siw-peer connect HOST PORT SIZE READS END\n"
+				"       siw-peer serve-reject PORT | siw-peer connect-rejected HOST PORT\n");
 		return 2;
 	}
 	if (p.n < 4)
 		die("SIZE must be at least 4");
-	p.ec = rdma_create_event_channel();
-	if (!p.ec)
-		die("rdma_create_event_channel: %s", strerror(errno));
-	if (argc == 5)
+	if (argc == 6)
 		serve(&p, argv[2]);
 	else
 		dial(&p, argv[2], argv[3]);
@@ -409,8 +570,6 @@ int main(int argc, char **argv)
 	wait_wc(p.scq, IBV_WC_SEND, "step 8 Send with Invalidate");
 	ok("8: sent a Send with Invalidate of the peer's STag %#x", p.far_inv.rkey);
 
-	ev = expect_event(p.ec, RDMA_CM_EVENT_DISCONNECTED);
-	rdma_ack_cm_event(ev);
-	ok("the peer disconnected");
+	finish(&p, end);
 	return 0;
 }

@@ -2,13 +2,22 @@
 //! `tools/siw-peer/siw-peer.c` over libibverbs and librdmacm. Both follow the script at the top
 //! of that file; this is side A (iwarp.ko), and each step is checked where it lands.
 //!
-//!   interop-serve PORT SIZE OPTS           accept siw's rdma_connect, adopt as MPA responder
-//!   interop-connect HOST PORT SIZE OPTS    connect to siw's rdma_listen, adopt as initiator
+//!   interop-serve PORT SIZE OPTS END         accept siw's rdma_connect, adopt as MPA responder
+//!   interop-connect HOST PORT SIZE OPTS END  connect to siw's rdma_listen, adopt as initiator
+//!   interop-refused HOST PORT                siw's listener rejects us, with private data
+//!   interop-refuse PORT                      we reject siw's rdma_connect, with private data
 //!
 //! OPTS are the MPA options (`rev`, `crc`, `markers`); the IRD and ORD are 4, as siw-peer's.
+//! END is how the connection ends (siw-peer.c's list).
 
-use super::{dial, ensure, listen, open, options, Check};
-use libiwarp::{Access, CompletionQueue, MemoryRegion, QpInit, QueuePair, Remote, Role, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion};
+use super::{dial, ensure, expect_errno, listen, open, options, Check};
+use crate::verbs::{expect_event, flushed, wait_ended};
+use iwarp_proto::terminate::Cause;
+use libiwarp::{
+    Access, AsyncEvents, CompletionQueue, MemoryRegion, QpEvent, QpInit, QpState, QueuePair, Remote, Role, SendOp, SendWr, WcOpcode, WcStatus,
+    WorkCompletion,
+};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 /// How long any one completion may take (TCG guests are slow).
@@ -19,6 +28,13 @@ const CTL_LEN: usize = 256;
 /// Octets of each later receive's slot.
 const SLOT: usize = 16;
 const RECVS: u64 = 8;
+/// Receives the script leaves posted on our side.
+const LEFT_A: usize = 3;
+/// Private data of the reject cells (siw-peer.c's).
+const ASK_B: &[u8] = b"A asks B to connect";
+const B_REFUSES: &[u8] = b"B refuses A";
+const ASK_A: &[u8] = b"B asks A to connect";
+const A_REFUSES: &[u8] = b"A refuses B";
 
 /// The octet at `i` of step `step`'s payload (the same function as siw-peer.c).
 fn pattern(step: u32, i: usize) -> u8 {
@@ -69,6 +85,10 @@ impl Areas {
     fn ctl(&self) -> std::ops::Range<usize> {
         4 * self.n..4 * self.n + 4
     }
+    /// The region's length (the same on both sides).
+    fn len(&self) -> usize {
+        4 * self.n + CTL_LEN
+    }
     /// Where receive `k` lands: the first in `recv`, the others in slots after the notice, so
     /// notices arriving back to back do not overwrite each other.
     fn slot(&self, k: u64) -> std::ops::Range<usize> {
@@ -80,21 +100,76 @@ impl Areas {
     }
 }
 
-/// `interop-serve PORT SIZE OPTS`.
-pub(crate) fn serve(port: &str, size: usize, opts: &str) -> Check {
-    run(Role::Responder, size, opts, || listen(port))
+/// How the connection ends, after the script's steps.
+#[derive(Clone, Copy, PartialEq)]
+enum End {
+    ADisconnects,
+    BDisconnects,
+    ATerminates,
+    BTerminates,
 }
 
-/// `interop-connect HOST PORT SIZE OPTS`.
-pub(crate) fn connect(host: &str, port: &str, size: usize, opts: &str) -> Check {
-    run(Role::Initiator, size, opts, || dial(host, port))
+impl End {
+    fn parse(s: &str) -> Result<End, String> {
+        Ok(match s {
+            "a-disconnects" => End::ADisconnects,
+            "b-disconnects" => End::BDisconnects,
+            "a-terminates" => End::ATerminates,
+            "b-terminates" => End::BTerminates,
+            _ => return Err(format!("unknown end {s}")),
+        })
+    }
 }
 
-fn run(role: Role, n: usize, opts: &str, stream: impl FnOnce() -> Result<std::net::TcpStream, String>) -> Check {
+/// `interop-serve PORT SIZE OPTS END`.
+pub(crate) fn serve(port: &str, size: usize, opts: &str, end: &str) -> Check {
+    run(Role::Responder, size, opts, End::parse(end)?, || listen(port))
+}
+
+/// `interop-connect HOST PORT SIZE OPTS END`.
+pub(crate) fn connect(host: &str, port: &str, size: usize, opts: &str, end: &str) -> Check {
+    run(Role::Initiator, size, opts, End::parse(end)?, || dial(host, port))
+}
+
+/// `interop-refused HOST PORT`: siw's listener rejects our request; our adoption fails with
+/// ECONNREFUSED and we get the reject's private data.
+pub(crate) fn refused(host: &str, port: &str) -> Check {
+    let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let cq = dev.create_cq(4).map_err(|e| e.to_string())?;
+    let mut qp = dev
+        .create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 1, max_send_wr: 1, max_sge: 1, max_inline: 0 })
+        .map_err(|e| e.to_string())?;
+    let mut o = options(Role::Initiator, "markers=0,crc=1,rev=2")?;
+    o.private_data = ASK_B.to_vec();
+    expect_errno("A: adopt", qp.adopt(dial(host, port)?, &o).map(drop), libc::ECONNREFUSED)?;
+    let theirs = qp.reject_private_data();
+    ensure(theirs == Some(B_REFUSES), format!("A: rejected with siw's private data ({:?})", theirs.map(String::from_utf8_lossy)))
+}
+
+/// `interop-refuse PORT`: the module listens; siw's request arrives with its private data and
+/// is rejected with ours.
+pub(crate) fn refuse(port: &str) -> Check {
+    let port: u16 = port.parse().map_err(|_| format!("bad port {port}"))?;
+    let dev = open()?;
+    let listener = dev.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 1).map_err(|e| format!("LISTEN: {e}"))?;
+    println!("listening on {port}");
+    let req = listener.get_request(WAIT).map_err(|e| format!("GET_REQUEST: {e}"))?;
+    ensure(
+        req.private_data == ASK_A,
+        format!("A: siw's request (revision {}) carries its private data ({:?})", req.mpa_rev, String::from_utf8_lossy(&req.private_data)),
+    )?;
+    req.reject(A_REFUSES).map_err(|e| format!("REJECT: {e}"))?;
+    println!("ok: A: rejected siw's request with our private data");
+    Ok(())
+}
+
+fn run(role: Role, n: usize, opts: &str, end: End, stream: impl FnOnce() -> Result<std::net::TcpStream, String>) -> Check {
     if n < 4 {
         return Err("SIZE must be at least 4".into());
     }
     let dev = open()?;
+    let events = dev.async_events().map_err(|e| e.to_string())?;
     let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
     let scq = dev.create_cq(16).map_err(|e| e.to_string())?;
     let rcq = dev.create_cq(16).map_err(|e| e.to_string())?;
@@ -119,9 +194,7 @@ fn run(role: Role, n: usize, opts: &str, stream: impl FnOnce() -> Result<std::ne
     let far_inv = Remote::from_bytes(got.peer_private.get(Remote::LEN..).unwrap_or(&[])).ok_or("A: the peer advertised no INV region")?;
     let s = Script { qp: &qp, scq: &scq, rcq: &rcq, a };
     s.steps(&mut mr, far, far_inv, inv.remote(0).rkey)?;
-    qp.disconnect().map_err(|e| format!("A: disconnect: {e}"))?;
-    println!("ok: A: disconnected");
-    Ok(())
+    s.finish(&mr, far, end, &events)
 }
 
 /// What the steps need.
@@ -192,5 +265,51 @@ impl Script<'_, '_> {
 
         let wc = self.await_notice(mr, 8)?;
         ensure(wc.invalidated == Some(my_inv), format!("A: 8: a Send with Invalidate invalidated our STag {my_inv:#x} ({:?})", wc.invalidated))
+    }
+
+    /// The end of the script (siw-peer.c's list): our QP ends as `end` says, with the receives
+    /// still posted flushed.
+    fn finish(&self, mr: &MemoryRegion<'_>, far: Remote, end: End, events: &AsyncEvents<'_>) -> Check {
+        let bounds = Cause::DdpBaseBounds.code();
+        let (state, event) = match end {
+            End::ADisconnects => {
+                self.qp.disconnect().map_err(|e| format!("A: disconnect: {e}"))?;
+                println!("ok: A: disconnected");
+                (QpState::Error { terminate: None, sent: false }, None)
+            }
+            End::BDisconnects => (QpState::Error { terminate: None, sent: false }, Some(QpEvent::ConnectionLost)),
+            End::ATerminates => {
+                // Past the end of siw's region: siw must refuse it with a Terminate.
+                let past = Remote { addr: far.addr + self.a.len() as u64 - 32, rkey: far.rkey };
+                let wr = SendWr { wr_id: 9, op: SendOp::Write(past), sge: &[mr.sge(self.a.src().start..self.a.src().start + 64)], signaled: true };
+                self.qp.post_send(&wr).map_err(|e| format!("A: post the Write past siw's region: {e}"))?;
+                println!("ok: A: wrote 64 octets past the end of siw's region");
+                (QpState::Error { terminate: Some(bounds), sent: false }, Some(QpEvent::Terminated { terminate: bounds, sent: false }))
+            }
+            End::BTerminates => (QpState::Error { terminate: Some(bounds), sent: true }, Some(QpEvent::Terminated { terminate: bounds, sent: true })),
+        };
+        let got = wait_ended(self.qp)?;
+        ensure(got == state, format!("A: our QP ended as expected ({got:?})"))?;
+        match event {
+            Some(what) => expect_event(events, self.qp.handle(), what, "A")?,
+            None => {
+                let ev = events.next().map_err(|e| e.to_string())?;
+                ensure(ev.is_none(), format!("A: no asynchronous event for a QP we disconnected ({ev:?})"))?;
+            }
+        }
+        if end == End::ATerminates {
+            // Our Write completed once queued, or was flushed when siw's Terminate came first.
+            let mut wc = [WorkCompletion::EMPTY; 2];
+            let k = self.scq.poll(&mut wc);
+            ensure(
+                k <= 1 && wc[..k].iter().all(|c| c.wr_id == 9 && matches!(c.status, WcStatus::Success | WcStatus::Flushed)),
+                format!("A: our refused Write completed or was flushed ({:?})", &wc[..k]),
+            )?;
+        }
+        if end == End::BTerminates {
+            let tail = &mr.as_slice()[self.a.len() - 32..];
+            ensure(tail.iter().all(|&b| b == 0), "A: nothing placed from siw's Write past our region")?;
+        }
+        flushed(self.rcq, LEFT_A, "A")
     }
 }

@@ -65,10 +65,13 @@
 //!                    nothing for 3 s: every response must come whole and in order
 //!   ird-overflow-serve PORT / ird-overflow HOST PORT   one Read Request more than the IRD at
 //!                    once: responses before it whole and in order, then the module's Terminate
-//!   interop-serve PORT SIZE OPTS / interop-connect HOST PORT SIZE OPTS   side A of the interop
-//!                    script with siw (tools/siw-peer/siw-peer.c, src/interop.rs): Sends from two
-//!                    SGEs and with Solicited Event, Writes and Reads both ways, Send with
-//!                    Invalidate both ways, each checked where it lands
+//!   interop-serve PORT SIZE OPTS END / interop-connect HOST PORT SIZE OPTS END   side A of the
+//!                    interop script with siw (tools/siw-peer/siw-peer.c, src/interop.rs): Sends
+//!                    from two SGEs and with Solicited Event, Writes and Reads both ways, Send
+//!                    with Invalidate both ways, each checked where it lands; then END: either
+//!                    side disconnects or makes the other send a Terminate, work still posted
+//!   interop-refused HOST PORT / interop-refuse PORT   siw rejects us, we reject siw, each
+//!                    with private data the other must get
 //!   read-race-serve PORT / read-race HOST PORT   (B) rewrites a 1 MiB region nonstop while (A)
 //!                    Reads it 64 times with CRCs on: every Read completes, both QPs stay connected
 //!
@@ -155,8 +158,12 @@ fn main() -> ExitCode {
         Some("ext-serve") if args.len() == 2 => extensions::serve(&args[1]),
         Some("ext-drive") if args.len() == 3 => extensions::drive(&args[1], &args[2]),
         Some("ird-read") if args.len() == 3 => ird::read_at_ird(&args[1], &args[2]),
-        Some("interop-serve") if args.len() == 4 => num(2).ok_or("SIZE".to_string()).and_then(|n| interop::serve(&args[1], n, &args[3])),
-        Some("interop-connect") if args.len() == 5 => num(3).ok_or("SIZE".to_string()).and_then(|n| interop::connect(&args[1], &args[2], n, &args[4])),
+        Some("interop-serve") if args.len() == 5 => num(2).ok_or("SIZE".to_string()).and_then(|n| interop::serve(&args[1], n, &args[3], &args[4])),
+        Some("interop-connect") if args.len() == 6 => {
+            num(3).ok_or("SIZE".to_string()).and_then(|n| interop::connect(&args[1], &args[2], n, &args[4], &args[5]))
+        }
+        Some("interop-refused") if args.len() == 3 => interop::refused(&args[1], &args[2]),
+        Some("interop-refuse") if args.len() == 2 => interop::refuse(&args[1]),
         _ => Err("usage: see the top of tools/iwarp-check/src/main.rs".into()),
     };
     match result {
