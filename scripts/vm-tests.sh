@@ -233,6 +233,23 @@ interop_markers() {
     vm_unserve B siw-peer >/dev/null
     return $rc
 }
+# Linux's own rping (librdmacm's example) on siw in guest B, unmodified, against rping's
+# protocol over libiwarp in guest A (iwarp-check rping-*): rping_cell DIR SIZE CRC, DIR serve
+# (rping -c connects to us; its -V compares every echo) or connect (we connect to rping -s and
+# compare every echo). 100 pings; our server also checks each ping's text.
+rping_cell() {
+    local rc=0 opts="markers=0,crc=$3,rev=2" n=100
+    if [ "$1" = serve ]; then
+        vm_serve A rping "$PORT" "$check rping-serve $PORT $2 $n '$opts'" || return 1
+        vm_run B "rping -c -a $(vm_ip A) -p $PORT -S $2 -C $n -V" || rc=1
+        vm_served A rping || rc=1
+    else
+        vm_serve B rping "$PORT" "rping -s -a 0.0.0.0 -p $PORT -S $2 -V" || return 1
+        vm_run A "$check rping-connect $B $PORT $2 $n '$opts'" || rc=1
+        vm_served B rping || rc=1
+    fi
+    return $rc
+}
 # started G ID: waits (60 s) until command ID in guest G says its QP is connected.
 started() {
     local _
@@ -312,11 +329,13 @@ tests() {
     # The interop matrix with siw: {we connect, we accept} x {MPA revision 2, 1} x {CRC, none}
     # x {23 octets, 1 MiB}; siw sends revision 2 requests only, and refuses markers. Each
     # (direction, revision) has the four ends: with CRC A ends it, without B; small cells by a
-    # disconnect, 1 MiB cells by a Write past the other's region that it must Terminate.
+    # disconnect, 1 MiB cells by a Write past the other's region that it must Terminate. The
+    # debug kernel (slow KASAN guests) runs one group, revision 2 connecting: every end once.
     local dir rev crc size end
     for dir in connect accept; do
         for rev in 2 1; do
             [ $dir = accept ] && [ $rev = 1 ] && continue
+            [ "$flavour" = debug ] && { [ $dir = accept ] || [ $rev = 1 ]; } && continue
             for crc in 1 0; do
                 for size in 23 1048576; do
                     end=$([ $crc = 1 ] && echo a || echo b)-$([ $size = 23 ] && echo disconnects || echo terminates)
@@ -327,6 +346,10 @@ tests() {
     done
     t interop-siw-markers-refused interop_markers
     t interop-siw-rejects-with-private-data interop_rejects
+    t interop-rping-client-on-siw-64B-crc rping_cell serve 64 1
+    [ "$flavour" = release ] && t interop-rping-client-on-siw-64KiB rping_cell serve 65535 0
+    [ "$flavour" = release ] && t interop-rping-server-on-siw-64B rping_cell connect 64 0
+    t interop-rping-server-on-siw-64KiB-crc rping_cell connect 65535 1
     t mr-register-A vm_run A "$check mr && $check stats-zero"
     # Without CAP_IPC_LOCK (as nobody), RLIMIT_MEMLOCK applies.
     t mr-memlock-A vm_run A "chmod 666 /dev/iwarp && setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all $check memlock 1024; rc=\$?; chmod 600 /dev/iwarp; exit \$rc"

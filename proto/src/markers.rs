@@ -162,7 +162,11 @@ impl Markers {
     /// after a marker that sits there.
     #[inline]
     pub fn len_at(self, start: u64) -> u64 {
-        if self.at(start) { start + MARKER_LEN as u64 } else { start }
+        if self.at(start) {
+            start + MARKER_LEN as u64
+        } else {
+            start
+        }
     }
 
     /// The first octet of the FPDU a marker at `pos` lies in (its leading marker, if it has

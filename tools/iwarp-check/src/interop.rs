@@ -14,8 +14,7 @@ use super::{dial, ensure, expect_errno, listen, open, options, Check};
 use crate::verbs::{expect_event, flushed, wait_ended};
 use iwarp_proto::terminate::Cause;
 use libiwarp::{
-    Access, AsyncEvents, CompletionQueue, MemoryRegion, QpEvent, QpInit, QpState, QueuePair, Remote, Role, SendOp, SendWr, WcOpcode, WcStatus,
-    WorkCompletion,
+    Access, AsyncEvents, CompletionQueue, MemoryRegion, QpEvent, QpInit, QpState, QueuePair, Remote, Role, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
@@ -137,9 +136,8 @@ pub(crate) fn refused(host: &str, port: &str) -> Check {
     let dev = open()?;
     let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
     let cq = dev.create_cq(4).map_err(|e| e.to_string())?;
-    let mut qp = dev
-        .create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 1, max_send_wr: 1, max_sge: 1, max_inline: 0 })
-        .map_err(|e| e.to_string())?;
+    let mut qp =
+        dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 1, max_send_wr: 1, max_sge: 1, max_inline: 0 }).map_err(|e| e.to_string())?;
     let mut o = options(Role::Initiator, "markers=0,crc=1,rev=2")?;
     o.private_data = ASK_B.to_vec();
     expect_errno("A: adopt", qp.adopt(dial(host, port)?, &o).map(drop), libc::ECONNREFUSED)?;

@@ -72,6 +72,8 @@
 //!                    side disconnects or makes the other send a Terminate, work still posted
 //!   interop-refused HOST PORT / interop-refuse PORT   siw rejects us, we reject siw, each
 //!                    with private data the other must get
+//!   rping-serve PORT SIZE COUNT OPTS / rping-connect HOST PORT SIZE COUNT OPTS   rping's
+//!                    protocol (src/rping.rs), with Linux's rping on siw as the peer
 //!   read-race-serve PORT / read-race HOST PORT   (B) rewrites a 1 MiB region nonstop while (A)
 //!                    Reads it 64 times with CRCs on: every Read completes, both QPs stay connected
 //!
@@ -90,6 +92,7 @@ mod interop;
 mod ird;
 mod lost;
 mod mutate;
+mod rping;
 mod verbs;
 mod wire;
 
@@ -162,6 +165,14 @@ fn main() -> ExitCode {
         Some("interop-connect") if args.len() == 6 => {
             num(3).ok_or("SIZE".to_string()).and_then(|n| interop::connect(&args[1], &args[2], n, &args[4], &args[5]))
         }
+        Some("rping-serve") if args.len() == 5 => match (num(2), num(3)) {
+            (Some(size), Some(count)) => rping::serve(&args[1], size, count as u64, &args[4]),
+            _ => Err("SIZE COUNT".into()),
+        },
+        Some("rping-connect") if args.len() == 6 => match (num(3), num(4)) {
+            (Some(size), Some(count)) => rping::connect(&args[1], &args[2], size, count as u64, &args[5]),
+            _ => Err("SIZE COUNT".into()),
+        },
         Some("interop-refused") if args.len() == 3 => interop::refused(&args[1], &args[2]),
         Some("interop-refuse") if args.len() == 2 => interop::refuse(&args[1]),
         _ => Err("usage: see the top of tools/iwarp-check/src/main.rs".into()),
