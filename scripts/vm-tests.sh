@@ -344,6 +344,10 @@ tests() {
             done
         done
     done
+    # Peer-to-peer mode toward siw (it answers a peer-to-peer request, preferring a Write RTR):
+    # our RTR goes first, then the script.
+    t interop-siw-connect-p2p-write-rtr interop connect 23 "markers=0,crc=1,rev=2,rtr=wr" a-disconnects
+    [ "$flavour" = release ] && t interop-siw-connect-p2p-read-rtr interop connect 23 "markers=0,crc=0,rev=2,rtr=r" a-disconnects
     t interop-siw-markers-refused interop_markers
     t interop-siw-rejects-with-private-data interop_rejects
     t interop-rping-client-on-siw-64B-crc rping_cell serve 64 1
@@ -359,6 +363,12 @@ tests() {
         "markers=1,crc=1,rev=2,pd=from-A" "rev=2,crc=1,rx_markers=1,tx_markers=0,peer=from-B"
     t qp-mpa-v1-fallback qp_pair "markers=1,crc=0,rev=1,pd=B1" "rev=1,crc=0,rx_markers=1,tx_markers=0,peer=A1" \
         "markers=0,crc=0,rev=2,pd=A1" "rev=1,crc=0,rx_markers=0,tx_markers=1,peer=B1"
+    # Peer-to-peer mode (RFC 6581): the responder picks a Send RTR, the one both allow.
+    t qp-p2p-rtr-negotiated qp_pair "markers=0,crc=1,rev=2,pd=B2,rtr=sw" "rev=2,crc=1,rx_markers=0,tx_markers=0,peer=A2,rtr=s" \
+        "markers=0,crc=1,rev=2,pd=A2,rtr=rs" "rev=2,crc=1,rx_markers=0,tx_markers=0,peer=B2,rtr=s"
+    # A responder in peer-to-peer mode holds what it sends until the initiator's RTR, which a
+    # user-level initiator sends 3 s late.
+    t qp-p2p-responder-waits-for-the-rtr vm_pair B "$check p2p-hold-serve $PORT" A "$check p2p-late-rtr $B $PORT"
     t qp-garbage-peer-refused bad_peer "" EPROTO garbage
     t qp-silent-peer-times-out bad_peer "timeout=1000" ETIMEDOUT silent
     t qp-adopt-errors-A vm_run A "$check adopt-errors"
@@ -370,6 +380,12 @@ tests() {
     t verbs-markers-every-64B verbs "markers=1,crc=1,rev=2,interval=64" 1,4096,65549,1048576
     t wire-fpdus-start-segments wire_fpdus
     t verbs-plain-mpa-v1 verbs "markers=0,crc=0,rev=1" 1,1500,65536,1048583
+    # Peer-to-peer mode with each RTR: the initiator's goes first (a Send RTR takes no receive,
+    # a Read RTR's empty response completes nothing), the responder's sends wait for it.
+    local rtr
+    for rtr in s w r; do
+        t "verbs-p2p-rtr-$rtr" verbs "markers=1,crc=1,rev=2,rtr=$rtr" 1,4096,65549 64
+    done
     # The same rounds over a TCP connection the module makes itself (CONNECT_QP), A copying every
     # payload it sends (COPY_SEND) instead of sending from its registered pages.
     t verbs-kernel-connect vm_pair B "$check verbs-serve $PORT $((4 << 20)) 'markers=1,crc=1'" \

@@ -214,8 +214,20 @@ pub mod conn {
     /// The offer is a token opening the MPA private data (8 octets of the application's 508);
     /// a peer without them does not answer it, and is never sent their messages.
     pub const EXTENSIONS: u32 = 1 << 7;
+    /// Peer-to-peer mode (RFC 6581, MPA revision 2): a zero-length Send may serve as the
+    /// ready-to-receive (RTR) message: offered (initiator) or accepted (responder) / the RTR in
+    /// use. The initiator sends the RTR before anything posted; the responder sends nothing
+    /// until it arrived. No RTR bit asks for no peer-to-peer mode.
+    pub const RTR_SEND: u32 = 1 << 8;
+    /// A zero-length RDMA Write may serve as the RTR (see [`RTR_SEND`]).
+    pub const RTR_WRITE: u32 = 1 << 9;
+    /// A zero-length RDMA Read may serve as the RTR, answered by a zero-length Read Response
+    /// (see [`RTR_SEND`]).
+    pub const RTR_READ: u32 = 1 << 10;
+    /// Every RTR bit.
+    pub const RTR: u32 = RTR_SEND | RTR_WRITE | RTR_READ;
     /// Every bit a caller may ask for.
-    pub const ASKABLE: u32 = RX_MARKERS | CRC | COPY_SEND | IN_ORDER | ALIGNED | EXTENSIONS;
+    pub const ASKABLE: u32 = RX_MARKERS | CRC | COPY_SEND | IN_ORDER | ALIGNED | EXTENSIONS | RTR;
 }
 
 /// Argument of [`IOCTL_CREATE_QP`]: a queue pair not connected yet, with its send and receive

@@ -26,4 +26,4 @@ pub use listen::{ConnectRequest, Listener};
 pub use listing::QpListing;
 pub use mr::{Access, MemoryRegion};
 pub use pd::ProtectionDomain;
-pub use qp::{ConnectOptions, Negotiated, Placement, QpInit, QpState, QueuePair, RecvWr, Remote, Role, SendOp, SendWr};
+pub use qp::{ConnectOptions, Negotiated, Placement, QpInit, QpState, QueuePair, RecvWr, Remote, Role, RtrTypes, SendOp, SendWr};

@@ -59,10 +59,43 @@ pub struct ConnectOptions {
     /// are used only if the peer agrees ([`Negotiated::extensions`]); the offer takes 8 octets
     /// of the private data's room ([`crate::abi::conn::EXTENSIONS`]).
     pub extensions: bool,
+    /// Peer-to-peer mode (RFC 6581, revision 2): the ready-to-receive messages offered
+    /// (initiator) or accepted (responder); none, no peer-to-peer mode. The initiator's module
+    /// sends the one the responder picks before anything posted, and the responder's sends
+    /// nothing until it arrived ([`crate::abi::conn::RTR_SEND`]).
+    pub rtr: RtrTypes,
+}
+
+/// Which zero-length messages may serve as the ready-to-receive (RTR) message of peer-to-peer
+/// mode (RFC 6581).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RtrTypes {
+    /// A zero-length Send (it takes no receive).
+    pub send: bool,
+    /// A zero-length RDMA Write.
+    pub write: bool,
+    /// A zero-length RDMA Read, answered by a zero-length Read Response.
+    pub read: bool,
+}
+
+impl RtrTypes {
+    /// No peer-to-peer mode.
+    pub const NONE: RtrTypes = RtrTypes { send: false, write: false, read: false };
+    /// Any RTR.
+    pub const ALL: RtrTypes = RtrTypes { send: true, write: true, read: true };
+
+    fn bits(self) -> u32 {
+        (if self.send { conn::RTR_SEND } else { 0 }) | (if self.write { conn::RTR_WRITE } else { 0 }) | (if self.read { conn::RTR_READ } else { 0 })
+    }
+
+    fn from_bits(b: u32) -> RtrTypes {
+        RtrTypes { send: b & conn::RTR_SEND != 0, write: b & conn::RTR_WRITE != 0, read: b & conn::RTR_READ != 0 }
+    }
 }
 
 impl ConnectOptions {
-    /// Markers and CRC on, MPA revision 2, 16 Reads each way, 10 s timeout.
+    /// Markers and CRC on, MPA revision 2, 16 Reads each way, 10 s timeout; an initiator asks
+    /// for no peer-to-peer mode, a responder accepts it with any RTR.
     pub fn new(role: Role) -> ConnectOptions {
         ConnectOptions {
             role,
@@ -78,6 +111,7 @@ impl ConnectOptions {
             aligned: false,
             marker_interval: 0,
             extensions: false,
+            rtr: if role == Role::Responder { RtrTypes::ALL } else { RtrTypes::NONE },
         }
     }
 }
@@ -100,6 +134,8 @@ pub struct Negotiated {
     /// Both sides agreed to the RFC 7306 extensions; without, posting their operations fails
     /// with EOPNOTSUPP.
     pub extensions: bool,
+    /// Peer-to-peer mode: the RTR in use (at most one set), none without.
+    pub rtr: RtrTypes,
     /// The peer's private data.
     pub peer_private: Vec<u8>,
 }
@@ -467,7 +503,8 @@ impl<'a> QueuePair<'a> {
                 | (if opts.copy_send { conn::COPY_SEND } else { 0 })
                 | (if opts.in_order_only { conn::IN_ORDER } else { 0 })
                 | (if opts.aligned { conn::ALIGNED } else { 0 })
-                | (if opts.extensions { conn::EXTENSIONS } else { 0 }),
+                | (if opts.extensions { conn::EXTENSIONS } else { 0 })
+                | opts.rtr.bits(),
             marker_interval: opts.marker_interval,
             mpa_rev: opts.mpa_rev as u32,
             ird: opts.ird as u32,
@@ -500,6 +537,7 @@ impl<'a> QueuePair<'a> {
             ird: req.neg_ird as u16,
             ord: req.neg_ord as u16,
             extensions: req.negotiated & conn::EXTENSIONS != 0,
+            rtr: RtrTypes::from_bits(req.negotiated),
             peer_private: peer,
         }))
     }

@@ -11,7 +11,7 @@ use crate::error::econnrefused;
 use crate::listen::{Listener, Pending};
 use crate::markers::Markers;
 use crate::mpa::frame::{RtrTypes, EXTENSIONS_TOKEN};
-use crate::mpa::negotiate::Local;
+use crate::mpa::negotiate::{Local, Rtr};
 use crate::qp::{self, Failed, Side, StreamOptions};
 use crate::socket::{Hook, TcpSocket};
 use kernel::prelude::*;
@@ -103,8 +103,17 @@ impl Context {
         };
         let c = est.conn;
         req.peer_private_len = est.peer_private.len() as u32;
-        req.negotiated =
-            (if c.rx_markers { conn::RX_MARKERS } else { 0 }) | (if c.tx_markers { conn::TX_MARKERS } else { 0 }) | (if c.crc { conn::CRC } else { 0 }) | (if c.extensions { conn::EXTENSIONS } else { 0 });
+        let rtr = match c.rtr {
+            Some(Rtr::Send) => conn::RTR_SEND,
+            Some(Rtr::Write) => conn::RTR_WRITE,
+            Some(Rtr::Read) => conn::RTR_READ,
+            None => 0,
+        };
+        req.negotiated = (if c.rx_markers { conn::RX_MARKERS } else { 0 })
+            | (if c.tx_markers { conn::TX_MARKERS } else { 0 })
+            | (if c.crc { conn::CRC } else { 0 })
+            | (if c.extensions { conn::EXTENSIONS } else { 0 })
+            | rtr;
         req.rev = c.rev as u32;
         req.neg_ird = c.ird as u32;
         req.neg_ord = c.ord as u32;
@@ -140,8 +149,8 @@ impl Context {
             rev: req.mpa_rev as u8,
             ird: req.ird as u16,
             ord: req.ord as u16,
-            p2p: false,
-            rtr: RtrTypes::default(),
+            p2p: req.flags & conn::RTR != 0,
+            rtr: RtrTypes { send: req.flags & conn::RTR_SEND != 0, write: req.flags & conn::RTR_WRITE != 0, read: req.flags & conn::RTR_READ != 0 },
             extensions: req.flags & conn::EXTENSIONS != 0,
         };
         let initiator = req.role == abi::role::INITIATOR;

@@ -15,6 +15,8 @@ pub(crate) struct Established {
     pub(crate) conn: Connection,
     /// The peer's private data (after any enhanced data).
     pub(crate) peer_private: KVec<u8>,
+    /// We sent the request (in peer-to-peer mode, we send the RTR).
+    pub(crate) initiator: bool,
 }
 
 /// Our part in the exchange.
@@ -43,6 +45,7 @@ impl From<Error> for Failed {
 
 /// Runs the MPA exchange on `sock` as `side`, asking for `local` with `private` data.
 pub(crate) fn establish(sock: TcpSocket, side: Side, local: &Local, private: &[u8], timeout_ms: u32) -> Result<Established, Failed> {
+    let initiator = matches!(side, Side::Initiator);
     let mut h = match side {
         Side::Initiator => boxed(Handshake::initiator(*local, private).map_err(|_| EINVAL)?)?,
         Side::Responder => {
@@ -57,7 +60,7 @@ pub(crate) fn establish(sock: TcpSocket, side: Side, local: &Local, private: &[u
     }
     drive(&sock, &mut h, timeout_ms)?;
     match h.outcome() {
-        Some(Outcome::Connected(conn)) => Ok(Established { sock, conn, peer_private: copy(h.peer_private())? }),
+        Some(Outcome::Connected(conn)) => Ok(Established { sock, conn, peer_private: copy(h.peer_private())?, initiator }),
         Some(Outcome::Rejected) => Err(Failed::Rejected(copy(h.peer_private())?)),
         _ => Err(eproto().into()),
     }

@@ -25,7 +25,7 @@ use crate::cq::{Attached, Cq};
 use crate::error::enotconn;
 use crate::events::AsyncEvents;
 use crate::markers::{self, Markers};
-use crate::mpa::negotiate::Connection;
+use crate::mpa::negotiate::{Connection, Rtr};
 use crate::mr::MrTable;
 use crate::socket::TcpSocket;
 use crate::terminate::Terminate;
@@ -161,6 +161,8 @@ pub(crate) struct QueuePair {
     sock: SetOnce<TcpSocket>,
     /// Copy every payload before sending (set when connected).
     copy_send: AtomicBool,
+    /// A peer-to-peer responder sends nothing until the initiator's RTR arrived (RFC 6581).
+    awaiting_rtr: AtomicBool,
     mrs: Arc<SpinLockBh<MrTable>>,
     /// The context's asynchronous events.
     events: Arc<SpinLockBh<AsyncEvents>>,
@@ -204,6 +206,7 @@ impl QueuePair {
                 max_inline: limits.max_inline,
                 sock: SetOnce::new(),
                 copy_send: AtomicBool::new(false),
+                awaiting_rtr: AtomicBool::new(false),
                 mrs,
                 events,
                 send_cq: send_cq.attach(),
@@ -242,12 +245,24 @@ impl QueuePair {
     /// arrives, as `opts` asks. The caller then hooks the socket.
     pub(crate) fn connect(&self, est: Established, opts: &StreamOptions) -> Result {
         let c: Connection = est.conn;
+        // Peer-to-peer mode (RFC 6581): the initiator's RTR goes out before anything posted;
+        // the responder takes it first and sends nothing until then.
+        let (send_rtr, expect_rtr) = if est.initiator { (c.rtr, None) } else { (None, c.rtr) };
         let (rx_marks, tx_marks) = (if c.rx_markers { opts.markers } else { Markers::NONE }, if c.tx_markers { opts.markers } else { Markers::NONE });
         // FPDUs sized to the connection's MSS, with room for the markers the peer asked for.
         let mulpdu = markers::mulpdu(est.sock.mss(), tx_marks).min(u16::MAX as u32);
         let framing = Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu });
-        let tx = TxSide::new(framing, self.sq_ring.entries() as usize, c.ird as usize, opts.aligned)?;
-        let rx_cfg = crate::rx::Config { markers: rx_marks, crc: c.crc, expect_rtr: None, expect_rtr_read_response: false, extensions: c.extensions };
+        let mut tx = TxSide::new(framing, self.sq_ring.entries() as usize, c.ird as usize, opts.aligned)?;
+        if let Some(rtr) = send_rtr {
+            tx.queue_rtr(rtr)?;
+        }
+        let rx_cfg = crate::rx::Config {
+            markers: rx_marks,
+            crc: c.crc,
+            expect_rtr,
+            expect_rtr_read_response: send_rtr == Some(Rtr::Read),
+            extensions: c.extensions,
+        };
         // Allocated here: the receive side is set up under a spinlock.
         let rx_mem = receive::RxMemory::new(c.ird as usize)?;
         est.sock.set_nodelay();
@@ -255,12 +270,22 @@ impl QueuePair {
             return Err(EINVAL);
         }
         self.copy_send.store(opts.copy_send, Ordering::Relaxed);
+        self.awaiting_rtr.store(expect_rtr.is_some(), Ordering::Release);
         // The send side first (lock order); posting stays refused until the phase changes.
         *self.tx.lock() = Some(tx);
         let mut rx = self.rx.lock();
         rx.connect(rx_cfg, rx_mem, c.ord as usize, opts.ooo);
         rx.phase = Phase::Connected;
+        drop(rx);
+        if send_rtr.is_some() {
+            self.resume();
+        }
         Ok(())
+    }
+
+    /// The peer-to-peer RTR arrived: what was held may go (the transmit work sends it).
+    pub(super) fn rtr_arrived(&self) {
+        self.awaiting_rtr.store(false, Ordering::Release);
     }
 
     /// The protection domain.

@@ -20,10 +20,13 @@ use super::{Ended, QueuePair};
 use crate::abi::wc_status;
 use crate::error::{enotconn, QpError};
 use crate::frags::{Arena, PageFrag};
+use crate::mpa::negotiate::Rtr;
+use crate::rdmap::ReadRequest;
 use crate::shim::KernelCrc;
 use crate::socket::TcpSocket;
 use crate::terminate::Terminate;
 use crate::tx::{self, Fpdu, Message, Outgoing, Piece, Transmitter};
+use core::sync::atomic::Ordering;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 
@@ -125,6 +128,20 @@ impl TxSide {
             return Err(ENOMEM);
         }
         Ok(())
+    }
+
+    /// Queues the peer-to-peer initiator's RTR, a zero-length message that completes nothing,
+    /// before anything posted.
+    pub(super) fn queue_rtr(&mut self, rtr: Rtr) -> Result {
+        let msg = match rtr {
+            Rtr::Send => Message::Send { solicited: false, invalidate: None },
+            Rtr::Write => Message::Write { stag: 0, to: 0 },
+            Rtr::Read => Message::ReadRequest(ReadRequest { sink_stag: 0, sink_to: 0, size: 0, src_stag: 0, src_to: 0 }),
+        };
+        let ob = Outbound { msg, payload: OutPayload::empty(), wr: None };
+        self.room_for(core::slice::from_ref(&ob))?;
+        self.wrs += ob.is_wr() as usize;
+        self.queue.push(Some(ob))
     }
 
     /// Sends a Terminate right after what TCP has (part of) already, if the socket takes it
@@ -276,6 +293,10 @@ impl QueuePair {
     /// everything was sent that could be); the caller fails the QP once it released the send
     /// side.
     pub(super) fn pump(&self, side: &mut TxSide) -> Result<(), QpError> {
+        if self.awaiting_rtr.load(Ordering::Acquire) {
+            // A peer-to-peer responder before the initiator's RTR: everything waits for it.
+            return Ok(());
+        }
         let sock = self.socket()?;
         let mut completed = Ok(());
         loop {

@@ -19,6 +19,7 @@ use super::{Ended, Phase, QueuePair};
 use crate::abi::{access, wc_flags, wc_opcode, wc_status, Cqe, PostRecv};
 use crate::atomic;
 use crate::error::{enotconn, FirstError};
+use crate::mpa::negotiate::Rtr;
 use crate::mr::{Domain, Fault};
 use crate::rdmap::Opcode;
 use crate::rx::{self, EarlyStats, Event, Receiver, RxError, Sink, Target};
@@ -73,6 +74,8 @@ pub(crate) struct Queues {
     pub(super) requests: Fifo<PeerRequest>,
     /// The peer's Reads we answer at once (the IRD settled by MPA).
     ird: usize,
+    /// The peer-to-peer RTR arrived: the transmit work sends what waited for it.
+    resume_tx: bool,
     /// Our Reads outstanding at once: the Read queue, capped by the settled ORD.
     pub(super) max_reads: usize,
     /// A local failure that ends the stream (sent as a Terminate).
@@ -110,6 +113,7 @@ impl RxSide {
             unacked,
             requests: Fifo::new(0)?,
             ird: 0,
+            resume_tx: false,
             max_reads,
             fatal: FirstError::default(),
             peer_terminate: None,
@@ -345,9 +349,16 @@ impl Sink for Placer<'_> {
                 }
             }
             Event::Terminate(t) => self.q.peer_terminate = Some(t),
-            // No RTR is asked for (peer-to-peer mode is not offered), and Writes complete
-            // nothing at the data sink.
-            Event::Write { .. } | Event::ReadyToReceive(_) => {}
+            Event::ReadyToReceive(rtr) => {
+                // A Send RTR took the Send queue's first MSN but fills no receive.
+                if rtr == Rtr::Send {
+                    self.q.next_recv_msn = self.q.next_recv_msn.wrapping_add(1);
+                }
+                self.qp.rtr_arrived();
+                self.q.resume_tx = true;
+            }
+            // Writes complete nothing at the data sink.
+            Event::Write { .. } => {}
         }
     }
 
@@ -400,7 +411,7 @@ impl OnReceive for QueuePair {
         let ooo_moved = *ooo && sock.ooo_packets() != queues.ooo_seen;
         Wake {
             receive: wants_copy || ooo_moved || !queues.fatal.is_clear() || queues.peer_terminate.is_some() || !sock.established(),
-            transmit: queues.requests.len() > 0,
+            transmit: queues.requests.len() > 0 || core::mem::take(&mut queues.resume_tx),
         }
     }
 
@@ -438,7 +449,7 @@ impl OnReceive for QueuePair {
         }
         let fatal = queues.fatal.take();
         let peer = queues.peer_terminate.take();
-        let reads = queues.requests.len() > 0;
+        let transmit = queues.requests.len() > 0 || core::mem::take(&mut queues.resume_tx);
         let (walk_ooo, ooo_seen) = (*place_ooo && fatal.is_none(), queues.ooo_seen);
         drop(guard);
         drop(locked);
@@ -447,8 +458,9 @@ impl OnReceive for QueuePair {
         if walk_ooo && sock.ooo_packets() != ooo_seen {
             sock.kick_receive();
         }
-        if reads {
-            // Answered by the transmit work: a full send buffer must not stop receiving.
+        if transmit {
+            // Read Requests are answered, and what waited for the RTR sent, by the transmit
+            // work: a full send buffer must not stop receiving.
             sock.kick_transmit();
         }
         if let Some(t) = fatal {

@@ -72,6 +72,8 @@
 //!                    side disconnects or makes the other send a Terminate, work still posted
 //!   interop-refused HOST PORT / interop-refuse PORT   siw rejects us, we reject siw, each
 //!                    with private data the other must get
+//!   p2p-hold-serve PORT / p2p-late-rtr HOST PORT   peer-to-peer mode: the module's responder
+//!                    holds a posted Send until a user-level initiator's late RTR (src/p2p.rs)
 //!   rping-serve PORT SIZE COUNT OPTS / rping-connect HOST PORT SIZE COUNT OPTS   rping's
 //!                    protocol (src/rping.rs), with Linux's rping on siw as the peer
 //!   read-race-serve PORT / read-race HOST PORT   (B) rewrites a 1 MiB region nonstop while (A)
@@ -82,8 +84,10 @@
 //!
 //! OPTS: markers=0|1,crc=0|1,rev=1|2,pd=TEXT,timeout=MS,copy=0|1 (no zero copy),in-order=0|1
 //! (no out-of-order placement),aligned=0|1 (each FPDU starts a segment),interval=N (octets
-//! between markers, both ends alike). EXPECT: rev=N,crc=0|1,rx_markers=0|1,
-//! tx_markers=0|1,peer=TEXT (what the exchange must settle).
+//! between markers, both ends alike),rtr=LETTERS (peer-to-peer mode: the RTRs offered or
+//! accepted, of s (Send), w (Write), r (Read); empty for none). EXPECT: rev=N,crc=0|1,
+//! rx_markers=0|1,tx_markers=0|1,peer=TEXT, then rtr=s|w|r in peer-to-peer mode (what the
+//! exchange must settle).
 
 mod attack;
 mod cm;
@@ -92,12 +96,13 @@ mod interop;
 mod ird;
 mod lost;
 mod mutate;
+mod p2p;
 mod rping;
 mod verbs;
 mod wire;
 
 use libiwarp::abi::{self, access, conn, role, AdoptQp, CreateQp};
-use libiwarp::{Access, CompletionQueue, ConnectOptions, Device, ProtectionDomain, QpInit, Role, SendOp, SendWr};
+use libiwarp::{Access, CompletionQueue, ConnectOptions, Device, ProtectionDomain, QpInit, Role, RtrTypes, SendOp, SendWr};
 use std::io::{self, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -173,6 +178,8 @@ fn main() -> ExitCode {
             (Some(size), Some(count)) => rping::connect(&args[1], &args[2], size, count as u64, &args[5]),
             _ => Err("SIZE COUNT".into()),
         },
+        Some("p2p-hold-serve") if args.len() == 2 => p2p::hold_serve(&args[1]),
+        Some("p2p-late-rtr") if args.len() == 3 => p2p::late_rtr(&args[1], &args[2]),
         Some("interop-refused") if args.len() == 3 => interop::refused(&args[1], &args[2]),
         Some("interop-refuse") if args.len() == 2 => interop::refuse(&args[1]),
         _ => Err("usage: see the top of tools/iwarp-check/src/main.rs".into()),
@@ -354,6 +361,7 @@ fn options(role: Role, spec: &str) -> Result<ConnectOptions, String> {
             "in-order" => o.in_order_only = bit(),
             "aligned" => o.aligned = bit(),
             "interval" => o.marker_interval = v.parse().map_err(|_| format!("bad interval {v}"))?,
+            "rtr" if v.chars().all(|c| "swr".contains(c)) => o.rtr = RtrTypes { send: v.contains('s'), write: v.contains('w'), read: v.contains('r') },
             _ => return Err(format!("unknown option {k}")),
         }
     }
@@ -362,8 +370,14 @@ fn options(role: Role, spec: &str) -> Result<ConnectOptions, String> {
 
 /// The settled parameters in EXPECT's form.
 fn settled(n: &libiwarp::Negotiated) -> String {
+    let rtr = match n.rtr {
+        RtrTypes { send: true, .. } => ",rtr=s",
+        RtrTypes { write: true, .. } => ",rtr=w",
+        RtrTypes { read: true, .. } => ",rtr=r",
+        _ => "",
+    };
     format!(
-        "rev={},crc={},rx_markers={},tx_markers={},peer={}",
+        "rev={},crc={},rx_markers={},tx_markers={},peer={}{rtr}",
         n.mpa_rev,
         n.crc as u8,
         n.rx_markers as u8,

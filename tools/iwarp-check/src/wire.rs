@@ -30,7 +30,7 @@ pub(crate) fn cause(case: &str) -> Option<Cause> {
 }
 
 /// Takes whatever the module sends; records deliveries.
-struct Collect(Vec<Event>);
+pub(crate) struct Collect(pub(crate) Vec<Event>);
 
 impl Sink for Collect {
     fn check(&mut self, _: Opcode, t: Target, len: u32) -> Result<(), Cause> {
@@ -193,7 +193,7 @@ pub(crate) fn receiver(conn: &Connection) -> Receiver {
 }
 
 /// Reads and parses what the module sends until `sink` holds `n` deliveries (or it closes).
-fn receive_until(s: &mut TcpStream, rx: &mut Receiver, sink: &mut Collect, pending: &mut Vec<u8>, n: usize) -> Check {
+pub(crate) fn receive_until(s: &mut TcpStream, rx: &mut Receiver, sink: &mut Collect, pending: &mut Vec<u8>, n: usize) -> Check {
     let mut chunk = [0u8; 4096];
     while sink.0.len() < n {
         let got = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
