@@ -194,22 +194,38 @@ wire_fpdus() {
 # skipped. When siw gets our Terminate, its kernel log must name it (DDP, tagged buffer, base or
 # bounds: 1, 1, 1).
 interop() {
-    local reads=1 peer="$here/target/siw-peer" rc=0 mark="iwarp-test: interop cell on port $PORT"
+    local reads=1 peer="$here/target/siw-peer" rc=0 mark="iwarp-test: interop cell on port $PORT" opts=$3
     [[ $3 == *rev=1* ]] && reads=0
     vm_run B "echo '$mark' >/dev/kmsg" || return 1
+    wire_both_stacks_begin "$3" || return 1
     if [ "$1" = connect ]; then
         vm_serve B siw-peer "$PORT" "$peer serve $PORT $2 $reads $4" || return 1
-        vm_run A "$check interop-connect $B $PORT $2 '$3' $4" || rc=1
+        vm_run A "$check interop-connect $B $PORT $2 '$opts' $4" || rc=1
         vm_served B siw-peer || rc=1
     else
-        vm_serve A interop "$PORT" "$check interop-serve $PORT $2 '$3' $4" || return 1
+        vm_serve A interop "$PORT" "$check interop-serve $PORT $2 '$opts' $4" || return 1
         vm_run B "$peer connect $(vm_ip A) $PORT $2 $reads $4" || rc=1
         vm_served A interop || rc=1
     fi
+    wire_both_stacks_end || rc=1
     if [ "$4" = b-terminates ]; then
         vm_run B "dmesg | sed -n '/$mark\$/,\$p' | grep 'siw: got TERMINATE. layer 1, type 1, code 1'" || rc=1
     fi
     return $rc
+}
+# With CRCs (wire_both_stacks_begin OPTS, which adds aligned=1 to the caller's opts), the cell's
+# traffic is captured, and Wireshark's dissectors and our decoder must find whole FPDUs with
+# good CRCs in at least 97 % of the data segments, both ways, and no bad CRC
+# (wire_both_stacks_end): siw ends each FPDU's skb, and iwarp.ko aligns its own. (Measured:
+# 99.4 % to 100 %; the 1 MiB cells have a few segments that are not whole FPDUs.)
+wire_both_stacks_begin() {
+    WIRE_PCAP=
+    [[ $1 == *crc=1* ]] || return 0
+    opts+=",aligned=1" WIRE_PCAP="$VM_DIR/interop-$PORT.pcap"
+    capture "$WIRE_PCAP" "tcp port $PORT" 20000
+}
+wire_both_stacks_end() {
+    [ -z "$WIRE_PCAP" ] || captured "$WIRE_PCAP" "$PORT" 97
 }
 # Rejects with private data: siw's listener rejects A's request; A's module listener rejects
 # siw's. Each side must get the other's private data.
@@ -239,6 +255,7 @@ interop_markers() {
 # compare every echo). 100 pings; our server also checks each ping's text.
 rping_cell() {
     local rc=0 opts="markers=0,crc=$3,rev=2" n=100
+    wire_both_stacks_begin "$opts" || return 1
     if [ "$1" = serve ]; then
         vm_serve A rping "$PORT" "$check rping-serve $PORT $2 $n '$opts'" || return 1
         vm_run B "rping -c -a $(vm_ip A) -p $PORT -S $2 -C $n -V" || rc=1
@@ -248,6 +265,7 @@ rping_cell() {
         vm_run A "$check rping-connect $B $PORT $2 $n '$opts'" || rc=1
         vm_served B rping || rc=1
     fi
+    wire_both_stacks_end || rc=1
     return $rc
 }
 # started G ID: waits (60 s) until command ID in guest G says its QP is connected.
@@ -314,28 +332,17 @@ refused() {
     vm_run B "rmmod iwarp && ! insmod $ko inject_init_failure=1 && test ! -e /dev/iwarp && ! grep -qw iwarp /proc/modules"
 }
 
-# --- the tests, in order: the one list --------------------------------------------------------
-
-tests() {
-    t boot-A cat "$VM_DIR/A/cpuinfo"
-    t boot-B cat "$VM_DIR/B/cpuinfo"
-    t insmod-A-with-tcp-probe insmod_probe
-    t insmod-B vm_run B "insmod $ko && test -c /dev/iwarp"
-    t query-device-A vm_run A "$check query"
-    t query-device-B vm_run B "$check query"
-    t tcp-A-to-B tcp
-    t siw-link-A vm_run A 'modprobe siw && rdma link add siw0 type siw netdev $IWARP_IF && ibv_devices | grep -w siw0'
+# The interop tests with siw in guest B (see interop(), rping_cell()).
+interop_tests() {
     t siw-link-B vm_run B 'modprobe siw && rdma link add siw0 type siw netdev $IWARP_IF && ibv_devices | grep -w siw0'
     # The interop matrix with siw: {we connect, we accept} x {MPA revision 2, 1} x {CRC, none}
     # x {23 octets, 1 MiB}; siw sends revision 2 requests only, and refuses markers. Each
     # (direction, revision) has the four ends: with CRC A ends it, without B; small cells by a
-    # disconnect, 1 MiB cells by a Write past the other's region that it must Terminate. The
-    # debug kernel (slow KASAN guests) runs one group, revision 2 connecting: every end once.
+    # disconnect, 1 MiB cells by a Write past the other's region that it must Terminate.
     local dir rev crc size end
     for dir in connect accept; do
         for rev in 2 1; do
             [ $dir = accept ] && [ $rev = 1 ] && continue
-            [ "$flavour" = debug ] && { [ $dir = accept ] || [ $rev = 1 ]; } && continue
             for crc in 1 0; do
                 for size in 23 1048576; do
                     end=$([ $crc = 1 ] && echo a || echo b)-$([ $size = 23 ] && echo disconnects || echo terminates)
@@ -347,13 +354,31 @@ tests() {
     # Peer-to-peer mode toward siw (it answers a peer-to-peer request, preferring a Write RTR):
     # our RTR goes first, then the script.
     t interop-siw-connect-p2p-write-rtr interop connect 23 "markers=0,crc=1,rev=2,rtr=wr" a-disconnects
-    [ "$flavour" = release ] && t interop-siw-connect-p2p-read-rtr interop connect 23 "markers=0,crc=0,rev=2,rtr=r" a-disconnects
+    t interop-siw-connect-p2p-read-rtr interop connect 23 "markers=0,crc=0,rev=2,rtr=r" a-disconnects
     t interop-siw-markers-refused interop_markers
     t interop-siw-rejects-with-private-data interop_rejects
     t interop-rping-client-on-siw-64B-crc rping_cell serve 64 1
-    [ "$flavour" = release ] && t interop-rping-client-on-siw-64KiB rping_cell serve 65535 0
-    [ "$flavour" = release ] && t interop-rping-server-on-siw-64B rping_cell connect 64 0
+    t interop-rping-client-on-siw-64KiB rping_cell serve 65535 0
+    t interop-rping-server-on-siw-64B rping_cell connect 64 0
     t interop-rping-server-on-siw-64KiB-crc rping_cell connect 65535 1
+}
+
+# --- the tests, in order: the one list --------------------------------------------------------
+
+tests() {
+    t boot-A cat "$VM_DIR/A/cpuinfo"
+    t boot-B cat "$VM_DIR/B/cpuinfo"
+    t insmod-A-with-tcp-probe insmod_probe
+    t insmod-B vm_run B "insmod $ko && test -c /dev/iwarp"
+    t query-device-A vm_run A "$check query"
+    t query-device-B vm_run B "$check query"
+    t tcp-A-to-B tcp
+    t siw-link-A vm_run A 'modprobe siw && rdma link add siw0 type siw netdev $IWARP_IF && ibv_devices | grep -w siw0'
+    # Interop with siw runs on the release kernel only: under lockdep (the debug kernel), 7.2's
+    # siw itself reports an inconsistent lock state at random (a socket's sk_callback_lock,
+    # write_lock_bh in softirq in siw_rtr_data_ready, read_lock with softirqs on from
+    # release_sock in siw_qp_llp_data_ready), which would fail dmesg-clean for siw, not for us.
+    [ "$flavour" = release ] && interop_tests
     t mr-register-A vm_run A "$check mr && $check stats-zero"
     # Without CAP_IPC_LOCK (as nobody), RLIMIT_MEMLOCK applies.
     t mr-memlock-A vm_run A "chmod 666 /dev/iwarp && setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all $check memlock 1024; rc=\$?; chmod 600 /dev/iwarp; exit \$rc"
