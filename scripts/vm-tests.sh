@@ -394,6 +394,8 @@ tests() {
     # A responder in peer-to-peer mode holds what it sends until the initiator's RTR, which a
     # user-level initiator sends 3 s late.
     t qp-p2p-responder-waits-for-the-rtr vm_pair B "$check p2p-hold-serve $PORT" A "$check p2p-late-rtr $B $PORT"
+    # A Read RTR is a Read beyond the ORD: the whole ORD of Reads may follow it at once.
+    t qp-p2p-read-rtr-then-a-full-ord vm_pair B "$check p2p-read-burst-serve $PORT" A "$check p2p-read-burst $B $PORT"
     t qp-garbage-peer-refused bad_peer "" EPROTO garbage
     t qp-silent-peer-times-out bad_peer "timeout=1000" ETIMEDOUT silent
     t qp-adopt-errors-A vm_run A "$check adopt-errors"

@@ -248,11 +248,14 @@ impl QueuePair {
         // Peer-to-peer mode (RFC 6581): the initiator's RTR goes out before anything posted;
         // the responder takes it first and sends nothing until then.
         let (send_rtr, expect_rtr) = if est.initiator { (c.rtr, None) } else { (None, c.rtr) };
+        // A Read RTR is a zero-length Read Request on top of the peer's ORD: room for one
+        // more answer, so a full ORD of Reads may follow it at once.
+        let ird = c.ird as usize + (expect_rtr == Some(Rtr::Read)) as usize;
         let (rx_marks, tx_marks) = (if c.rx_markers { opts.markers } else { Markers::NONE }, if c.tx_markers { opts.markers } else { Markers::NONE });
         // FPDUs sized to the connection's MSS, with room for the markers the peer asked for.
         let mulpdu = markers::mulpdu(est.sock.mss(), tx_marks).min(u16::MAX as u32);
         let framing = Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu });
-        let mut tx = TxSide::new(framing, self.sq_ring.entries() as usize, c.ird as usize, opts.aligned)?;
+        let mut tx = TxSide::new(framing, self.sq_ring.entries() as usize, ird, opts.aligned)?;
         if let Some(rtr) = send_rtr {
             tx.queue_rtr(rtr)?;
         }
@@ -264,7 +267,7 @@ impl QueuePair {
             extensions: c.extensions,
         };
         // Allocated here: the receive side is set up under a spinlock.
-        let rx_mem = receive::RxMemory::new(c.ird as usize)?;
+        let rx_mem = receive::RxMemory::new(ird)?;
         est.sock.set_nodelay();
         if !self.sock.populate(est.sock) {
             return Err(EINVAL);

@@ -74,6 +74,7 @@
 //!                    with private data the other must get
 //!   p2p-hold-serve PORT / p2p-late-rtr HOST PORT   peer-to-peer mode: the module's responder
 //!                    holds a posted Send until a user-level initiator's late RTR (src/p2p.rs)
+//!   p2p-read-burst-serve PORT / p2p-read-burst HOST PORT   a Read RTR, then a full ORD of Reads
 //!   rping-serve PORT SIZE COUNT OPTS / rping-connect HOST PORT SIZE COUNT OPTS   rping's
 //!                    protocol (src/rping.rs), with Linux's rping on siw as the peer
 //!   read-race-serve PORT / read-race HOST PORT   (B) rewrites a 1 MiB region nonstop while (A)
@@ -180,6 +181,8 @@ fn main() -> ExitCode {
         },
         Some("p2p-hold-serve") if args.len() == 2 => p2p::hold_serve(&args[1]),
         Some("p2p-late-rtr") if args.len() == 3 => p2p::late_rtr(&args[1], &args[2]),
+        Some("p2p-read-burst-serve") if args.len() == 2 => p2p::read_burst_serve(&args[1]),
+        Some("p2p-read-burst") if args.len() == 3 => p2p::read_burst(&args[1], &args[2]),
         Some("interop-refused") if args.len() == 3 => interop::refused(&args[1], &args[2]),
         Some("interop-refuse") if args.len() == 2 => interop::refuse(&args[1]),
         _ => Err("usage: see the top of tools/iwarp-check/src/main.rs".into()),

@@ -6,6 +6,8 @@
 //!                            before the RTR, then must arrive; then takes the peer's Send
 //!   p2p-late-rtr HOST PORT   (user level, initiator) hears nothing for 3 s, sends a Write RTR,
 //!                            then gets the responder's Send and answers with its own
+//!   p2p-read-burst-serve PORT / p2p-read-burst HOST PORT   (the module both sides) a Read RTR,
+//!                            then the initiator's whole ORD of Reads at once: all answered
 
 use super::wire::{frame, mpa_asking, receive_until, receiver, Collect, LOCAL};
 use super::{dial, ensure, listen, open, options, Check};
@@ -78,4 +80,65 @@ pub(crate) fn late_rtr(host: &str, port: &str) -> Check {
     let mut rest = [0u8; 256];
     while matches!(s.read(&mut rest), Ok(n) if n > 0) {}
     Ok(())
+}
+
+/// Reads the burst asks for: the negotiated ORD (ConnectOptions' default 16 each way).
+const BURST: usize = 16;
+
+/// `p2p-read-burst-serve PORT`: the module's responder with a Read RTR offers a region; a full
+/// ORD of Reads right behind the RTR must all be answered (the RTR is a Read beyond them).
+pub(crate) fn read_burst_serve(port: &str) -> Check {
+    let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let cq = dev.create_cq(8).map_err(|e| e.to_string())?;
+    let mut qp =
+        dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 2, max_send_wr: 2, max_sge: 1, max_inline: 0 }).map_err(|e| e.to_string())?;
+    let mut src: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+    let mut bye = vec![0u8; 16];
+    let mr = pd.register(&mut src, Access::LOCAL_WRITE | Access::REMOTE_READ).map_err(|e| e.to_string())?;
+    let rcv = pd.register(&mut bye, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
+    qp.post_recv(1, &[rcv.sge(0..16)]).map_err(|e| e.to_string())?;
+    let mut o = options(Role::Responder, "markers=0,crc=1,rev=2,rtr=r")?;
+    o.private_data = mr.remote(0).to_bytes().to_vec();
+    let got = qp.adopt(listen(port)?, &o).map_err(|e| format!("adopt: {e}"))?;
+    ensure(got.rtr.read, format!("B: peer-to-peer mode with a Read RTR ({:?}, IRD {})", got.rtr, got.ird))?;
+    let wc = done(&cq, WcOpcode::Recv)?;
+    ensure(&rcv.as_slice()[..wc.byte_len as usize] == BYE, "B: the initiator's Send after its Reads arrived")?;
+    // The initiator may already have left (its QP then ends ours), but we Terminated nothing.
+    let state = qp.state().map_err(|e| e.to_string())?;
+    ensure(!matches!(state, libiwarp::QpState::Error { sent: true, .. }), format!("B: no Terminate of ours ({state:?})"))
+}
+
+/// `p2p-read-burst HOST PORT`: the module's initiator with a Read RTR posts its full ORD of
+/// Reads the moment it is connected; every one completes with the responder's data.
+pub(crate) fn read_burst(host: &str, port: &str) -> Check {
+    let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let cq = dev.create_cq(64).map_err(|e| e.to_string())?;
+    let mut qp = dev
+        .create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 2, max_send_wr: 32, max_sge: 1, max_inline: 0 })
+        .map_err(|e| e.to_string())?;
+    let mut sink = vec![0u8; BURST * 256 + 16];
+    let mut mr = pd.register(&mut sink, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
+    let got = qp.adopt(dial(host, port)?, &options(Role::Initiator, "markers=0,crc=1,rev=2,rtr=r")?).map_err(|e| format!("adopt: {e}"))?;
+    ensure(got.rtr.read && got.ord as usize == BURST, format!("A: a Read RTR, ORD {} ({:?})", got.ord, got.rtr))?;
+    let far = libiwarp::Remote::from_bytes(&got.peer_private).ok_or("A: no region advertised")?;
+    for i in 0..BURST {
+        let at = libiwarp::Remote { addr: far.addr + (i * 256) as u64, rkey: far.rkey };
+        qp.post_send(&SendWr { wr_id: i as u64, op: SendOp::Read(at), sge: &[mr.sge(i * 256..(i + 1) * 256)], signaled: true })
+            .map_err(|e| format!("post Read {i}: {e}"))?;
+    }
+    for i in 0..BURST {
+        let wc = done(&cq, WcOpcode::RdmaRead)?;
+        if wc.wr_id != i as u64 {
+            return Err(format!("A: Read {i} completed out of order ({wc:?})"));
+        }
+    }
+    let want: Vec<u8> = (0..(BURST * 256) as u32).map(|i| (i * 7) as u8).collect();
+    ensure(mr.as_slice()[..BURST * 256] == want[..], format!("A: {BURST} Reads right behind the Read RTR, all answered intact"))?;
+    let at = BURST * 256;
+    mr.as_mut_slice()[at..at + BYE.len()].copy_from_slice(BYE);
+    qp.post_send(&SendWr { wr_id: 99, op: SendOp::Send { solicited: false }, sge: &[mr.sge(at..at + BYE.len())], signaled: true })
+        .map_err(|e| format!("post Send: {e}"))?;
+    done(&cq, WcOpcode::Send).map(drop)
 }
