@@ -200,6 +200,7 @@ interop() {
     [[ $3 == *rev=1* ]] && reads=0
     vm_run B "echo '$mark' >/dev/kmsg" || return 1
     wire_both_stacks_begin "$3" || return 1
+    opts+=${WIRE_PCAP:+,aligned=1}
     if [ "$1" = connect ]; then
         vm_serve B siw-peer "$PORT" "$peer serve $PORT $2 $reads $4" || return 1
         vm_run A "$check interop-connect $B $PORT $2 '$opts' $4" || rc=1
@@ -215,16 +216,16 @@ interop() {
     fi
     return $rc
 }
-# With CRCs (wire_both_stacks_begin OPTS, which adds aligned=1 to the caller's opts), the cell's
-# traffic is captured, and Wireshark's dissectors and our decoder must find whole FPDUs with
-# good CRCs in at least 90 % of the data segments, both ways, and no bad CRC
+# With CRCs (wire_both_stacks_begin OPTS; WIRE_PCAP is then set, and A's side must be asked for
+# aligned=1), the cell's traffic is captured, and Wireshark's dissectors and our decoder must
+# find whole FPDUs with good CRCs in at least 90 % of the data segments, both ways, and no bad CRC
 # (wire_both_stacks_end): siw ends each FPDU's skb, and iwarp.ko aligns its own. (Measured:
 # 95.6 % to 100 %; the 1 MiB cells have some segments that are not whole FPDUs, by both
 # decoders, not yet explained.)
 wire_both_stacks_begin() {
     WIRE_PCAP=
     [[ $1 == *crc=1* ]] || return 0
-    opts+=",aligned=1" WIRE_PCAP="$VM_DIR/interop-$PORT.pcap"
+    WIRE_PCAP="$VM_DIR/interop-$PORT.pcap"
     capture "$WIRE_PCAP" "tcp port $PORT" 20000
 }
 wire_both_stacks_end() {
@@ -259,6 +260,7 @@ interop_markers() {
 rping_cell() {
     local rc=0 opts="markers=0,crc=$3,rev=2" n=100
     wire_both_stacks_begin "$opts" || return 1
+    opts+=${WIRE_PCAP:+,aligned=1}
     if [ "$1" = serve ]; then
         vm_serve A rping "$PORT" "$check rping-serve $PORT $2 $n '$opts'" || return 1
         vm_run B "rping -c -a $(vm_ip A) -p $PORT -S $2 -C $n -V" || rc=1

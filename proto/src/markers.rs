@@ -147,8 +147,14 @@ pub fn pad_len(ulpdu_len: u32) -> u32 {
 /// before that field (which leads its FPDU), else the distance back to it. Beyond 64 KiB into
 /// an FPDU, only the distance modulo 2^16 fits.
 pub fn encode(pos: u64, len_at: u64) -> [u8; 4] {
-    let b = (pos.saturating_sub(len_at) as u16).to_be_bytes();
+    let b = pointer(pos, len_at).to_be_bytes();
     [0, 0, b[0], b[1]]
+}
+
+/// The FPDUPTR [`encode`] writes into the marker at `pos`.
+#[inline]
+pub fn pointer(pos: u64, len_at: u64) -> u16 {
+    pos.saturating_sub(len_at) as u16
 }
 
 /// A marker's FPDUPTR as a receiver reads it (RFC 5044 section 4.2, 4.3): the reserved bits

@@ -80,7 +80,7 @@ pub(crate) fn header_in_place<'a>(data: &Pieces<'a>, markers: Markers, f: &Locat
 pub(crate) fn check_markers(data: &Pieces<'_>, markers: Markers, f: &Located) -> Result<(), Cause> {
     let Some(mut pos) = markers.next_at_or_after(f.start) else { return Ok(()) };
     while pos < f.end() {
-        if markers::fpduptr(data.read(pos)) != markers::fpduptr(markers::encode(pos, f.len_at)) {
+        if markers::fpduptr(data.read(pos)) != markers::pointer(pos, f.len_at) {
             return Err(Cause::MpaMarker);
         }
         pos += markers.interval() as u64;
