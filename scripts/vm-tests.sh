@@ -446,6 +446,14 @@ tests() {
     # RFC 7306: Fetch-and-Adds from two QPs on one counter, a Compare-and-Swap lock, Write with
     # Immediate and Immediate Data; a peer that declines the extensions is never sent them.
     t verbs-rfc7306-atomics-and-immediate-data vm_pair B "$check ext-serve $PORT" A "$check ext-drive $B $PORT"
+    # STags that stop and start reaching their regions while a connection runs: a Read with
+    # Invalidate of its sink, a Local Invalidate completing behind the Send posted before it, a
+    # Fast Register under a new key; a Write through the old STag is Terminated, nothing placed.
+    # Plain (the Send goes zero copy), and with markers and CRCs.
+    local o
+    for o in plain:markers=0,crc=0 markers-crc:markers=1,crc=1; do
+        t "verbs-invalidate-and-fast-register-${o%%:*}" vm_pair B "$check stag-serve $PORT '${o#*:}'" A "$check stag-drive $B $PORT '${o#*:}'"
+    done
     # The hostile peer's seeded smoke run (cargo xtask fuzz-vm runs more): streams changed at
     # the MPA exchange, in their octets or in the STags they name, each checked against the
     # model on the module's side.

@@ -66,6 +66,22 @@ impl<T> Handles<T> {
         slot.obj.as_mut().filter(|_| key as u32 == handle & 0xff).ok_or(EINVAL)
     }
 
+    /// Gives the live object in `handle`'s slot the key of `handle` (not 0), whatever its key
+    /// was: `handle` names it from then on, its old handle no longer does.
+    pub(crate) fn rekey(&mut self, handle: u32) -> Result<&mut T> {
+        let slot = self.slots.get_mut((handle >> 8) as usize).ok_or(EINVAL)?;
+        if handle & 0xff == 0 || slot.obj.is_none() {
+            return Err(EINVAL);
+        }
+        slot.key = handle as u8;
+        slot.obj.as_mut().ok_or(EINVAL)
+    }
+
+    /// The live object in `handle`'s slot, whatever its key; EINVAL if the slot is empty.
+    pub(crate) fn in_slot(&self, handle: u32) -> Result<&T> {
+        self.slots.get((handle >> 8) as usize).and_then(|s| s.obj.as_ref()).ok_or(EINVAL)
+    }
+
     /// Every live object.
     pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
         self.slots.iter().filter_map(|s| s.obj.as_ref())

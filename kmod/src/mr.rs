@@ -40,15 +40,22 @@ struct MemoryRegion {
     pd: u32,
     /// Shared with sends in progress from it, which keep it pinned past deregistration.
     pages: Arc<PinnedPages>,
+    /// Where the pinned buffer starts.
+    base: u64,
+    /// The pinned buffer's length.
+    pinned: u64,
+    /// The range the region covers now: all of the buffer when registered, any part of it
+    /// after a Fast Register.
     va: u64,
     len: u64,
     rights: u32,
-    /// Cleared by a peer's Send with Invalidate.
+    /// Cleared by a Local Invalidate, a Read with Invalidate or a peer's Send with
+    /// Invalidate; set again by a Fast Register.
     valid: bool,
 }
 
 impl MemoryRegion {
-    /// Offset in the buffer of `[addr, addr + len)`, if `need` rights are granted.
+    /// Offset in the pinned buffer of `[addr, addr + len)`, if `need` rights are granted.
     fn offset(&self, addr: u64, len: u64, need: u32) -> Result<u64, Fault> {
         if !self.valid {
             return Err(Fault::InvalidStag);
@@ -60,8 +67,19 @@ impl MemoryRegion {
         if self.rights & need != need {
             return Err(Fault::Access);
         }
-        Ok(off)
+        Ok(addr - self.base)
     }
+
+    /// Whether `[addr, addr + len)` lies in the pinned buffer (a range a Fast Register may give).
+    fn pins(&self, addr: u64, len: u64) -> bool {
+        addr >= self.base && len > 0 && addr.checked_add(len).is_some_and(|end| end <= self.base + self.pinned)
+    }
+}
+
+/// Whether `rights` are access bits a region may have (remote writes need local ones, as in
+/// verbs).
+fn rights_allowed(rights: u32) -> bool {
+    rights & !access::ALL == 0 && (rights & (access::REMOTE_WRITE | access::REMOTE_ATOMIC) == 0 || rights & access::LOCAL_WRITE != 0)
 }
 
 impl Drop for MemoryRegion {
@@ -111,8 +129,7 @@ impl MrTable {
             && length > 0
             && length <= MAX_MR_SIZE
             && addr.checked_add(length).is_some()
-            && rights & !access::ALL == 0
-            && (rights & (access::REMOTE_WRITE | access::REMOTE_ATOMIC) == 0 || rights & access::LOCAL_WRITE != 0);
+            && rights_allowed(rights);
         if valid {
             Ok(())
         } else {
@@ -128,7 +145,7 @@ impl MrTable {
             return Err(EINVAL);
         }
         REGIONS.fetch_add(1, Ordering::Relaxed);
-        self.regions.insert(MemoryRegion { pd, pages, va: addr, len: length, rights, valid: true })
+        self.regions.insert(MemoryRegion { pd, pages, base: addr, pinned: length, va: addr, len: length, rights, valid: true })
     }
 
     /// Removes the region `stag` names; dropping what this returns unpins its pages (done by the
@@ -206,14 +223,36 @@ impl Domain<'_> {
         mr.pages.update_u64(off, op).map_err(|_| Fault::Access)
     }
 
-    /// Invalidates `stag` (a peer's Send with Invalidate): later accesses fail until it is
-    /// deregistered. Fails for unknown or already invalid STags.
-    pub(crate) fn invalidate(&mut self, stag: u32) -> Result<(), Fault> {
-        self.get(stag)?;
-        let mr = self.table.regions.get_mut(stag).map_err(|_| Fault::InvalidStag)?;
-        if !core::mem::replace(&mut mr.valid, false) {
-            return Err(Fault::InvalidStag);
+    /// Whether `stag` names a valid region of this domain.
+    pub(crate) fn check_valid(&self, stag: u32) -> Result<(), Fault> {
+        if self.get(stag)?.valid {
+            Ok(())
+        } else {
+            Err(Fault::InvalidStag)
         }
+    }
+
+    /// Invalidates `stag` (a Local Invalidate, a Read with Invalidate, a peer's Send with
+    /// Invalidate): later accesses fail until a Fast Register. Fails for unknown or already
+    /// invalid STags.
+    pub(crate) fn invalidate(&mut self, stag: u32) -> Result<(), Fault> {
+        self.check_valid(stag)?;
+        let mr = self.table.regions.get_mut(stag).map_err(|_| Fault::InvalidStag)?;
+        mr.valid = false;
+        Ok(())
+    }
+
+    /// Fast Register: makes the invalid region in `stag`'s slot valid again as `stag` (the
+    /// slot's index with a new key), covering `[addr, addr + len)` of its pinned buffer with
+    /// `rights`. EINVAL for a region of another domain, a valid one, key 0, a range outside
+    /// the buffer, or rights a region may not have.
+    pub(crate) fn fast_register(&mut self, stag: u32, addr: u64, len: u64, rights: u32) -> Result {
+        let mr = self.table.regions.in_slot(stag)?;
+        if mr.pd != self.pd || mr.valid || !mr.pins(addr, len) || !rights_allowed(rights) {
+            return Err(EINVAL);
+        }
+        let mr = self.table.regions.rekey(stag)?;
+        (mr.va, mr.len, mr.rights, mr.valid) = (addr, len, rights, true);
         Ok(())
     }
 }

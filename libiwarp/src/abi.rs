@@ -576,6 +576,18 @@ pub mod opcode {
     /// Compare-and-Swap: `swap` replaces the peer's value if it equals `compare_add`; the
     /// value before lands in the one 8-octet SGE.
     pub const COMPARE_SWAP: u32 = 7;
+    /// Local Invalidate of our own STag `invalidate` (no entries): from when it is posted, no
+    /// work request and no peer reaches the region through it until a Fast Register; the
+    /// request completes in its turn behind the ones posted before it.
+    pub const LOCAL_INVALIDATE: u32 = 8;
+    /// RDMA Read with Invalidate: a Read that, once its data is in place, invalidates our own
+    /// STag `invalidate` (usually the sink's region), as a Local Invalidate would.
+    pub const READ_WITH_INVALIDATE: u32 = 9;
+    /// Fast Register (no entries): makes an invalid region of this QP's protection domain valid
+    /// again as STag `rkey` (its index with a new, non-zero key), covering `compare_add` octets
+    /// from address `remote_addr` (inside the buffer it pinned) with the [`super::access`] bits
+    /// in `swap`. Takes effect when posted and completes in its turn, like a Local Invalidate.
+    pub const FAST_REGISTER: u32 = 10;
 }
 
 /// Flags of [`PostSend::flags`].
@@ -632,7 +644,8 @@ pub struct PostSend {
     pub remote_addr: u64,
     /// Write/Read: the peer's STag.
     pub rkey: u32,
-    /// Send with Invalidate: the peer STag to invalidate.
+    /// Send with Invalidate: the peer STag to invalidate; Local Invalidate, Read with
+    /// Invalidate: our own.
     pub invalidate: u32,
     /// The local buffer (Read: where the data goes; needs LOCAL_WRITE).
     pub sge: [Sge; MAX_SGE],
@@ -793,6 +806,10 @@ pub mod wc_opcode {
     pub const FETCH_ADD: u32 = 4;
     /// A Compare-and-Swap (RFC 7306).
     pub const COMPARE_SWAP: u32 = 5;
+    /// A Local Invalidate of ours.
+    pub const LOCAL_INVALIDATE: u32 = 6;
+    /// A Fast Register of ours.
+    pub const FAST_REGISTER: u32 = 7;
 }
 
 /// Flags of [`Cqe::flags`].

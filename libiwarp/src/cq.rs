@@ -27,6 +27,10 @@ pub enum WcOpcode {
     FetchAdd,
     /// A Compare-and-Swap of ours (the value before is in place).
     CompareSwap,
+    /// A Local Invalidate of ours.
+    LocalInvalidate,
+    /// A Fast Register of ours.
+    FastRegister,
 }
 
 /// How it finished.
@@ -93,6 +97,8 @@ impl WorkCompletion {
             wc_opcode::RDMA_READ => WcOpcode::RdmaRead,
             wc_opcode::FETCH_ADD => WcOpcode::FetchAdd,
             wc_opcode::COMPARE_SWAP => WcOpcode::CompareSwap,
+            wc_opcode::LOCAL_INVALIDATE => WcOpcode::LocalInvalidate,
+            wc_opcode::FAST_REGISTER => WcOpcode::FastRegister,
             _ => WcOpcode::Recv,
         };
         WorkCompletion {

@@ -4,6 +4,7 @@ use crate::abi::{access, Sge};
 use crate::device::Device;
 use crate::qp::Remote;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Access rights of a region; combine with `|`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -37,26 +38,33 @@ impl std::ops::BitOr for Access {
 /// A registered buffer. It holds the buffer's only borrow, so while the region lives the
 /// buffer can be neither freed nor moved; reach it through [`MemoryRegion::as_slice`] and
 /// [`MemoryRegion::as_mut_slice`].
+///
+/// Its STag (which is also its local key) changes with each Fast Register
+/// ([`crate::QueuePair::post_fast_register`]), which gives it a new key byte.
 pub struct MemoryRegion<'a> {
     dev: &'a Device,
     buf: &'a mut [u8],
-    lkey: u32,
-    stag: u32,
+    stag: AtomicU32,
 }
 
 impl<'a> MemoryRegion<'a> {
-    pub(crate) fn new(dev: &'a Device, buf: &'a mut [u8], lkey: u32, stag: u32) -> Self {
-        MemoryRegion { dev, buf, lkey, stag }
+    pub(crate) fn new(dev: &'a Device, buf: &'a mut [u8], stag: u32) -> Self {
+        MemoryRegion { dev, buf, stag: AtomicU32::new(stag) }
     }
 
     /// The steering tag a peer uses to reach this region.
     pub fn stag(&self) -> u32 {
-        self.stag
+        self.stag.load(Ordering::Relaxed)
     }
 
-    /// The local key.
+    /// The local key (the STag: one key per region).
     pub fn lkey(&self) -> u32 {
-        self.lkey
+        self.stag()
+    }
+
+    /// Records the STag a Fast Register gave the region.
+    pub(crate) fn set_stag(&self, stag: u32) {
+        self.stag.store(stag, Ordering::Relaxed)
     }
 
     /// The virtual address of the buffer's first byte (what the peer uses as tagged offset).
@@ -67,14 +75,14 @@ impl<'a> MemoryRegion<'a> {
     /// A work request entry for bytes `range` of the buffer. Panics if out of range.
     pub fn sge(&self, range: Range<usize>) -> Sge {
         assert!(range.start <= range.end && range.end <= self.buf.len() && range.len() <= u32::MAX as usize, "SGE range out of the region");
-        Sge { addr: self.addr() + range.start as u64, length: range.len() as u32, lkey: self.lkey }
+        Sge { addr: self.addr() + range.start as u64, length: range.len() as u32, lkey: self.lkey() }
     }
 
     /// What a peer needs to reach byte `offset` of this region (tell it over a Send or private
     /// data).
     pub fn remote(&self, offset: usize) -> Remote {
         assert!(offset <= self.buf.len(), "offset out of the region");
-        Remote { addr: self.addr() + offset as u64, rkey: self.stag }
+        Remote { addr: self.addr() + offset as u64, rkey: self.stag() }
     }
 
     /// The buffer. What the module places into it (the peer's RDMA Writes, received Sends,
@@ -91,7 +99,7 @@ impl<'a> MemoryRegion<'a> {
 
     /// Deregisters now, reporting failure (dropping deregisters too, silently).
     pub fn deregister(self) -> std::io::Result<()> {
-        let r = self.dev.deregister(self.stag);
+        let r = self.dev.deregister(self.stag());
         std::mem::forget(self);
         r
     }
@@ -100,6 +108,6 @@ impl<'a> MemoryRegion<'a> {
 impl Drop for MemoryRegion<'_> {
     fn drop(&mut self) {
         // Cannot fail for a live region; if the device is gone, closing it unpins anyway.
-        let _ = self.dev.deregister(self.stag);
+        let _ = self.dev.deregister(self.stag());
     }
 }

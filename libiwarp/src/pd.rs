@@ -37,7 +37,7 @@ impl<'a> ProtectionDomain<'a> {
     /// deregisters it. The region borrows the domain too, which therefore outlives it.
     pub fn register<'p>(&'p self, buf: &'p mut [u8], access: Access) -> io::Result<MemoryRegion<'p>> {
         let stag = self.register_range(buf.as_mut_ptr() as u64, buf.len() as u64, access.bits())?;
-        Ok(MemoryRegion::new(self.dev, buf, stag, stag))
+        Ok(MemoryRegion::new(self.dev, buf, stag))
     }
 
     /// Registers a raw address range, for tests of the module's argument checking. The range

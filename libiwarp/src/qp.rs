@@ -8,12 +8,14 @@ use crate::abi::{
 };
 use crate::cq::CompletionQueue;
 use crate::device::Device;
+use crate::mr::{Access, MemoryRegion};
 use crate::pd::ProtectionDomain;
 use crate::ring::Mapping;
 use crate::sys;
 use std::cell::Cell;
 use std::io;
 use std::net::{SocketAddrV4, TcpStream};
+use std::ops::Range;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
@@ -207,6 +209,22 @@ pub enum SendOp {
     Write(Remote),
     /// An RDMA Read from `Remote` into the single local entry.
     Read(Remote),
+    /// An RDMA Read that, once its data is in place, invalidates our own STag `stag`
+    /// (usually the sink region's): nothing reaches that region through it any more until a
+    /// Fast Register ([`QueuePair::post_fast_register`]).
+    ReadInvalidate {
+        /// Where to read from.
+        remote: Remote,
+        /// Our STag to invalidate.
+        stag: u32,
+    },
+    /// Local Invalidate of our own STag `stag` (no local entries): from when it is posted, no
+    /// work request and no peer reaches the region through it until a Fast Register. It
+    /// completes in its turn, behind the requests posted before it.
+    LocalInvalidate {
+        /// Our STag to invalidate.
+        stag: u32,
+    },
     /// An RDMA Write, then Immediate Data `imm`, which completes the peer's next receive once
     /// the Write is placed (RFC 7306; the payload is copied, so the request completes when
     /// TCP took it).
@@ -395,6 +413,10 @@ fn send_entry(wr: &SendWr<'_>) -> io::Result<PostSend> {
             (req.opcode, req.imm_data) = (opcode::IMMEDIATE, imm);
             req.flags |= if solicited { send_flags::SOLICITED } else { 0 };
         }
+        SendOp::ReadInvalidate { remote, stag } => {
+            (req.opcode, req.remote_addr, req.rkey, req.invalidate) = (opcode::READ_WITH_INVALIDATE, remote.addr, remote.rkey, stag);
+        }
+        SendOp::LocalInvalidate { stag } => (req.opcode, req.invalidate) = (opcode::LOCAL_INVALIDATE, stag),
         SendOp::FetchAdd { remote, add } => {
             (req.opcode, req.remote_addr, req.rkey, req.compare_add) = (opcode::FETCH_ADD, remote.addr, remote.rkey, add);
         }
@@ -587,7 +609,7 @@ impl<'a> QueuePair<'a> {
     /// takes the request (inline data: no registered memory; at most the QP's `max_inline`
     /// octets, EINVAL beyond). The request completes like a copied one.
     pub fn post_send_inline(&self, wr_id: u64, op: SendOp, data: &[u8], signaled: bool) -> io::Result<()> {
-        if matches!(op, SendOp::Read(_)) {
+        if matches!(op, SendOp::Read(_) | SendOp::ReadInvalidate { .. }) {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         let sge = [Sge { addr: data.as_ptr() as u64, length: data.len() as u32, lkey: 0 }];
@@ -595,6 +617,30 @@ impl<'a> QueuePair<'a> {
         req.flags |= send_flags::INLINE;
         // The doorbell copies `data` before this returns, while it is borrowed.
         self.post_entry(req)
+    }
+
+    /// Fast Register: makes `mr`, invalidated (by a Local Invalidate, a Read with Invalidate or
+    /// the peer's Send with Invalidate), valid again with `access` over bytes `range` of its
+    /// buffer, under a new STag: its index with key byte `key` (not 0). Returns the new STag,
+    /// which `mr` reports from then on; the old one reaches nothing. Like a Local Invalidate,
+    /// it takes effect when posted and completes in its turn. Panics if `range` is outside the
+    /// buffer.
+    pub fn post_fast_register(&self, wr_id: u64, mr: &MemoryRegion<'_>, key: u8, range: Range<usize>, access: Access, signaled: bool) -> io::Result<u32> {
+        let sge = mr.sge(range);
+        let stag = (mr.stag() & !0xff) | key as u32;
+        let req = PostSend {
+            wr_id,
+            opcode: opcode::FAST_REGISTER,
+            flags: if signaled { send_flags::SIGNALED } else { 0 },
+            rkey: stag,
+            remote_addr: sge.addr,
+            compare_add: sge.length as u64,
+            swap: access.bits() as u64,
+            ..PostSend::default()
+        };
+        self.post_entry(req)?;
+        mr.set_stag(stag);
+        Ok(stag)
     }
 
     /// Puts a raw entry on the send ring and rings the doorbell (tests of the module's checks).

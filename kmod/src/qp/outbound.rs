@@ -30,18 +30,25 @@ use core::sync::atomic::Ordering;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 
-/// A message waiting for TCP.
+/// A message waiting for TCP, or a local work request waiting for its turn to complete.
 pub(super) struct Outbound {
-    pub(super) msg: Message,
+    /// None for a local work request (a Local Invalidate, a Fast Register): it did its work
+    /// when posted, and only its completion keeps its place among the others.
+    pub(super) msg: Option<Message>,
     pub(super) payload: OutPayload,
-    /// The Send or Write it carries, to complete once the message is queued whole.
+    /// The work request it carries, to complete once the message is queued whole.
     pub(super) wr: Option<Unacked>,
 }
 
 impl Outbound {
+    /// A message without payload.
+    pub(super) fn bare(msg: Message, wr: Option<Unacked>) -> Outbound {
+        Outbound { msg: Some(msg), payload: OutPayload::empty(), wr }
+    }
+
     /// Whether a work request of ours posted it (everything but Read and Atomic Responses).
     fn is_wr(&self) -> bool {
-        !matches!(self.msg, Message::ReadResponse { .. } | Message::AtomicResponse(_))
+        !matches!(self.msg, Some(Message::ReadResponse { .. } | Message::AtomicResponse(_)))
     }
 }
 
@@ -138,7 +145,7 @@ impl TxSide {
             Rtr::Write => Message::Write { stag: 0, to: 0 },
             Rtr::Read => Message::ReadRequest(ReadRequest { sink_stag: 0, sink_to: 0, size: 0, src_stag: 0, src_to: 0 }),
         };
-        let ob = Outbound { msg, payload: OutPayload::empty(), wr: None };
+        let ob = Outbound::bare(msg, None);
         self.room_for(core::slice::from_ref(&ob))?;
         self.wrs += ob.is_wr() as usize;
         self.queue.push(Some(ob))
@@ -305,9 +312,18 @@ impl QueuePair {
                 return completed.map_err(QpError::from);
             }
             let Some(Some(front)) = side.queue.front_mut() else { return completed.map_err(QpError::from) };
+            let Some(msg) = front.msg else {
+                // A local work request: it completes behind everything posted before it.
+                if let Some(Some(Outbound { wr: Some(mut wr), .. })) = side.queue.pop() {
+                    wr.end_seq = side.end_seq;
+                    completed = completed.and(self.sent(wr, false));
+                    side.wrs -= 1;
+                }
+                continue;
+            };
             let out = match &mut side.current {
                 Some(out) => out,
-                None => side.current.insert(side.tx.start(front.msg, front.payload.len()).map_err(|_| EINVAL)?),
+                None => side.current.insert(side.tx.start(msg, front.payload.len()).map_err(|_| EINVAL)?),
             };
             if out.done() {
                 // Framed, and taken whole by TCP.

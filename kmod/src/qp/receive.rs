@@ -300,8 +300,15 @@ impl Sink for Placer<'_> {
             Event::ReadResponse { .. } => {
                 self.complete_acked_before_answer();
                 if let Some(r) = self.q.reads.pop() {
-                    if r.signaled {
-                        self.complete(true, self.qp.cqe(r.wr_id, wc_status::SUCCESS, wc_opcode::RDMA_READ, r.sink.length));
+                    // A Read with Invalidate whose STag went meanwhile (a peer's Send with
+                    // Invalidate) completes in error, and reports it even unsignaled.
+                    let invalidated = r.invalidate == 0 || self.mrs.invalidate(r.invalidate).is_ok();
+                    if r.signaled || !invalidated {
+                        let mut cqe = self.qp.cqe(r.wr_id, wc_status::SUCCESS, wc_opcode::RDMA_READ, r.sink.length);
+                        if !invalidated {
+                            (cqe.status, cqe.byte_len) = (wc_status::LOC_PROT_ERR, 0);
+                        }
+                        self.complete(true, cqe);
                     }
                 }
             }

@@ -69,10 +69,14 @@ impl QueuePair {
             // The peer did not agree to RFC 7306: it must never see these messages.
             return Err(eopnotsupp());
         }
+        let local = matches!(req.opcode, opcode::LOCAL_INVALIDATE | opcode::FAST_REGISTER);
         match req.opcode {
-            opcode::READ | opcode::FETCH_ADD | opcode::COMPARE_SWAP if solicited || inline => return Err(EINVAL),
-            opcode::READ => return self.post_read(req, signaled),
+            opcode::READ | opcode::READ_WITH_INVALIDATE | opcode::FETCH_ADD | opcode::COMPARE_SWAP if solicited || inline => return Err(EINVAL),
+            _ if local && (solicited || inline || req.num_sge != 0) => return Err(EINVAL),
+            opcode::READ => return self.post_read(req, signaled, 0),
+            opcode::READ_WITH_INVALIDATE => return self.post_read(req, signaled, req.invalidate),
             opcode::FETCH_ADD | opcode::COMPARE_SWAP => return self.post_atomic(req, signaled),
+            opcode::LOCAL_INVALIDATE | opcode::FAST_REGISTER => return self.post_local(req, signaled),
             _ => {}
         }
         let immediate = Message::Immediate { solicited, data: req.imm_data };
@@ -111,10 +115,10 @@ impl QueuePair {
         // Room to wait for the acknowledgement, counting the requests queued before it.
         let ready = |side: &super::outbound::TxSide| self.rx.lock().ready_to_send(side.queued_wrs());
         if with_imm {
-            let imm = Outbound { msg: immediate, payload: OutPayload::empty(), wr: Some(wr) };
-            return self.enqueue([Outbound { msg, payload, wr: None }, imm], ready);
+            let imm = Outbound::bare(immediate, Some(wr));
+            return self.enqueue([Outbound { msg: Some(msg), payload, wr: None }, imm], ready);
         }
-        self.enqueue([Outbound { msg, payload, wr: Some(wr) }], ready)
+        self.enqueue([Outbound { msg: Some(msg), payload, wr: Some(wr) }], ready)
     }
 
     /// Where the answer to a Read or an atomic lands: the request's one local entry, which
@@ -137,17 +141,41 @@ impl QueuePair {
         if sink.length != atomic::OPERAND_LEN || !r.aligned() {
             return Err(EINVAL);
         }
-        let ob = Outbound { msg: Message::AtomicRequest(r), payload: OutPayload::empty(), wr: None };
+        let ob = Outbound::bare(Message::AtomicRequest(r), None);
         self.enqueue([ob], |_| self.rx.lock().may_ask()?.atomics.push(PendingAtomic { wr_id: req.wr_id, signaled, opcode, id, sink }))
     }
 
     /// An RDMA Read: the sink is one local entry with LOCAL_WRITE. The request is recorded as
     /// outstanding when queued, and the queue keeps the order, so responses match the list.
-    fn post_read(&self, req: &PostSend, signaled: bool) -> Result {
+    /// With `invalidate` (a valid STag of ours, not 0), the Read invalidates it once its data
+    /// is in place.
+    fn post_read(&self, req: &PostSend, signaled: bool, invalidate: u32) -> Result {
         let sink = self.answer_sink(req)?;
+        if invalidate != 0 {
+            self.mrs.lock().domain(self.pd).check_valid(invalidate).map_err(|_| EINVAL)?;
+        }
         let rr = ReadRequest { sink_stag: sink.lkey, sink_to: sink.addr, size: sink.length, src_stag: req.rkey, src_to: req.remote_addr };
-        let ob = Outbound { msg: Message::ReadRequest(rr), payload: OutPayload::empty(), wr: None };
-        self.enqueue([ob], |_| self.rx.lock().may_ask()?.reads.push(PendingRead { wr_id: req.wr_id, signaled, sink }))
+        let ob = Outbound::bare(Message::ReadRequest(rr), None);
+        self.enqueue([ob], |_| self.rx.lock().may_ask()?.reads.push(PendingRead { wr_id: req.wr_id, signaled, sink, invalidate }))
+    }
+
+    /// A Local Invalidate or a Fast Register: done on our regions now (EINVAL if the region
+    /// refuses), completed in its turn behind the work requests posted before it. It is done
+    /// only once the queue has taken it, so a refused post changes nothing.
+    fn post_local(&self, req: &PostSend, signaled: bool) -> Result {
+        let op = if req.opcode == opcode::LOCAL_INVALIDATE { wc_opcode::LOCAL_INVALIDATE } else { wc_opcode::FAST_REGISTER };
+        let wr = Unacked { wr_id: req.wr_id, end_seq: 0, opcode: op, len: 0, signaled };
+        let ob = Outbound { msg: None, payload: OutPayload::empty(), wr: Some(wr) };
+        self.enqueue([ob], |side| {
+            self.rx.lock().ready_to_send(side.queued_wrs())?;
+            let mut table = self.mrs.lock();
+            let mut mrs = table.domain(self.pd);
+            if req.opcode == opcode::LOCAL_INVALIDATE {
+                mrs.invalidate(req.invalidate).map_err(|_| EINVAL)
+            } else {
+                mrs.fast_register(req.rkey, req.remote_addr, req.compare_add, u32::try_from(req.swap).map_err(|_| EINVAL)?)
+            }
+        })
     }
 
     /// Answers the peer's Read Requests in order, from our registered memory, without waking
@@ -183,7 +211,7 @@ impl QueuePair {
                     Some(PeerRequest::Read(rr)) => rr,
                     Some(PeerRequest::Atomic(resp)) => {
                         drop(rx);
-                        let ob = Outbound { msg: Message::AtomicResponse(resp), payload: OutPayload::empty(), wr: None };
+                        let ob = Outbound::bare(Message::AtomicResponse(resp), None);
                         // The queue has room for the IRD's responses; failing, the QP has ended.
                         if self.enqueue([ob], |_| Ok(())).is_err() {
                             return;
@@ -205,7 +233,7 @@ impl QueuePair {
                 Ok(payload) => {
                     let msg = Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to };
                     // The queue has room for the IRD's responses; failing, the QP has ended.
-                    if self.enqueue([Outbound { msg, payload, wr: None }], |_| Ok(())).is_err() {
+                    if self.enqueue([Outbound { msg: Some(msg), payload, wr: None }], |_| Ok(())).is_err() {
                         return;
                     }
                 }

@@ -104,6 +104,8 @@ pub(crate) struct PendingRead {
     pub(crate) signaled: bool,
     /// Where the response goes.
     pub(crate) sink: Sge,
+    /// A Read with Invalidate's STag of ours to invalidate once the data is in place (else 0).
+    pub(crate) invalidate: u32,
 }
 
 /// An Atomic Request of ours the peer has not answered yet.

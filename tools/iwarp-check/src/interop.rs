@@ -179,6 +179,8 @@ fn run(role: Role, n: usize, opts: &str, end: End, stream: impl FnOnce() -> Resu
     let mut mr = pd.register(&mut buf, access).map_err(|e| e.to_string())?;
     let mut inv = vec![0u8; CTL_LEN];
     let inv = pd.register(&mut inv, access).map_err(|e| e.to_string())?;
+    let mut spare = vec![0u8; n];
+    let mut spare = pd.register(&mut spare, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
     let a = Areas { n };
     for k in 0..RECVS {
         qp.post_recv(k, &[mr.sge(a.slot(k))]).map_err(|e| e.to_string())?;
@@ -191,7 +193,7 @@ fn run(role: Role, n: usize, opts: &str, end: End, stream: impl FnOnce() -> Resu
     let far = Remote::from_bytes(&got.peer_private).ok_or("A: the peer advertised no region")?;
     let far_inv = Remote::from_bytes(got.peer_private.get(Remote::LEN..).unwrap_or(&[])).ok_or("A: the peer advertised no INV region")?;
     let s = Script { qp: &qp, scq: &scq, rcq: &rcq, a };
-    s.steps(&mut mr, far, far_inv, inv.remote(0).rkey)?;
+    s.steps(&mut mr, &mut spare, far, far_inv, inv.remote(0).rkey)?;
     s.finish(&mr, far, end, &events)
 }
 
@@ -229,7 +231,7 @@ impl Script<'_, '_> {
         Ok(wc)
     }
 
-    fn steps(&self, mr: &mut MemoryRegion<'_>, far: Remote, far_inv: Remote, my_inv: u32) -> Check {
+    fn steps(&self, mr: &mut MemoryRegion<'_>, spare: &mut MemoryRegion<'_>, far: Remote, far_inv: Remote, my_inv: u32) -> Check {
         let (a, n) = (&self.a, self.a.n);
         fill(&mut mr.as_mut_slice()[a.src()], 1);
         self.post(mr, SendOp::Send { solicited: false }, a.src(), true, WcOpcode::Send, "step 1 Send")?;
@@ -252,6 +254,7 @@ impl Script<'_, '_> {
         self.post(mr, SendOp::Read(far), a.sink(), false, WcOpcode::RdmaRead, "step 5 Read")?;
         verify(&mr.as_slice()[a.sink()], 5, "step 5 (our Read of the peer's region)")?;
         println!("ok: A: 5: read {n} octets from the peer's region, intact");
+        self.read_invalidate_and_fast_register(spare, far)?;
         fill(&mut mr.as_mut_slice()[a.exposed()], 6);
         self.notice(mr, 6)?;
         self.await_notice(mr, 6)?;
@@ -263,6 +266,29 @@ impl Script<'_, '_> {
 
         let wc = self.await_notice(mr, 8)?;
         ensure(wc.invalidated == Some(my_inv), format!("A: 8: a Send with Invalidate invalidated our STag {my_inv:#x} ({:?})", wc.invalidated))
+    }
+
+    /// Step 5 again, as a Read with Invalidate into `spare` (siw serves a plain Read; the
+    /// invalidation is ours), then a Fast Register of `spare` under a new key and a Read into it
+    /// through that.
+    fn read_invalidate_and_fast_register(&self, spare: &mut MemoryRegion<'_>, far: Remote) -> Check {
+        let n = self.a.n;
+        let old = spare.stag();
+        self.post(spare, SendOp::ReadInvalidate { remote: far, stag: old }, 0..n, false, WcOpcode::RdmaRead, "step 5 Read with Invalidate")?;
+        verify(spare.as_slice(), 5, "step 5 (our Read with Invalidate of the peer's region)")?;
+        let again = SendWr { wr_id: 0, op: SendOp::Read(far), sge: &[spare.sge(0..n)], signaled: true };
+        match self.qp.post_send(&again) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            r => return Err(format!("A: 5: a Read into the region the Read with Invalidate invalidated must fail with EINVAL: {r:?}")),
+        }
+        let key = (old as u8).wrapping_add(1).max(1);
+        let new = self.qp.post_fast_register(0, spare, key, 0..n, Access::LOCAL_WRITE, true).map_err(|e| format!("A: 5: Fast Register: {e}"))?;
+        next(self.scq, WcOpcode::FastRegister, "step 5 Fast Register")?;
+        spare.as_mut_slice().fill(0);
+        self.post(spare, SendOp::Read(far), 0..n, false, WcOpcode::RdmaRead, "step 5 Read after the Fast Register")?;
+        verify(spare.as_slice(), 5, "step 5 (our Read through the new STag)")?;
+        println!("ok: A: 5: a Read with Invalidate of our sink (STag {old:#x}), intact; the sink refused; registered again as {new:#x}, read again, intact");
+        Ok(())
     }
 
     /// The end of the script (siw-peer.c's list): our QP ends as `end` says, with the receives

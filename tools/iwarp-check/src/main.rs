@@ -77,6 +77,9 @@
 //!   p2p-read-burst-serve PORT / p2p-read-burst HOST PORT   a Read RTR, then a full ORD of Reads
 //!   rping-serve PORT SIZE COUNT OPTS / rping-connect HOST PORT SIZE COUNT OPTS   rping's
 //!                    protocol (src/rping.rs), with Linux's rping on siw as the peer
+//!   stag-serve PORT OPTS / stag-drive HOST PORT OPTS   Read with Invalidate, Local Invalidate
+//!                    and Fast Register as work requests (src/stags.rs): STags that stop and
+//!                    start reaching their regions while the connection runs
 //!   read-race-serve PORT / read-race HOST PORT   (B) rewrites a 1 MiB region nonstop while (A)
 //!                    Reads it 64 times with CRCs on: every Read completes, both QPs stay connected
 //!
@@ -99,6 +102,7 @@ mod lost;
 mod mutate;
 mod p2p;
 mod rping;
+mod stags;
 mod verbs;
 mod wire;
 
@@ -165,6 +169,8 @@ fn main() -> ExitCode {
         Some("mutate-serve") if args.len() == 4 => nums(2).map_err(String::from).and_then(|(n, seed)| mutate::serve(&args[1], n, seed)),
         Some("mutate") if args.len() == 5 => nums(3).map_err(String::from).and_then(|(n, seed)| mutate::peer(&args[1], &args[2], n, seed)),
         Some("ext-serve") if args.len() == 2 => extensions::serve(&args[1]),
+        Some("stag-serve") if args.len() == 3 => stags::serve(&args[1], &args[2]),
+        Some("stag-drive") if args.len() == 4 => stags::drive(&args[1], &args[2], &args[3]),
         Some("ext-drive") if args.len() == 3 => extensions::drive(&args[1], &args[2]),
         Some("ird-read") if args.len() == 3 => ird::read_at_ird(&args[1], &args[2]),
         Some("interop-serve") if args.len() == 5 => num(2).ok_or("SIZE".to_string()).and_then(|n| interop::serve(&args[1], n, &args[3], &args[4])),
