@@ -158,16 +158,17 @@ capture() {
     CAPTURE_PID=$!
     for _ in $(seq 50); do grep -q "listening on" "$pcap.log" && break; sleep 0.1; done
 }
-# captured FILE PORT NEED [TSHARK-NEED]: ends the capture and checks that at least NEED % of its
-# data segments on PORT hold whole FPDUs from their first octet, by our decoder
-# (scripts/wire-fpdus.py) and (TSHARK-NEED %, NEED by default) by Wireshark's iWARP dissectors
-# (scripts/tshark-fpdus.py, a decoder not ours, which also checks every CRC: none may be bad).
+# captured FILE PORT NEED [TSHARK-NEED [SENDER SENDER-NEED]]: ends the capture and checks that at
+# least NEED % of its data segments on PORT hold whole FPDUs from their first octet, by our
+# decoder (scripts/wire-fpdus.py; at least SENDER-NEED % of those address SENDER sent) and
+# (TSHARK-NEED %, NEED by default) by Wireshark's iWARP dissectors (scripts/tshark-fpdus.py, a
+# decoder not ours, which also checks every CRC: none may be bad).
 captured() {
     local pcap=$1 rc=0
     sleep 1
     kill "$CAPTURE_PID" 2>/dev/null
     wait "$CAPTURE_PID"
-    python3 "$VM_HERE/scripts/wire-fpdus.py" "$pcap" "$2" "$3" || rc=1
+    python3 "$VM_HERE/scripts/wire-fpdus.py" "$pcap" "$2" "$3" ${5:+"$5" "$6"} || rc=1
     python3 "$VM_HERE/scripts/tshark-fpdus.py" "$pcap" "$2" "${4:-$3}" || rc=1
     rm -f "$pcap" "$pcap.log"
     return $rc
@@ -218,10 +219,10 @@ interop() {
 }
 # With CRCs (wire_both_stacks_begin OPTS; WIRE_PCAP is then set, and A's side must be asked for
 # aligned=1), the cell's traffic is captured, and Wireshark's dissectors and our decoder must
-# find whole FPDUs with good CRCs in at least 90 % of the data segments, both ways, and no bad CRC
-# (wire_both_stacks_end): siw ends each FPDU's skb, and iwarp.ko aligns its own. (Measured:
-# 95.6 % to 100 %; the 1 MiB cells have some segments that are not whole FPDUs, by both
-# decoders, not yet explained.)
+# find whole FPDUs with good CRCs in at least 80 % of the data segments, both ways, and no bad CRC
+# (wire_both_stacks_end); of the segments iwarp.ko sent (guest A), 98 %. Measured: ours 100 %
+# in every cell; siw's 86-100 %: in the 1 MiB cells siw's FPDUs of one MSS sometimes leave in
+# pieces, header (16 octets), payload and CRC (4) or payload and CRC, each piece a segment.
 wire_both_stacks_begin() {
     WIRE_PCAP=
     [[ $1 == *crc=1* ]] || return 0
@@ -229,7 +230,7 @@ wire_both_stacks_begin() {
     capture "$WIRE_PCAP" "tcp port $PORT" 20000
 }
 wire_both_stacks_end() {
-    [ -z "$WIRE_PCAP" ] || captured "$WIRE_PCAP" "$PORT" 90
+    [ -z "$WIRE_PCAP" ] || captured "$WIRE_PCAP" "$PORT" 80 80 "$(vm_ip A)" 98
 }
 # Rejects with private data: siw's listener rejects A's request; A's module listener rejects
 # siw's. Each side must get the other's private data.
