@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Objects of a context found by handle: handle = slot index << 8 | key. The key of a slot
-//! changes every time the slot is reused, so a stale handle never reaches a newer object.
-//! Memory regions use the handle as their STag.
+//! changes every time the slot is reused, so a stale handle never reaches a newer object (for
+//! 255 reuses). Memory regions use the handle as their STag; a Fast Register gives a live
+//! region a key of the caller's choosing, which does not change the keys reuse gives.
 
 use kernel::prelude::*;
 
 struct Slot<T> {
+    /// The key that names the object now.
     key: u8,
+    /// The key the slot's last insert gave: the next insert gives the one after it.
+    issued: u8,
     obj: Option<T>,
 }
 
@@ -27,7 +31,7 @@ impl<T> Handles<T> {
     pub(crate) fn insert(&mut self, obj: T) -> Result<u32> {
         let handle = self.next_handle()?;
         let slot = &mut self.slots[(handle >> 8) as usize];
-        slot.key = handle as u8;
+        (slot.key, slot.issued) = (handle as u8, handle as u8);
         slot.obj = Some(obj);
         self.live += 1;
         Ok(handle)
@@ -41,12 +45,12 @@ impl<T> Handles<T> {
         let index = match self.slots.iter().position(|s| s.obj.is_none()) {
             Some(i) => i,
             None => {
-                self.slots.push(Slot { key: 0, obj: None }, GFP_KERNEL)?;
+                self.slots.push(Slot { key: 0, issued: 0, obj: None }, GFP_KERNEL)?;
                 self.slots.len() - 1
             }
         };
         // Key 0 is skipped so no handle is ever 0.
-        let key = match self.slots[index].key.wrapping_add(1) {
+        let key = match self.slots[index].issued.wrapping_add(1) {
             0 => 1,
             k => k,
         };

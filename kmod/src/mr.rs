@@ -245,10 +245,12 @@ impl Domain<'_> {
     /// Fast Register: makes the invalid region in `stag`'s slot valid again as `stag` (the
     /// slot's index with a new key), covering `[addr, addr + len)` of its pinned buffer with
     /// `rights`. EINVAL for a region of another domain, a valid one, key 0, a range outside
-    /// the buffer, or rights a region may not have.
+    /// the buffer, rights a region may not have, or write rights on pages registered (so
+    /// pinned) read-only.
     pub(crate) fn fast_register(&mut self, stag: u32, addr: u64, len: u64, rights: u32) -> Result {
         let mr = self.table.regions.in_slot(stag)?;
-        if mr.pd != self.pd || mr.valid || !mr.pins(addr, len) || !rights_allowed(rights) {
+        let writes = rights & access::LOCAL_WRITE != 0;
+        if mr.pd != self.pd || mr.valid || !mr.pins(addr, len) || !rights_allowed(rights) || (writes && !mr.pages.writable()) {
             return Err(EINVAL);
         }
         let mr = self.table.regions.rekey(stag)?;

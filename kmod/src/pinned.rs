@@ -56,6 +56,11 @@ impl PinnedPages {
         Ok(PinnedPages { ptr, npages, first: (addr % PAGE_SIZE as u64) as usize, len, writable })
     }
 
+    /// Whether the pages were pinned writable (only then may anything be placed in them).
+    pub(crate) fn writable(&self) -> bool {
+        self.writable
+    }
+
     /// Copies buffer bytes `[offset, offset + dst.len())` into `dst`; EINVAL if out of range.
     /// A copy, not a view (for small messages; larger ones are sent by reference, see
     /// [`PinnedPages::frags`]): what is framed and checksummed is one consistent snapshot.

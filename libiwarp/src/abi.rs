@@ -578,7 +578,9 @@ pub mod opcode {
     pub const COMPARE_SWAP: u32 = 7;
     /// Local Invalidate of our own STag `invalidate` (no entries): from when it is posted, no
     /// work request and no peer reaches the region through it until a Fast Register; the
-    /// request completes in its turn behind the ones posted before it.
+    /// request completes behind the Sends and Writes posted before it (Reads and atomics
+    /// complete when answered; a Read still outstanding into the region fails the QP: wait for
+    /// it first).
     pub const LOCAL_INVALIDATE: u32 = 8;
     /// RDMA Read with Invalidate: a Read that, once its data is in place, invalidates our own
     /// STag `invalidate` (usually the sink's region), as a Local Invalidate would.
@@ -586,7 +588,7 @@ pub mod opcode {
     /// Fast Register (no entries): makes an invalid region of this QP's protection domain valid
     /// again as STag `rkey` (its index with a new, non-zero key), covering `compare_add` octets
     /// from address `remote_addr` (inside the buffer it pinned) with the [`super::access`] bits
-    /// in `swap`. Takes effect when posted and completes in its turn, like a Local Invalidate.
+    /// in `swap`. Takes effect when posted and completes like a Local Invalidate.
     pub const FAST_REGISTER: u32 = 10;
 }
 

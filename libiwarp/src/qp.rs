@@ -220,7 +220,9 @@ pub enum SendOp {
     },
     /// Local Invalidate of our own STag `stag` (no local entries): from when it is posted, no
     /// work request and no peer reaches the region through it until a Fast Register. It
-    /// completes in its turn, behind the requests posted before it.
+    /// completes behind the Sends and Writes posted before it (Reads and atomics complete when
+    /// answered: wait for a Read into the region before invalidating it, or its response fails
+    /// the QP).
     LocalInvalidate {
         /// Our STag to invalidate.
         stag: u32,
@@ -623,8 +625,8 @@ impl<'a> QueuePair<'a> {
     /// the peer's Send with Invalidate), valid again with `access` over bytes `range` of its
     /// buffer, under a new STag: its index with key byte `key` (not 0). Returns the new STag,
     /// which `mr` reports from then on; the old one reaches nothing. Like a Local Invalidate,
-    /// it takes effect when posted and completes in its turn. Panics if `range` is outside the
-    /// buffer.
+    /// it takes effect when posted and completes behind the Sends and Writes posted before it.
+    /// Panics if `range` is outside the buffer or longer than 4 GiB - 1.
     pub fn post_fast_register(&self, wr_id: u64, mr: &MemoryRegion<'_>, key: u8, range: Range<usize>, access: Access, signaled: bool) -> io::Result<u32> {
         let sge = mr.sge(range);
         let stag = (mr.stag() & !0xff) | key as u32;
@@ -638,9 +640,18 @@ impl<'a> QueuePair<'a> {
             swap: access.bits() as u64,
             ..PostSend::default()
         };
-        self.post_entry(req)?;
+        self.sq.push(req);
+        // The doorbell also takes receives pushed before and not rung yet: the region's STag
+        // follows what the module did with the Fast Register, whatever became of those.
+        let (rq_error, sq_error) = self.doorbell_errors()?;
+        if sq_error != 0 {
+            return Err(io::Error::from_raw_os_error(sq_error as i32));
+        }
         mr.set_stag(stag);
-        Ok(stag)
+        match rq_error {
+            0 => Ok(stag),
+            e => Err(io::Error::from_raw_os_error(e as i32)),
+        }
     }
 
     /// Puts a raw entry on the send ring and rings the doorbell (tests of the module's checks).
@@ -656,12 +667,18 @@ impl<'a> QueuePair<'a> {
 
     /// Tells the module about everything written to the rings; the first error of either ring.
     fn ring_doorbell(&self) -> io::Result<()> {
-        let mut db = Doorbell { qp: self.handle, sq_tail: self.sq.tail.get(), rq_tail: self.rq.tail.get(), ..Doorbell::default() };
-        sys::ioctl(self.dev.file().as_fd(), IOCTL_DOORBELL, &mut db)?;
-        match (db.rq_error, db.sq_error) {
+        match self.doorbell_errors()? {
             (0, 0) => Ok(()),
             (0, e) | (e, _) => Err(io::Error::from_raw_os_error(e as i32)),
         }
+    }
+
+    /// Tells the module about everything written to the rings: each ring's error (an errno, or
+    /// 0).
+    fn doorbell_errors(&self) -> io::Result<(u32, u32)> {
+        let mut db = Doorbell { qp: self.handle, sq_tail: self.sq.tail.get(), rq_tail: self.rq.tail.get(), ..Doorbell::default() };
+        sys::ioctl(self.dev.file().as_fd(), IOCTL_DOORBELL, &mut db)?;
+        Ok((db.rq_error, db.sq_error))
     }
 
     /// Rings the doorbell with raw tails (tests of the module's checks).

@@ -18,6 +18,10 @@
  * peer in the MPA private data: address (8 octets) and STag (4), little endian, for each.
  *
  * The script (A: iwarp.ko, B: this program), each step checked where it lands:
+ *   0 the MPA initiator notices 0, then the        both: the notice (RFC 5044 7.1.2: the
+ *     responder notices 0                          responder sends nothing before the
+ *                                                  initiator's first FPDU; siw, as initiator,
+ *                                                  refuses a reply with data right behind it)
  *   1 A Sends SIZE octets from two SGEs            B: length and content
  *   2 B Sends SIZE octets with Solicited Event     A: length, content, solicited
  *   3 A Writes B's EXPOSED, then notices 3         B: content
@@ -27,7 +31,7 @@
  *   7 A Sends with Invalidate of B's INV           B: the receive completes (siw does not name
  *                                                  the STag to user space)
  *   8 B Sends with Invalidate of A's INV           A: likewise
- * then END, with receives still posted on both sides (B 4, A 3), which must come back flushed:
+ * then END, with receives still posted on both sides (B 3, A 2), which must come back flushed:
  *   a-disconnects  A disconnects                  B: disconnected
  *   b-disconnects  B disconnects                  A: its QP ends, a connection-lost event
  *   a-terminates   A Writes past the end of B's   B: siw refuses it with a Terminate (an access
@@ -57,7 +61,7 @@
 #define RECVS 8
 #define DEPTH 4
 /* Receives the script leaves posted: B's, the peer's. */
-#define LEFT_B 4
+#define LEFT_B 3
 /* Private data of the reject cells. */
 #define ASK_B "A asks B to connect"
 #define B_REFUSES "B refuses A"
@@ -112,8 +116,9 @@ static size_t sink(const struct peer *p) { return 3 * p->n; }
 static size_t ctl(const struct peer *p) { return 4 * p->n; }
 /* The region's length (the same on both sides). */
 static size_t region_len(const struct peer *p) { return 4 * p->n + CTL_LEN; }
-/* Where receive @k lands: the first in RECV, the others in slots after the notice. */
-static size_t slot(const struct peer *p, uint64_t k) { return k ? ctl(p) + SLOT * k : recv_at(p); }
+/* Where receive @k lands: the second (the peer's Send of SIZE octets) in RECV, the others in
+ * slots after the notice. */
+static size_t slot(const struct peer *p, uint64_t k) { return k == 1 ? recv_at(p) : ctl(p) + SLOT * (k + 1); }
 
 /* The octet at @i of step @step's payload (the same function as interop.rs). */
 static uint8_t pattern(uint32_t step, size_t i)
@@ -239,7 +244,7 @@ static void resources(struct peer *p, struct rdma_cm_id *id, uint8_t private[24]
 	if (!p->mr || !p->inv)
 		die("ibv_reg_mr: %s", strerror(errno));
 	for (int i = 0; i < RECVS; i++) {
-		struct ibv_sge sge = { (uintptr_t)p->buf + slot(p, i), i ? SLOT : (uint32_t)p->n, p->mr->lkey };
+		struct ibv_sge sge = { (uintptr_t)p->buf + slot(p, i), i == 1 ? (uint32_t)p->n : SLOT, p->mr->lkey };
 		struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
 
 		if (ibv_post_recv(id->qp, &wr, &bad))
@@ -458,7 +463,7 @@ static void finish(struct peer *p, const char *end)
 
 	if (!strcmp(end, "a-terminates")) {
 		expect_async(p, IBV_EVENT_QP_ACCESS_ERR);
-		tail_untouched(p, SLOT * RECVS);
+		tail_untouched(p, SLOT * (RECVS + 1));
 		ok("siw refused the peer's Write past our region (an access error event), nothing placed");
 	} else if (!strcmp(end, "b-terminates")) {
 		struct ibv_wc wc;
@@ -519,6 +524,14 @@ int main(int argc, char **argv)
 	else
 		dial(&p, argv[2], argv[3]);
 	ok("connected over %s; the peer's region has STag %#x", ibv_get_device_name(p.id->verbs->device), p.far.rkey);
+	if (argc == 7) {
+		notice(&p, 0);
+		await_notice(&p, 0);
+	} else {
+		await_notice(&p, 0);
+		notice(&p, 0);
+	}
+	ok("0: the initiator's notice first, then the responder's");
 
 	wc = wait_wc(p.rcq, IBV_WC_RECV, "step 1 receive");
 	if (wc.byte_len != p.n)

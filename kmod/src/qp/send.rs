@@ -160,7 +160,8 @@ impl QueuePair {
     }
 
     /// A Local Invalidate or a Fast Register: done on our regions now (EINVAL if the region
-    /// refuses), completed in its turn behind the work requests posted before it. It is done
+    /// refuses), completed behind the Sends and Writes posted before it (a queue entry without a
+    /// message; Reads and atomics complete when answered, fenced by nothing). It is done
     /// only once the queue has taken it, so a refused post changes nothing.
     fn post_local(&self, req: &PostSend, signaled: bool) -> Result {
         let op = if req.opcode == opcode::LOCAL_INVALIDATE { wc_opcode::LOCAL_INVALIDATE } else { wc_opcode::FAST_REGISTER };

@@ -866,7 +866,8 @@ pub(crate) fn local_errors() -> Check {
         f(&mut req);
         qp.post_send_raw(req)
     };
-    expect_errno("unknown opcode", raw(&|r| r.opcode = 9), libc::EINVAL)?;
+    expect_errno("unknown opcode", raw(&|r| r.opcode = libiwarp::abi::opcode::FAST_REGISTER + 1), libc::EINVAL)?;
+    expect_errno("a Local Invalidate with an SGE", raw(&|r| (r.opcode, r.invalidate) = (libiwarp::abi::opcode::LOCAL_INVALIDATE, ro.stag())), libc::EINVAL)?;
     expect_errno("five SGEs", raw(&|r| r.num_sge = 5), libc::EINVAL)?;
     expect_errno("unknown flag", raw(&|r| r.flags = 1 << 7), libc::EINVAL)?;
     expect_errno(
