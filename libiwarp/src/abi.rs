@@ -588,7 +588,8 @@ pub mod opcode {
     /// Fast Register (no entries): makes an invalid region of this QP's protection domain valid
     /// again as STag `rkey` (its index with a new, non-zero key), covering `compare_add` octets
     /// from address `remote_addr` (inside the buffer it pinned) with the [`super::access`] bits
-    /// in `swap`. Takes effect when posted and completes like a Local Invalidate.
+    /// in `swap`. Takes effect when posted and completes like a Local Invalidate (if the QP
+    /// ends before its turn, both are reported flushed although they took effect).
     pub const FAST_REGISTER: u32 = 10;
 }
 
