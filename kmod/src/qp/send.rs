@@ -69,10 +69,9 @@ impl QueuePair {
             // The peer did not agree to RFC 7306: it must never see these messages.
             return Err(eopnotsupp());
         }
-        let local = matches!(req.opcode, opcode::LOCAL_INVALIDATE | opcode::FAST_REGISTER);
         match req.opcode {
             opcode::READ | opcode::READ_WITH_INVALIDATE | opcode::FETCH_ADD | opcode::COMPARE_SWAP if solicited || inline => return Err(EINVAL),
-            _ if local && (solicited || inline || req.num_sge != 0) => return Err(EINVAL),
+            opcode::LOCAL_INVALIDATE | opcode::FAST_REGISTER if solicited || inline || req.num_sge != 0 => return Err(EINVAL),
             opcode::READ => return self.post_read(req, signaled, 0),
             opcode::READ_WITH_INVALIDATE => return self.post_read(req, signaled, req.invalidate),
             opcode::FETCH_ADD | opcode::COMPARE_SWAP => return self.post_atomic(req, signaled),

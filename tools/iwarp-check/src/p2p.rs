@@ -10,7 +10,7 @@
 //!                            then the initiator's whole ORD of Reads at once: all answered
 
 use super::wire::{frame, mpa_asking, receive_until, receiver, Collect, LOCAL};
-use super::{dial, ensure, listen, open, options, Check};
+use super::{dial, ensure, listen, open, options, small, Check};
 use crate::verbs::done;
 use iwarp_proto::markers::Markers;
 use iwarp_proto::mpa::frame::RtrTypes;
@@ -31,8 +31,7 @@ pub(crate) fn hold_serve(port: &str) -> Check {
     let dev = open()?;
     let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
     let cq = dev.create_cq(8).map_err(|e| e.to_string())?;
-    let mut qp =
-        dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 2, max_send_wr: 2, max_sge: 1, max_inline: 0 }).map_err(|e| e.to_string())?;
+    let mut qp = dev.create_qp(&small(&pd, &cq)).map_err(|e| e.to_string())?;
     let mut buf = vec![0u8; 64];
     buf[..HELD.len()].copy_from_slice(HELD);
     let mr = pd.register(&mut buf, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
@@ -91,8 +90,7 @@ pub(crate) fn read_burst_serve(port: &str) -> Check {
     let dev = open()?;
     let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
     let cq = dev.create_cq(8).map_err(|e| e.to_string())?;
-    let mut qp =
-        dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 2, max_send_wr: 2, max_sge: 1, max_inline: 0 }).map_err(|e| e.to_string())?;
+    let mut qp = dev.create_qp(&small(&pd, &cq)).map_err(|e| e.to_string())?;
     let mut src: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
     let mut bye = vec![0u8; 16];
     let mr = pd.register(&mut src, Access::LOCAL_WRITE | Access::REMOTE_READ).map_err(|e| e.to_string())?;

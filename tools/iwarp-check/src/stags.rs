@@ -15,7 +15,7 @@
 //!    places nothing, and both QPs end with that cause.
 
 use super::{dial, ensure, expect_errno, listen, open, options, Check};
-use crate::verbs::{done, expect_event, flushed, random, wait_ended};
+use crate::verbs::{done, expect_event, flushed, random, region, wait_ended};
 use iwarp_proto::terminate::Cause;
 use libiwarp::abi::{access, opcode, PostSend};
 use libiwarp::{Access, CompletionQueue, MemoryRegion, ProtectionDomain, QpEvent, QpInit, QpState, QueuePair, Remote, Role, SendOp, SendWr, Sge, WcOpcode};
@@ -27,11 +27,6 @@ const PAGE: std::ops::Range<usize> = 4096..8192;
 /// The Send B posts ahead of its Local Invalidate (a page or more: sent zero copy where the
 /// options allow, completing on acknowledgement).
 const AHEAD: usize = 8 << 10;
-
-fn region<'d>(pd: &'d ProtectionDomain<'d>, access: Access, len: usize) -> Result<MemoryRegion<'d>, String> {
-    let buf: &'static mut [u8] = Vec::leak(vec![0u8; len]);
-    pd.register(buf, access).map_err(|e| format!("register {len} octets: {e}"))
-}
 
 /// A connected QP with separate send and receive CQs, receives of `AHEAD` octets, and a
 /// control region.

@@ -52,7 +52,7 @@ struct Buffers<'d> {
 }
 
 /// A region of `len` zeroed bytes in `pd` (leaked: it lives as long as the process).
-fn region<'d>(pd: &'d ProtectionDomain<'d>, access: Access, len: usize) -> Result<MemoryRegion<'d>, String> {
+pub(crate) fn region<'d>(pd: &'d ProtectionDomain<'d>, access: Access, len: usize) -> Result<MemoryRegion<'d>, String> {
     let buf: &'static mut [u8] = Vec::leak(vec![0u8; len]);
     pd.register(buf, access).map_err(|e| format!("register {len} bytes: {e}"))
 }
