@@ -77,7 +77,7 @@ fn main() -> ExitCode {
 /// the interop tests' siw peer.
 fn build_guest_side(flavour: &str, module: bool) -> bool {
     (!module || script("build-kmod.sh", &[flavour]))
-        && cargo(&["build", "--release", "-p", "libiwarp", "-p", "iwarp-check", "-p", "iwarp-bench", "--bins", "--examples"])
+        && cargo(&["build", "--release", "-p", "libiwarp", "-p", "iwarp-check", "-p", "iwarp-bench", "-p", "wire-check", "--bins", "--examples"])
         && siw_peer()
 }
 
