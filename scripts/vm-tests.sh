@@ -158,25 +158,29 @@ capture() {
     CAPTURE_PID=$!
     for _ in $(seq 50); do grep -q "listening on" "$pcap.log" && break; sleep 0.1; done
 }
-# capture_end PID: stops the capture tcpdump PID makes (after a second for the last packets);
-# fails if tcpdump had stopped by itself at its packet bound.
-capture_end() {
+# checked PID FILE PORTS [OPTION...]: stops the capture tcpdump PID makes into FILE (half a
+# second after the test, for its last packets) and checks it with tools/wire-check (every FPDU
+# of every connection on PORTS, markers and CRCs, and Wireshark's dissectors on every segment
+# that holds whole FPDUs), passing OPTIONs on; --cut when tcpdump had stopped by itself at its
+# packet bound. IWARP_WIRE_KEEP=DIR keeps there the captures that fail.
+checked() {
+    local pid=$1 pcap=$2 ports=$3 cut= rc=0
+    shift 3
     sleep 0.5
-    kill "$1" 2>/dev/null
-    local running=$?
-    wait "$1"
-    return $running
-}
-# captured FILE PORTS NEED [SENDER SENDER-NEED]: ends the capture and checks it with
-# tools/wire-check (every FPDU of every connection on PORTS, markers and CRCs, and Wireshark's
-# dissectors on every segment that holds whole FPDUs): at least NEED % of the data segments
-# must hold whole FPDUs from their first octet, and SENDER-NEED % of those address SENDER sent.
-captured() {
-    local pcap=$1 rc=0 cut=
-    capture_end "$CAPTURE_PID" || cut=--cut
-    "$wirecheck" "$pcap" "$2" --aligned "$3" ${4:+--aligned-from "$4" "$5"} --tshark $cut || rc=1
+    kill "$pid" 2>/dev/null || cut=--cut
+    wait "$pid"
+    if ! "$wirecheck" "$pcap" "$ports" --tshark $cut "$@"; then
+        rc=1
+        [ -n "${IWARP_WIRE_KEEP:-}" ] && mkdir -p "$IWARP_WIRE_KEEP" && mv "$pcap" "$IWARP_WIRE_KEEP/"
+    fi
     rm -f "$pcap" "$pcap.log"
     return $rc
+}
+# captured FILE PORT NEED [SENDER SENDER-NEED]: checks the capture capture() began (checked
+# above); at least NEED % of the data segments must hold whole FPDUs from their first octet, and
+# SENDER-NEED % of those address SENDER sent.
+captured() {
+    checked "$CAPTURE_PID" "$1" "$2" --aligned "$3" ${4:+--aligned-from "$4" "$5"}
 }
 # On the wire, FPDUs start TCP segments: the bridge is captured while verbs rounds run with CRC
 # only. Aligned (aligned=1), at least WIRE_MIN % of the segments must hold whole FPDUs; the same
@@ -536,22 +540,16 @@ t() {
         return
     fi
     # In this shell (tests keep state here, and the last one ends the guests), output to a file.
-    local t0=$SECONDS pcap= wire_pid cut=
+    local t0=$SECONDS pcap= wire_pid
     if [ "$flavour" = release ] && ! [[ " ${WIRE_UNCHECKED[*]} " == *" $name "* ]]; then
-        pcap="$VM_DIR/test-$PORT.pcap"
+        pcap="$VM_DIR/$name.pcap"
         capture "$pcap" "tcp portrange $PORT-$((PORT + 9))" "$WIRE_PACKETS"
         wire_pid=$CAPTURE_PID
     fi
     "$@" >"$out"
     local status=$?
     if [ -n "$pcap" ]; then
-        capture_end "$wire_pid" || cut=--cut
-        if ! "$wirecheck" "$pcap" "$PORT-$((PORT + 9))" --tshark $cut >>"$out" 2>&1; then
-            status=1
-            # IWARP_WIRE_KEEP=DIR keeps the captures that failed, for a closer look.
-            [ -n "${IWARP_WIRE_KEEP:-}" ] && mkdir -p "$IWARP_WIRE_KEEP" && mv "$pcap" "$IWARP_WIRE_KEEP/$name.pcap"
-        fi
-        rm -f "$pcap" "$pcap.log"
+        checked "$wire_pid" "$pcap" "$PORT-$((PORT + 9))" >>"$out" 2>&1 || status=1
     fi
     sed 's/^/# /' "$out"
     echo "# took $((SECONDS - t0)) s"

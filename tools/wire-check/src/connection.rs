@@ -4,7 +4,7 @@
 
 use crate::capture::{Flow, Segment};
 use crate::ddp::Queues;
-use crate::mpa::{self, Framing, Parsed, Walk};
+use crate::mpa::{self, Fpdu, Framing, Parsed, Walk};
 use crate::reassembly::{self, End, Stream};
 
 /// One direction after the exchange.
@@ -80,15 +80,15 @@ pub fn decode(segments: &[Segment], flow: Flow) -> Result<Connection, String> {
 
 impl Direction {
     /// The data segments after the exchange, up to the end of the last whole FPDU, each with
-    /// the number of FPDUs it holds whole (None: it starts or ends inside one).
-    pub fn segments(&self) -> impl Iterator<Item = (&reassembly::Piece, Option<usize>)> {
+    /// the FPDUs it holds whole (None: it starts or ends inside one).
+    pub fn segments(&self) -> impl Iterator<Item = (&reassembly::Piece, Option<&[Fpdu]>)> {
         let fpdus = &self.walk.fpdus;
         let end = fpdus.last().map_or(self.start, |f| f.end);
         self.stream.pieces.iter().filter(move |p| p.start >= self.start && p.start + p.len <= end).map(move |p| {
             let i = fpdus.partition_point(|f| f.begin < p.start);
             let j = fpdus.partition_point(|f| f.end < p.start + p.len);
             let whole = i < fpdus.len() && fpdus[i].begin == p.start && j < fpdus.len() && fpdus[j].end == p.start + p.len;
-            (p, whole.then(|| j - i + 1))
+            (p, whole.then(|| &fpdus[i..=j]))
         })
     }
 }

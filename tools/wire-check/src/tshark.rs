@@ -9,6 +9,8 @@
 //! segments holding several (1,838 of 1,973 segments holding whole FPDUs in one test), and
 //! even in segments holding one it misreads a few FPDUs (a bad CRC, or none found) that our
 //! decoder and the receiving stack found whole with good CRCs. Our decoder checks every marker.
+//!
+//! WIRE_CHECK_KEEP=1 in the environment keeps the subset (PCAP.whole-fpdus) for a closer look.
 
 use std::fs;
 use std::process::Command;
@@ -36,10 +38,9 @@ pub fn check(pcap: &str, cap: &Capture, conns: &[&[Direction; 2]], rep: &mut Rep
         for (k, d) in dirs.iter().enumerate() {
             handshake.extend(d.stream.pieces.iter().filter(|p| p.start < d.start).map(|p| p.segment));
             let mut seen = std::collections::HashSet::new();
-            for (p, n) in d.segments() {
-                let (Some(_), true) = (n, seen.insert(p.start)) else { continue };
-                let i = d.walk.fpdus.partition_point(|f| f.begin < p.start);
-                let lens: Vec<u16> = d.walk.fpdus[i..].iter().take_while(|f| f.end <= p.start + p.len).map(|f| f.ulpdu_len).collect();
+            for (p, whole) in d.segments() {
+                let (Some(fpdus), true) = (whole, seen.insert(p.start)) else { continue };
+                let lens = fpdus.iter().map(|f| f.ulpdu_len).collect();
                 data.push(((c, k, p.start), p.segment, lens, d.framing));
             }
         }
