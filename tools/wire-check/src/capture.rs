@@ -79,7 +79,11 @@ pub fn read(path: &str, ports: &RangeInclusive<u16>) -> Result<Capture, String> 
     };
     let word = |b: &[u8]| {
         let w: [u8; 4] = b[..4].try_into().unwrap();
-        if little { u32::from_le_bytes(w) } else { u32::from_be_bytes(w) }
+        if little {
+            u32::from_le_bytes(w)
+        } else {
+            u32::from_be_bytes(w)
+        }
     };
     if word(&bytes[20..24]) != ETHERNET {
         return Err(format!("{path}: not an Ethernet capture"));
@@ -154,9 +158,7 @@ fn tcp(frame: &[u8]) -> Option<(Flow, u32, u8, Range<usize>)> {
     if end > frame.len() || data > end {
         return None;
     }
-    let flow = Flow {
-        src: Endpoint { addr: src, port: u16::from_be_bytes([h[0], h[1]]) },
-        dst: Endpoint { addr: dst, port: u16::from_be_bytes([h[2], h[3]]) },
-    };
+    let flow =
+        Flow { src: Endpoint { addr: src, port: u16::from_be_bytes([h[0], h[1]]) }, dst: Endpoint { addr: dst, port: u16::from_be_bytes([h[2], h[3]]) } };
     Some((flow, u32::from_be_bytes([h[4], h[5], h[6], h[7]]), h[13], data..end))
 }

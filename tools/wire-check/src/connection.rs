@@ -22,9 +22,14 @@ pub enum Connection {
     Other,
     /// The exchange did not finish (a frame cut short, no Reply): nothing to walk.
     Unfinished(String),
-    Rejected { rev: u8 },
+    Rejected {
+        rev: u8,
+    },
     /// Full operation: the initiator's direction first.
-    Full { rev: u8, dirs: [Direction; 2] },
+    Full {
+        rev: u8,
+        dirs: [Direction; 2],
+    },
 }
 
 /// Reads the connection whose TCP opener sent `flow`; Err names what breaks the RFCs.
@@ -33,7 +38,13 @@ pub fn decode(segments: &[Segment], flow: Flow) -> Result<Connection, String> {
         return Ok(Connection::Other);
     };
     let starts = |s: &Stream| !s.data.is_empty() && s.data[..s.data.len().min(16)] == mpa::REQUEST_KEY[..s.data.len().min(16)];
-    let (init, resp) = if starts(&a) { (a, b) } else if starts(&b) { (b, a) } else { return Ok(Connection::Other) };
+    let (init, resp) = if starts(&a) {
+        (a, b)
+    } else if starts(&b) {
+        (b, a)
+    } else {
+        return Ok(Connection::Other);
+    };
     let request = match mpa::frame(&init.data, true).map_err(|e| format!("MPA Request: {e}"))? {
         Parsed::Whole(f) => f,
         _ => return Ok(Connection::Unfinished("the MPA Request was cut short".into())),

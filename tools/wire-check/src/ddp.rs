@@ -11,11 +11,11 @@ const READ_REQUEST_LEN: usize = 28;
 /// The untagged queue each RDMAP opcode uses (RFC 5040 5.1, RFC 7306 9); None: tagged.
 fn queue(opcode: u8) -> Option<u32> {
     match opcode {
-        0 | 2 => None,               // Write, Read Response
-        3..=6 | 8 | 9 => Some(0),    // Sends, Immediate Data
-        1 | 10 => Some(1),           // Read Request, Atomic Request
-        7 => Some(2),                // Terminate
-        _ => Some(3),                // Atomic Response (11)
+        0 | 2 => None,            // Write, Read Response
+        3..=6 | 8 | 9 => Some(0), // Sends, Immediate Data
+        1 | 10 => Some(1),        // Read Request, Atomic Request
+        7 => Some(2),             // Terminate
+        _ => Some(3),             // Atomic Response (11)
     }
 }
 

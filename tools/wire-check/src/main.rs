@@ -11,6 +11,7 @@
 //!   --aligned-from IP PCT  ... and of those IP sent, PCT %
 //!   --tshark               Wireshark's verdict on the segments that hold whole FPDUs
 //!   --cut                  the capture may have stopped at its packet bound mid-stream
+//!   --connections N        at least N iWARP connections reached full operation
 //! Exits 1 on any violation or a threshold missed, 2 on bad usage or an unreadable file.
 
 mod capture;
@@ -34,6 +35,7 @@ struct Options {
     aligned_from: Option<(IpAddr, f64)>,
     tshark: bool,
     cut: bool,
+    connections: u64,
 }
 
 fn options() -> Result<Options, String> {
@@ -45,7 +47,7 @@ fn options() -> Result<Options, String> {
         None => port(ports)?..=port(ports)?,
     };
     let pct = |p: Option<&String>| p.and_then(|p| p.parse::<f64>().ok()).ok_or("a percentage expected");
-    let mut o = Options { pcap: pcap.clone(), ports, aligned: None, aligned_from: None, tshark: false, cut: false };
+    let mut o = Options { pcap: pcap.clone(), ports, aligned: None, aligned_from: None, tshark: false, cut: false, connections: 0 };
     let mut it = rest.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -56,6 +58,7 @@ fn options() -> Result<Options, String> {
             }
             "--tshark" => o.tshark = true,
             "--cut" => o.cut = true,
+            "--connections" => o.connections = it.next().and_then(|n| n.parse().ok()).ok_or("a number of connections expected")?,
             _ => return Err(format!("unknown option {a}")),
         }
     }
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         rep.connection(c, o.cut);
     }
     rep.summary(&o.pcap, cap.frames, cap.segments.len());
+    rep.connections(o.connections);
     rep.thresholds(o.aligned, o.aligned_from);
     if o.tshark {
         let full: Vec<_> = conns.iter().filter_map(|c| if let Connection::Full { dirs, .. } = c { Some(dirs) } else { None }).collect();
@@ -97,7 +101,11 @@ fn main() -> ExitCode {
             rep.fail(e);
         }
     }
-    if rep.failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    if rep.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
-const USAGE: &str = "usage: wire-check PCAP LOW-PORT[-HIGH-PORT] [--aligned PCT] [--aligned-from IP PCT] [--tshark] [--cut]";
+const USAGE: &str = "usage: wire-check PCAP LOW-PORT[-HIGH-PORT] [--aligned PCT] [--aligned-from IP PCT] [--tshark] [--cut] [--connections N]";

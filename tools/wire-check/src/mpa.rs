@@ -114,11 +114,7 @@ impl Cursor<'_> {
             if n == 0 {
                 return first;
             }
-            let next_marker = if self.markers {
-                self.start + ((self.pos - self.start) / MARKER_INTERVAL + 1) * MARKER_INTERVAL
-            } else {
-                u64::MAX
-            };
+            let next_marker = if self.markers { self.start + ((self.pos - self.start) / MARKER_INTERVAL + 1) * MARKER_INTERVAL } else { u64::MAX };
             let run = (n as u64).min(next_marker - self.pos) as usize;
             out.extend_from_slice(self.data.get(self.pos as usize..self.pos as usize + run)?);
             self.pos += run as u64;

@@ -41,14 +41,7 @@ pub fn stream(segments: &[Segment], flow: Flow) -> Option<Stream> {
     let syn = segments.iter().find(|s| s.flow == flow && s.syn)?;
     let first = syn.seq.wrapping_add(1);
     let offset = |seq: u32| seq.wrapping_sub(first) as u64;
-    let mut s = Stream {
-        flow,
-        data: Vec::new(),
-        pieces: Vec::new(),
-        end: End::Open,
-        beyond_hole: 0,
-        conflicts: 0,
-    };
+    let mut s = Stream { flow, data: Vec::new(), pieces: Vec::new(), end: End::Open, beyond_hole: 0, conflicts: 0 };
     for (i, seg) in segments.iter().enumerate().filter(|(_, seg)| seg.flow == flow && !seg.syn) {
         let len = seg.payload.len() as u64;
         if len > 0 {

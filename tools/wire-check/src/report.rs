@@ -7,9 +7,18 @@ use crate::connection::{Connection, Direction};
 use crate::reassembly::End;
 
 const OPCODES: [&str; 12] = [
-    "Write", "Read Request", "Read Response", "Send", "Send with Invalidate", "Send with SE",
-    "Send with SE and Invalidate", "Terminate", "Immediate Data", "Immediate Data with SE",
-    "Atomic Request", "Atomic Response",
+    "Write",
+    "Read Request",
+    "Read Response",
+    "Send",
+    "Send with Invalidate",
+    "Send with SE",
+    "Send with SE and Invalidate",
+    "Terminate",
+    "Immediate Data",
+    "Immediate Data with SE",
+    "Atomic Request",
+    "Atomic Response",
 ];
 
 #[derive(Default)]
@@ -65,8 +74,7 @@ impl Report {
         self.fpdus += w.fpdus.len() as u64;
         self.markers += w.markers;
         self.crcs += w.crcs;
-        let messages: Vec<String> =
-            d.queues.messages.iter().zip(OPCODES).filter(|(n, _)| **n > 0).map(|(n, op)| format!("{n} {op}")).collect();
+        let messages: Vec<String> = d.queues.messages.iter().zip(OPCODES).filter(|(n, _)| **n > 0).map(|(n, op)| format!("{n} {op}")).collect();
         let end = match d.stream.end {
             End::Open => "open at the capture's end",
             End::Fin(_) => "closed",
@@ -99,6 +107,14 @@ impl Report {
         );
     }
 
+    /// Holds the capture to at least `min` iWARP connections in full operation: a test that
+    /// moves data must show some, or the check would pass on an empty capture.
+    pub fn connections(&mut self, min: u64) {
+        if self.full < min {
+            self.fail(format!("{} iWARP connections in full operation, at least {min} expected", self.full));
+        }
+    }
+
     /// Holds the share of segments holding whole FPDUs to `all` %, and that of one sender to
     /// its own.
     pub fn thresholds(&mut self, all: Option<f64>, one: Option<(IpAddr, f64)>) {
@@ -119,5 +135,9 @@ impl Report {
 }
 
 fn share(all: u64, some: u64) -> f64 {
-    if all == 0 { 0.0 } else { 100.0 * some as f64 / all as f64 }
+    if all == 0 {
+        0.0
+    } else {
+        100.0 * some as f64 / all as f64
+    }
 }

@@ -19,7 +19,6 @@ use crate::capture::Capture;
 use crate::connection::Direction;
 use crate::report::Report;
 
-
 /// What one frame of the subset must show.
 struct Expect {
     frame: usize,
@@ -130,7 +129,11 @@ fn verdicts(tree: &str) -> Vec<Verdict> {
         if let Some(len) = line.strip_prefix("ULPDU length: ").and_then(|l| l.strip_suffix(" bytes")) {
             v.ulpdu_lens.extend(len.parse::<u16>().ok());
         } else if line.starts_with("CRC check: ") {
-            if line.ends_with("(Good CRC32)") { v.good_crcs += 1 } else { v.bad_crcs += 1 }
+            if line.ends_with("(Good CRC32)") {
+                v.good_crcs += 1
+            } else {
+                v.bad_crcs += 1
+            }
         } else if line.starts_with("[Expert Info (Error/") {
             v.errors.push(line.to_string());
         }
