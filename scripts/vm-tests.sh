@@ -405,9 +405,10 @@ tests() {
     # Peer-to-peer mode (RFC 6581): the responder picks a Send RTR, the one both allow.
     t qp-p2p-rtr-negotiated qp_pair "markers=0,crc=1,rev=2,pd=B2,rtr=sw" "rev=2,crc=1,rx_markers=0,tx_markers=0,peer=A2,rtr=s" \
         "markers=0,crc=1,rev=2,pd=A2,rtr=rs" "rev=2,crc=1,rx_markers=0,tx_markers=0,peer=B2,rtr=s"
-    # A responder in peer-to-peer mode holds what it sends until the initiator's RTR, which a
-    # user-level initiator sends 3 s late.
-    t qp-p2p-responder-waits-for-the-rtr vm_pair B "$check p2p-hold-serve $PORT" A "$check p2p-late-rtr $B $PORT"
+    # A responder holds what it sends until the initiator's first FPDU (RFC 5044 7.1.2), which a
+    # user-level initiator sends 3 s late: a Send, or in peer-to-peer mode its RTR.
+    t qp-responder-waits-for-the-first-fpdu vm_pair B "$check hold-serve $PORT send" A "$check late-first $B $PORT send"
+    t qp-p2p-responder-waits-for-the-rtr vm_pair B "$check hold-serve $PORT rtr" A "$check late-first $B $PORT rtr"
     # A Read RTR is a Read beyond the ORD: the whole ORD of Reads may follow it at once.
     t qp-p2p-read-rtr-then-a-full-ord vm_pair B "$check p2p-read-burst-serve $PORT" A "$check p2p-read-burst $B $PORT"
     t qp-garbage-peer-refused bad_peer "" EPROTO garbage

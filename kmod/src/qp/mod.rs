@@ -161,8 +161,9 @@ pub(crate) struct QueuePair {
     sock: SetOnce<TcpSocket>,
     /// Copy every payload before sending (set when connected).
     copy_send: AtomicBool,
-    /// A peer-to-peer responder sends nothing until the initiator's RTR arrived (RFC 6581).
-    awaiting_rtr: AtomicBool,
+    /// A responder sends no FPDU before it received and validated one (RFC 5044 section 7.1.2);
+    /// in peer-to-peer mode that first FPDU is the initiator's RTR (RFC 6581).
+    awaiting_peer: AtomicBool,
     mrs: Arc<SpinLockBh<MrTable>>,
     /// The context's asynchronous events.
     events: Arc<SpinLockBh<AsyncEvents>>,
@@ -206,7 +207,7 @@ impl QueuePair {
                 max_inline: limits.max_inline,
                 sock: SetOnce::new(),
                 copy_send: AtomicBool::new(false),
-                awaiting_rtr: AtomicBool::new(false),
+                awaiting_peer: AtomicBool::new(false),
                 mrs,
                 events,
                 send_cq: send_cq.attach(),
@@ -273,7 +274,7 @@ impl QueuePair {
             return Err(EINVAL);
         }
         self.copy_send.store(opts.copy_send, Ordering::Relaxed);
-        self.awaiting_rtr.store(expect_rtr.is_some(), Ordering::Release);
+        self.awaiting_peer.store(!est.initiator, Ordering::Release);
         // The send side first (lock order); posting stays refused until the phase changes.
         *self.tx.lock() = Some(tx);
         let mut rx = self.rx.lock();
@@ -286,9 +287,10 @@ impl QueuePair {
         Ok(())
     }
 
-    /// The peer-to-peer RTR arrived: what was held may go (the transmit work sends it).
-    pub(super) fn rtr_arrived(&self) {
-        self.awaiting_rtr.store(false, Ordering::Release);
+    /// The peer's first FPDU was received and valid: what a responder held may go. Returns
+    /// whether anything was held (the transmit work then sends it).
+    pub(super) fn peer_spoke(&self) -> bool {
+        self.awaiting_peer.swap(false, Ordering::AcqRel)
     }
 
     /// The protection domain.

@@ -300,8 +300,9 @@ impl QueuePair {
     /// everything was sent that could be); the caller fails the QP once it released the send
     /// side.
     pub(super) fn pump(&self, side: &mut TxSide) -> Result<(), QpError> {
-        if self.awaiting_rtr.load(Ordering::Acquire) {
-            // A peer-to-peer responder before the initiator's RTR: everything waits for it.
+        if self.awaiting_peer.load(Ordering::Acquire) {
+            // A responder before the initiator's first FPDU (its RTR in peer-to-peer mode):
+            // everything waits for it.
             return Ok(());
         }
         let sock = self.socket()?;

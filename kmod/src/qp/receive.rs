@@ -74,7 +74,7 @@ pub(crate) struct Queues {
     pub(super) requests: Fifo<PeerRequest>,
     /// The peer's Reads we answer at once (the IRD settled by MPA).
     ird: usize,
-    /// The peer-to-peer RTR arrived: the transmit work sends what waited for it.
+    /// A responder received its first FPDU: the transmit work sends what waited for it.
     resume_tx: bool,
     /// Our Reads outstanding at once: the Read queue, capped by the settled ORD.
     pub(super) max_reads: usize,
@@ -361,8 +361,6 @@ impl Sink for Placer<'_> {
                 if rtr == Rtr::Send {
                     self.q.next_recv_msn = self.q.next_recv_msn.wrapping_add(1);
                 }
-                self.qp.rtr_arrived();
-                self.q.resume_tx = true;
             }
             // Writes complete nothing at the data sink.
             Event::Write { .. } => {}
@@ -498,6 +496,10 @@ impl QueuePair {
                 -1
             }
             Ok(n) => {
+                if *consumed == 0 && n > 0 && self.peer_spoke() {
+                    // The first FPDU, valid: a responder's held sends go now.
+                    sink.q.resume_tx = true;
+                }
                 *consumed += n;
                 n as isize
             }

@@ -72,7 +72,7 @@ struct Reader {
 
 impl Reader {
     /// Connects, settles MPA asking for as deep an ORD as it carries (we get the module's IRD),
-    /// and waits for the module's go-ahead.
+    /// sends its first FPDU ([`crate::wire::hello`]) and waits for the module's go-ahead.
     fn connect(host: &str, port: &str) -> Result<Reader, String> {
         let mut s = dial(host, port)?;
         s.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -81,7 +81,9 @@ impl Reader {
         let depth = conn.ord as usize;
         let src = Remote::from_bytes(peer_private.get(Remote::LEN..).unwrap_or(&[])).ok_or("no source region advertised by the module's side")?;
         let tx_marks = if conn.tx_markers { Markers::RFC } else { Markers::NONE };
-        let t = Transmitter::new(tx::Config { markers: tx_marks, crc: conn.crc, mulpdu: iwarp_proto::markers::mulpdu(1448, tx_marks) });
+        let mut t = Transmitter::new(tx::Config { markers: tx_marks, crc: conn.crc, mulpdu: iwarp_proto::markers::mulpdu(1448, tx_marks) });
+        let dst = Remote::from_bytes(&peer_private).ok_or("no target region advertised by the module's side")?;
+        crate::wire::hello(&mut s, &mut t, dst)?;
         let mut r = Reader {
             s,
             t,

@@ -72,8 +72,9 @@
 //!                    side disconnects or makes the other send a Terminate, work still posted
 //!   interop-refused HOST PORT / interop-refuse PORT   siw rejects us, we reject siw, each
 //!                    with private data the other must get
-//!   p2p-hold-serve PORT / p2p-late-rtr HOST PORT   peer-to-peer mode: the module's responder
-//!                    holds a posted Send until a user-level initiator's late RTR (src/p2p.rs)
+//!   hold-serve PORT FIRST / late-first HOST PORT FIRST   the module's responder holds a posted
+//!                    Send until a user-level initiator's late first FPDU: its RTR (FIRST `rtr`,
+//!                    peer-to-peer mode) or its Send (FIRST `send`) (src/p2p.rs)
 //!   p2p-read-burst-serve PORT / p2p-read-burst HOST PORT   a Read RTR, then a full ORD of Reads
 //!   rping-serve PORT SIZE COUNT OPTS / rping-connect HOST PORT SIZE COUNT OPTS   rping's
 //!                    protocol (src/rping.rs), with Linux's rping on siw as the peer
@@ -185,8 +186,8 @@ fn main() -> ExitCode {
             (Some(size), Some(count)) => rping::connect(&args[1], &args[2], size, count as u64, &args[5]),
             _ => Err("SIZE COUNT".into()),
         },
-        Some("p2p-hold-serve") if args.len() == 2 => p2p::hold_serve(&args[1]),
-        Some("p2p-late-rtr") if args.len() == 3 => p2p::late_rtr(&args[1], &args[2]),
+        Some("hold-serve") if args.len() == 3 => p2p::First::parse(&args[2]).and_then(|f| p2p::hold_serve(&args[1], f)),
+        Some("late-first") if args.len() == 4 => p2p::First::parse(&args[3]).and_then(|f| p2p::late_first(&args[1], &args[2], f)),
         Some("p2p-read-burst-serve") if args.len() == 2 => p2p::read_burst_serve(&args[1]),
         Some("p2p-read-burst") if args.len() == 3 => p2p::read_burst(&args[1], &args[2]),
         Some("interop-refused") if args.len() == 3 => interop::refused(&args[1], &args[2]),

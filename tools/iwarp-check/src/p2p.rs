@@ -1,11 +1,15 @@
-//! Peer-to-peer mode (RFC 6581): a responder sends nothing until the initiator's
-//! ready-to-receive (RTR) message arrived. The initiator here is a user-level peer built on the
-//! protocol core, so it can hold its RTR back, which the module never does.
+//! A responder sends nothing until the initiator's first FPDU arrived (RFC 5044 section
+//! 7.1.2); in peer-to-peer mode (RFC 6581) that FPDU is the ready-to-receive (RTR) message. The
+//! initiator here is a user-level peer built on the protocol core, so it can hold its first FPDU
+//! back, which the module never does.
 //!
-//!   p2p-hold-serve PORT      (the module, responder) posts a Send at once: it must not complete
-//!                            before the RTR, then must arrive; then takes the peer's Send
-//!   p2p-late-rtr HOST PORT   (user level, initiator) hears nothing for 3 s, sends a Write RTR,
-//!                            then gets the responder's Send and answers with its own
+//!   hold-serve PORT FIRST    (the module, responder) posts a Send at once: it must not complete
+//!                            before the initiator's first FPDU, then must arrive; and takes the
+//!                            peer's Send. FIRST: `rtr` (peer-to-peer, a Write RTR) or `send`
+//!                            (no peer-to-peer mode: the peer's Send is its first FPDU)
+//!   late-first HOST PORT FIRST   (user level, initiator) hears nothing for 3 s, sends its RTR
+//!                            (then gets the responder's Send and answers with its own) or its
+//!                            Send (then gets the responder's)
 //!   p2p-read-burst-serve PORT / p2p-read-burst HOST PORT   (the module both sides) a Read RTR,
 //!                            then the initiator's whole ORD of Reads at once: all answered
 
@@ -26,8 +30,27 @@ const BYE: &[u8] = b"bye";
 /// third of it.
 const HOLD: Duration = Duration::from_secs(3);
 
-/// `p2p-hold-serve PORT`.
-pub(crate) fn hold_serve(port: &str) -> Check {
+/// What the initiator sends first.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum First {
+    /// Peer-to-peer mode: a zero-length Write as its RTR, then its Send after the responder's.
+    Rtr,
+    /// No peer-to-peer mode: its Send, before the responder's.
+    Send,
+}
+
+impl First {
+    pub(crate) fn parse(s: &str) -> Result<First, String> {
+        match s {
+            "rtr" => Ok(First::Rtr),
+            "send" => Ok(First::Send),
+            _ => Err(format!("FIRST is rtr or send, not {s:?}")),
+        }
+    }
+}
+
+/// `hold-serve PORT FIRST`.
+pub(crate) fn hold_serve(port: &str, first: First) -> Check {
     let dev = open()?;
     let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
     let cq = dev.create_cq(8).map_err(|e| e.to_string())?;
@@ -36,45 +59,70 @@ pub(crate) fn hold_serve(port: &str) -> Check {
     buf[..HELD.len()].copy_from_slice(HELD);
     let mr = pd.register(&mut buf, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
     qp.post_recv(1, &[mr.sge(32..64)]).map_err(|e| e.to_string())?;
-    let got = qp.adopt(listen(port)?, &options(Role::Responder, "markers=0,crc=1,rev=2,rtr=w")?).map_err(|e| format!("adopt: {e}"))?;
-    ensure(got.rtr.write, format!("B: peer-to-peer mode with a Write RTR ({:?})", got.rtr))?;
+    let opts = if first == First::Rtr { "markers=0,crc=1,rev=2,rtr=w" } else { "markers=0,crc=1,rev=2" };
+    let got = qp.adopt(listen(port)?, &options(Role::Responder, opts)?).map_err(|e| format!("adopt: {e}"))?;
+    let p2p = got.rtr != libiwarp::RtrTypes::NONE;
+    ensure(p2p == (first == First::Rtr) && (!p2p || got.rtr.write), format!("B: peer-to-peer mode {p2p} ({:?})", got.rtr))?;
     qp.post_send(&SendWr { wr_id: 2, op: SendOp::Send { solicited: false }, sge: &[mr.sge(0..HELD.len())], signaled: true })
         .map_err(|e| format!("post Send: {e}"))?;
     let early = cq.wait_one(HOLD / 3).map_err(|e| e.to_string())?;
-    ensure(early.is_none(), format!("B: our Send is held while the RTR has not come ({early:?})"))?;
+    ensure(early.is_none(), format!("B: our Send is held while the initiator has sent nothing ({early:?})"))?;
+    let heard = |cq| -> Check {
+        let wc = done(cq, WcOpcode::Recv)?;
+        ensure(&mr.as_slice()[32..32 + wc.byte_len as usize] == BYE, "B: the initiator's Send arrived intact")
+    };
+    if first == First::Send {
+        heard(&cq)?;
+    }
     let wc = done(&cq, WcOpcode::Send)?;
-    ensure(wc.wr_id == 2, "B: our Send went once the RTR came")?;
-    let wc = done(&cq, WcOpcode::Recv)?;
-    ensure(&mr.as_slice()[32..32 + wc.byte_len as usize] == BYE, "B: the initiator's Send after its RTR arrived intact")
+    ensure(wc.wr_id == 2, "B: our Send went once the initiator's first FPDU came")?;
+    if first == First::Rtr {
+        heard(&cq)?;
+    }
+    Ok(())
 }
 
-/// `p2p-late-rtr HOST PORT`.
-pub(crate) fn late_rtr(host: &str, port: &str) -> Check {
+/// `late-first HOST PORT FIRST`.
+pub(crate) fn late_first(host: &str, port: &str, first: First) -> Check {
     let mut s = dial(host, port)?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
-    let local = iwarp_proto::mpa::negotiate::Local { markers: false, p2p: true, rtr: RtrTypes { write: true, ..RtrTypes::default() }, ..LOCAL };
+    let p2p = first == First::Rtr;
+    let rtr = RtrTypes { write: p2p, ..RtrTypes::default() };
+    let local = iwarp_proto::mpa::negotiate::Local { markers: false, p2p, rtr, ..LOCAL };
     let (conn, _) = mpa_asking(&mut s, local)?;
-    ensure(conn.rtr == Some(iwarp_proto::mpa::negotiate::Rtr::Write), format!("A: the responder picked the Write RTR ({:?})", conn.rtr))?;
+    let want = p2p.then_some(iwarp_proto::mpa::negotiate::Rtr::Write);
+    ensure(conn.rtr == want, format!("A: the responder settled the RTR {:?} ({want:?} asked)", conn.rtr))?;
     s.set_read_timeout(Some(HOLD)).map_err(|e| e.to_string())?;
     let mut one = [0u8; 1];
     match s.read(&mut one) {
-        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => println!("ok: A: nothing from the responder for {HOLD:?} before our RTR"),
-        other => return Err(format!("A: the responder sent before our RTR ({other:?})")),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            println!("ok: A: nothing from the responder for {HOLD:?} before our first FPDU")
+        }
+        other => return Err(format!("A: the responder sent before our first FPDU ({other:?})")),
     }
     let mut t = Transmitter::new(tx::Config { markers: if conn.tx_markers { Markers::RFC } else { Markers::NONE }, crc: conn.crc, mulpdu: 1400 });
-    let mut wire = Vec::new();
-    frame(&mut t, &mut wire, Message::Write { stag: 0, to: 0 }, &[])?;
-    s.write_all(&wire).map_err(|e| format!("send the RTR: {e}"))?;
+    let send = |t: &mut Transmitter, s: &mut std::net::TcpStream| -> Check {
+        let mut wire = Vec::new();
+        frame(t, &mut wire, Message::Send { solicited: false, invalidate: None }, BYE)?;
+        s.write_all(&wire).map_err(|e| format!("send: {e}"))
+    };
+    if p2p {
+        let mut wire = Vec::new();
+        frame(&mut t, &mut wire, Message::Write { stag: 0, to: 0 }, &[])?;
+        s.write_all(&wire).map_err(|e| format!("send the RTR: {e}"))?;
+    } else {
+        send(&mut t, &mut s)?;
+    }
     s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
     let (mut rx, mut sink, mut pending) = (receiver(&conn), Collect(Vec::new()), Vec::new());
     receive_until(&mut s, &mut rx, &mut sink, &mut pending, 1)?;
     ensure(
         matches!(sink.0[..], [Event::Send { len, .. }] if len as usize == HELD.len()),
-        format!("A: the responder's Send came after our RTR ({:?})", sink.0),
+        format!("A: the responder's Send came after our first FPDU ({:?})", sink.0),
     )?;
-    let mut wire = Vec::new();
-    frame(&mut t, &mut wire, Message::Send { solicited: false, invalidate: None }, BYE)?;
-    s.write_all(&wire).map_err(|e| format!("send: {e}"))?;
+    if p2p {
+        send(&mut t, &mut s)?;
+    }
     // Wait for the responder to close, so our Send is not cut off by our leaving.
     let mut rest = [0u8; 256];
     while matches!(s.read(&mut rest), Ok(n) if n > 0) {}

@@ -128,6 +128,19 @@ impl Session<'_> {
         Ok((wc, a, b))
     }
 
+    /// The initiator's first message: a responder sends nothing before it received one (RFC
+    /// 5044 section 7.1.2), and these tests have the responder speak first. A zero-length Read
+    /// of the peer's source takes none of its receives and changes no region.
+    fn hello(&self) -> Check {
+        let sge = [self.b.sink.sge(0..0)];
+        self.qp.post_send(&SendWr { wr_id: 0, op: SendOp::Read(self.peer_src), sge: &sge, signaled: true }).map_err(|e| format!("post hello Read: {e}"))?;
+        let wc = done(self.scq, WcOpcode::RdmaRead)?;
+        match wc.byte_len {
+            0 => Ok(()),
+            n => Err(format!("A: the zero-length hello Read completed with {n} octets")),
+        }
+    }
+
     /// RDMA Reads `n` bytes of the peer's source into the sink and compares with `want`.
     fn read_and_check(&self, n: usize, want: &[u8], what: &str) -> Check {
         let sge = [self.b.sink.sge(0..n)];
@@ -191,6 +204,9 @@ fn connect<'d>(
     let got = (p.rx_marker_interval, p.tx_marker_interval);
     ensure(got == (want(n.rx_markers), want(n.tx_markers)), format!("marker intervals in/out {got:?} (asked {asked})"))?;
     (s.peer_dst, s.peer_src) = peer_regions(&n.peer_private)?;
+    if role == Role::Initiator {
+        s.hello()?;
+    }
     Ok(s)
 }
 

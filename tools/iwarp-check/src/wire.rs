@@ -100,6 +100,16 @@ pub(crate) fn frame(t: &mut Transmitter, wire: &mut Vec<u8>, msg: Message, paylo
     Ok(())
 }
 
+/// The initiator's first FPDU, sent before it waits for the module's go-ahead: a responder sends
+/// nothing until it has one (RFC 5044 section 7.1.2). A zero-length Write to `dst`, where the
+/// module's side lets us write, takes none of its receives and places nothing (its STag is
+/// checked all the same, so it must be real).
+pub(crate) fn hello(s: &mut TcpStream, t: &mut Transmitter, dst: Remote) -> Check {
+    let mut wire = Vec::new();
+    frame(t, &mut wire, Message::Write { stag: dst.rkey, to: dst.addr }, &[])?;
+    s.write_all(&wire).map_err(|e| format!("send the first FPDU: {e}"))
+}
+
 /// The broken bytes of `case`, framed by `t`; `dst` is where the module's side lets us write.
 fn broken(case: &str, t: &mut Transmitter, dst: Remote) -> Result<Vec<u8>, String> {
     let mut wire = Vec::new();
@@ -142,7 +152,8 @@ pub(crate) fn respond(s: &mut TcpStream, private: &[u8]) -> Result<Connection, S
     connected(&h)
 }
 
-/// Guest A: connects, completes MPA, waits for the module's go-ahead, then sends what `case`
+/// Guest A: connects, completes MPA, sends its [`hello`], waits for the module's go-ahead, then
+/// sends what `case`
 /// breaks (a Send whose CRC does not match; a Send with Invalidate of a foreign STag followed by
 /// a Write and a Send) in one write; the module's Terminate must arrive, with the expected
 /// cause, and then the connection must end.
@@ -153,6 +164,7 @@ pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
     let dst = Remote::from_bytes(&peer_private).ok_or("no region advertised by the module's side")?;
     let tx_marks = if conn.tx_markers { Markers::RFC } else { Markers::NONE };
     let mut t = Transmitter::new(tx::Config { markers: tx_marks, crc: conn.crc, mulpdu: markers::mulpdu(1448, tx_marks) });
+    hello(&mut s, &mut t, dst)?;
     let wire = broken(case, &mut t, dst)?;
     s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
     let mut rx = receiver(&conn);
@@ -231,6 +243,7 @@ pub(crate) fn drip(host: &str, port: &str) -> Check {
     // FPDUs as long as the Writes ask (up to 65,000 octets), cut by nothing but the Write.
     let mut t = Transmitter::new(tx::Config { markers: tx_marks, crc: conn.crc, mulpdu: 65_000 });
     let (mut rx, mut sink, mut pending) = (receiver(&conn), Collect(Vec::new()), Vec::new());
+    hello(&mut s, &mut t, dst)?;
     receive_until(&mut s, &mut rx, &mut sink, &mut pending, 1)?; // the go-ahead
     let control = |t: &mut Transmitter, wire: &mut Vec<u8>, a: u64, b: u64| {
         frame(t, wire, Message::Send { solicited: false, invalidate: None }, &[a.to_le_bytes(), b.to_le_bytes()].concat())
