@@ -409,6 +409,9 @@ tests() {
     # user-level initiator sends 3 s late: a Send, or in peer-to-peer mode its RTR.
     t qp-responder-waits-for-the-first-fpdu vm_pair B "$check hold-serve $PORT send" A "$check late-first $B $PORT send"
     t qp-p2p-responder-waits-for-the-rtr vm_pair B "$check hold-serve $PORT rtr" A "$check late-first $B $PORT rtr"
+    # No RTR type in common: a user-level responder offers its own, and the module's initiator
+    # answers with TERM (2,0,7) and closes (RFC 6581 9.2).
+    t qp-p2p-no-common-rtr-terminates vm_pair B "$check rtr-mismatch-serve $PORT" A "$check rtr-mismatch $B $PORT"
     # A Read RTR is a Read beyond the ORD: the whole ORD of Reads may follow it at once.
     t qp-p2p-read-rtr-then-a-full-ord vm_pair B "$check p2p-read-burst-serve $PORT" A "$check p2p-read-burst $B $PORT"
     t qp-garbage-peer-refused bad_peer "" EPROTO garbage

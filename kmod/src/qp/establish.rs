@@ -6,7 +6,9 @@
 use crate::error::eproto;
 use crate::mpa::handshake::{Handshake, Outcome, Step, MAX_FRAME};
 use crate::mpa::negotiate::{Connection, Local};
+use crate::shim::KernelCrc;
 use crate::socket::TcpSocket;
+use crate::tx::Fpdu;
 use kernel::prelude::*;
 
 /// What the exchange produced.
@@ -62,8 +64,23 @@ pub(crate) fn establish(sock: TcpSocket, side: Side, local: &Local, private: &[u
     match h.outcome() {
         Some(Outcome::Connected(conn)) => Ok(Established { sock, conn, peer_private: copy(h.peer_private())?, initiator }),
         Some(Outcome::Rejected) => Err(Failed::Rejected(copy(h.peer_private())?)),
-        _ => Err(eproto().into()),
+        _ => {
+            send_term(&sock, &h);
+            Err(eproto().into())
+        }
     }
+}
+
+/// An initiator that cannot use the reply sends the TERM RFC 6581 asks for before the caller
+/// closes the socket; best effort, the connection fails either way.
+fn send_term(sock: &TcpSocket, h: &Handshake) {
+    let Ok(mut fpdu) = KBox::new(Fpdu::default(), GFP_KERNEL) else { return };
+    if !h.frame_term::<KernelCrc>(&mut fpdu) {
+        return;
+    }
+    let Ok(mut wire) = KVec::from_elem(0u8, fpdu.wire_len as usize, GFP_KERNEL) else { return };
+    fpdu.write_to(&[][..] as &[u8], &mut wire);
+    let _ = sock.send_all(&wire);
 }
 
 /// Sends what `h` hands out and receives exactly what it lacks, each piece waited for at most

@@ -9,10 +9,17 @@
 
 use super::frame::{Frame, FrameError, Kind, RtrTypes, HEADER_LEN, MAX_PRIVATE};
 use super::negotiate::{Connection, Local, Refused};
-use crate::terminate::Cause;
+use crate::crc::Crc32c;
+use crate::markers::{self, Markers};
+use crate::terminate::{Cause, Terminate};
+use crate::tx::{self, Fpdu, Message, Transmitter};
 
 /// The largest frame: header, enhanced data and private data.
 pub const MAX_FRAME: usize = HEADER_LEN + MAX_PRIVATE;
+
+/// The segment size a TERM after a failed exchange is framed for: TCP's smallest default MSS
+/// (RFC 9293), room enough for the one short FPDU.
+const TERM_MSS: u32 = 536;
 
 /// What the machine needs next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,8 +42,8 @@ pub enum Outcome {
     Connected(Connection),
     /// Initiator: the responder rejected us (its private data: [`Handshake::peer_private`]).
     Rejected,
-    /// The peer's frame broke the protocol, or (responder) could not be served: a reject was
-    /// sent then. Either way the connection must close.
+    /// The peer's frame broke the protocol, or (initiator) its reply asks for what we cannot
+    /// do ([`Handshake::frame_term`] frames the TERM to send then). The connection must close.
     Failed(Cause),
     /// Responder: our application rejected the request (the reject frame was sent).
     Refused,
@@ -168,18 +175,30 @@ impl Handshake {
         self.peer_frame().map_or(&[], |f| f.private)
     }
 
-    /// Responder: answers the request as `local` allows, with a reply carrying `private`; when
-    /// the request cannot be served (no common RTR type), a reject goes out instead and the
-    /// exchange fails.
+    /// Responder: answers the request as `local` allows, with a reply carrying `private`.
     pub fn accept(&mut self, local: Local, private: &[u8]) -> Result<(), NotNow> {
         let req = self.decision()?;
-        let (frame, outcome) = match local.respond(&req, private) {
-            Ok((reply, conn)) => (reply, Outcome::Connected(conn)),
-            Err((reject, cause)) => (reject, Outcome::Failed(cause)),
-        };
-        self.queue(&frame)?;
-        self.after_send = Some(outcome);
+        let (reply, conn) = local.respond(&req, private);
+        self.queue(&reply)?;
+        self.after_send = Some(Outcome::Connected(conn));
         Ok(())
+    }
+
+    /// Initiator whose exchange failed on a reply it cannot use (the responder's ORD above our
+    /// IRD, RFC 6581 section 9.1; an RTR type we did not offer, section 9.2): frames into
+    /// `fpdu` the TERM to send before closing, framed as the reply settled (markers if the
+    /// responder asked, a CRC if either side did). Returns whether a TERM is due.
+    pub fn frame_term<C: Crc32c>(&self, fpdu: &mut Fpdu) -> bool {
+        let (Some(local), Some(Outcome::Failed(cause @ (Cause::MpaInsufficientIrd | Cause::MpaNoMatchingRtr))), Some(rep)) =
+            (self.initiator, self.outcome, self.peer_frame())
+        else {
+            return false;
+        };
+        let markers = if rep.markers { Markers::RFC } else { Markers::NONE };
+        let mut t = Transmitter::new(tx::Config { markers, crc: local.crc || rep.crc, mulpdu: markers::mulpdu(TERM_MSS, markers) });
+        let Ok(mut out) = t.start(Message::Terminate(Terminate::new(cause)), 0) else { return false };
+        t.next_fpdu::<C, _>(&mut out, &[][..] as &[u8], fpdu);
+        true
     }
 
     /// Responder: refuses the request with a reject frame carrying `private` (in the request's
@@ -209,7 +228,13 @@ impl Handshake {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crc::HostCrc;
     use crate::mpa::frame::RtrTypes;
+    use crate::rdmap::Opcode;
+    use crate::rx::{self, Event, Receiver, Sink, Target};
+    use crate::stream::Pieces;
+    extern crate std;
+    use std::{vec, vec::Vec};
 
     const ALL_RTR: RtrTypes = RtrTypes { send: true, write: true, read: true };
     const A: Local =
@@ -298,22 +323,79 @@ mod tests {
         assert!(Handshake::initiator(A, &[0u8; MAX_PRIVATE + 1]).is_err());
     }
 
-    #[test]
-    fn peer_to_peer_without_a_common_rtr_sends_a_reject_and_fails() {
-        let a_local = Local { p2p: true, rtr: RtrTypes { send: true, write: false, read: false }, ..A };
-        let b_local = Local { p2p: true, rtr: RtrTypes { write: true, ..RtrTypes::default() }, ..B };
-        let mut a = Handshake::initiator(a_local, b"").unwrap();
-        let mut b = Handshake::responder();
+    /// Runs `a` (initiator) against `b` answering with `b_local` to the end.
+    fn exchange(a_local: Local, b_local: Local) -> (Handshake, Handshake) {
+        let (mut a, mut b) = (Handshake::initiator(a_local, b"").unwrap(), Handshake::responder());
         pump(&mut a, &mut b, MAX_FRAME);
         b.accept(b_local, b"").unwrap();
         pump(&mut b, &mut a, MAX_FRAME);
-        assert_eq!(b.outcome(), Some(Outcome::Failed(Cause::MpaNoMatchingRtr)));
-        assert_eq!(a.outcome(), Some(Outcome::Rejected));
-        let all = Local { rtr: ALL_RTR, ..b_local };
-        let (mut a, mut b) = (Handshake::initiator(a_local, b"").unwrap(), Handshake::responder());
-        pump(&mut a, &mut b, MAX_FRAME);
-        b.accept(all, b"").unwrap();
-        pump(&mut b, &mut a, MAX_FRAME);
+        (a, b)
+    }
+
+    /// What `b` (connected as `conn`) makes of `a`'s TERM.
+    fn term_received(a: &Handshake, conn: Connection) -> Vec<Event> {
+        let mut f = Fpdu::default();
+        assert!(a.frame_term::<HostCrc>(&mut f));
+        let mut wire = vec![0u8; f.wire_len as usize];
+        f.write_to(&[][..] as &[u8], &mut wire);
+        let markers = if conn.rx_markers { Markers::RFC } else { Markers::NONE };
+        let mut rx = Receiver::new(rx::Config { markers, crc: conn.crc, expect_rtr: conn.rtr, expect_rtr_read_response: false, extensions: false });
+        let mut sink = Events(Vec::new());
+        assert_eq!(rx.receive::<HostCrc, _>(&Pieces::new(0, &[&wire]), &mut sink), Ok(wire.len() as u64));
+        sink.0
+    }
+
+    struct Events(Vec<Event>);
+
+    impl Sink for Events {
+        fn check(&mut self, _: Opcode, _: Target, _: u32) -> Result<(), Cause> {
+            Ok(())
+        }
+        fn place(&mut self, _: Target, _: &[u8]) {}
+        fn deliver(&mut self, e: Event) {
+            self.0.push(e);
+        }
+    }
+
+    #[test]
+    fn without_a_common_rtr_the_initiator_terminates() {
+        let a_local = Local { p2p: true, rtr: RtrTypes { send: true, write: false, read: false }, ..A };
+        let b_local = Local { markers: true, p2p: true, rtr: RtrTypes { write: true, ..RtrTypes::default() }, ..B };
+        let (a, b) = exchange(a_local, b_local);
+        // The responder offered its own RTR and waits for it; the initiator cannot send it.
+        let Some(Outcome::Connected(cb)) = b.outcome() else { panic!("responder not connected: {:?}", b.outcome()) };
+        assert_eq!(cb.rtr, Some(crate::mpa::negotiate::Rtr::Write));
+        assert_eq!(a.outcome(), Some(Outcome::Failed(Cause::MpaNoMatchingRtr)));
+        // Its TERM (2,0,7) reaches the responder as a Terminate in place of the RTR, through
+        // the markers B asked for and the CRC A asked for.
+        assert!(cb.rx_markers && cb.crc);
+        assert_eq!(term_received(&a, cb), vec![Event::Terminate(Terminate::new(Cause::MpaNoMatchingRtr))]);
+        let (a, b) = exchange(a_local, Local { rtr: ALL_RTR, ..b_local });
         assert!(matches!(a.outcome(), Some(Outcome::Connected(c)) if c.rtr.is_some()));
+        assert!(matches!(b.outcome(), Some(Outcome::Connected(_))));
+        assert!(!a.frame_term::<HostCrc>(&mut Fpdu::default()), "no TERM after a good exchange");
+    }
+
+    #[test]
+    fn an_initiator_short_of_ird_terminates() {
+        // B's ORD above A's IRD: B lowers it only to A's IRD, so ask B for more than A allows
+        // by sending A's request with a larger IRD than A really has.
+        let asked = Local { ird: 16, ..A };
+        let (mut a, mut b) = (Handshake::initiator(asked, b"").unwrap(), Handshake::responder());
+        pump(&mut a, &mut b, MAX_FRAME);
+        b.accept(Local { ord: 16, ..B }, b"").unwrap();
+        let mut short = Handshake::initiator(Local { ird: 2, ..A }, b"").unwrap();
+        short.sent(short.transmit().len());
+        pump(&mut b, &mut short, MAX_FRAME);
+        assert_eq!(short.outcome(), Some(Outcome::Failed(Cause::MpaInsufficientIrd)));
+        let Some(Outcome::Connected(cb)) = b.outcome() else { panic!() };
+        assert_eq!(term_received(&short, cb), vec![Event::Terminate(Terminate::new(Cause::MpaInsufficientIrd))]);
+        let mut rejected = Handshake::initiator(A, b"").unwrap();
+        rejected.sent(rejected.transmit().len());
+        let mut c = Handshake::responder();
+        pump(&mut Handshake::initiator(A, b"").unwrap(), &mut c, MAX_FRAME);
+        c.reject(b"no").unwrap();
+        pump(&mut c, &mut rejected, MAX_FRAME);
+        assert!(!rejected.frame_term::<HostCrc>(&mut Fpdu::default()), "no TERM after a reject");
     }
 }

@@ -92,9 +92,10 @@ impl Local {
         }
     }
 
-    /// The responder's answer to `req`: the reply frame and the connection, or a reject frame
-    /// and the cause when the request cannot be served.
-    pub fn respond<'a>(&self, req: &Frame<'_>, private: &'a [u8]) -> Result<(Frame<'a>, Connection), (Frame<'a>, Cause)> {
+    /// The responder's answer to `req`: the reply frame and the connection. In peer-to-peer
+    /// mode it picks an RTR type both sides allow; with none in common it offers one of its
+    /// own (RFC 6581 section 9.2), which the initiator answers with a TERM and a close.
+    pub fn respond<'a>(&self, req: &Frame<'_>, private: &'a [u8]) -> (Frame<'a>, Connection) {
         let rev = req.rev.min(self.rev);
         let crc = req.crc || self.crc;
         let extensions = req.extensions && self.extensions;
@@ -105,28 +106,17 @@ impl Local {
             conn.ird = self.ird.min(theirs.ord);
             let mut mine = Enhanced { ird: conn.ird, ord: conn.ord, p2p: false, rtr: RtrTypes::default() };
             if theirs.p2p && self.p2p {
-                let offered = theirs.rtr;
-                let pick = if offered.write && self.rtr.write {
-                    Some((Rtr::Write, RtrTypes { write: true, ..RtrTypes::default() }))
-                } else if offered.send && self.rtr.send {
-                    Some((Rtr::Send, RtrTypes { send: true, ..RtrTypes::default() }))
-                } else if offered.read && self.rtr.read {
-                    Some((Rtr::Read, RtrTypes { read: true, ..RtrTypes::default() }))
-                } else {
-                    None
-                };
-                let Some((rtr, types)) = pick else {
-                    reply.reject = true;
-                    reply.enhanced = Some(mine);
-                    return Err((reply, Cause::MpaNoMatchingRtr));
-                };
-                mine.p2p = true;
-                mine.rtr = types;
-                conn.rtr = Some(rtr);
+                let common =
+                    RtrTypes { send: theirs.rtr.send && self.rtr.send, write: theirs.rtr.write && self.rtr.write, read: theirs.rtr.read && self.rtr.read };
+                if let Some(rtr) = preferred(common).or(preferred(self.rtr)) {
+                    mine.p2p = true;
+                    mine.rtr = only(rtr);
+                    conn.rtr = Some(rtr);
+                }
             }
             reply.enhanced = Some(mine);
         }
-        Ok((reply, conn))
+        (reply, conn)
     }
 
     /// A reject frame answering `req` (the application refused the connection).
@@ -175,6 +165,17 @@ impl Local {
     }
 }
 
+/// The RTR type a responder picks among `types`: a Write first (it takes no receive and needs
+/// no answer), then a Send, then a Read.
+fn preferred(types: RtrTypes) -> Option<Rtr> {
+    [(types.write, Rtr::Write), (types.send, Rtr::Send), (types.read, Rtr::Read)].into_iter().find_map(|(on, rtr)| on.then_some(rtr))
+}
+
+/// The RTR types field naming `rtr` alone.
+fn only(rtr: Rtr) -> RtrTypes {
+    RtrTypes { send: rtr == Rtr::Send, write: rtr == Rtr::Write, read: rtr == Rtr::Read }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,7 +192,7 @@ mod tests {
         let n = req.emit(&mut wire).unwrap();
         let (req_in, _) = Frame::parse(&wire[..n], Kind::Request).unwrap();
         assert_eq!(req_in.private, b"ask");
-        let (rep, rconn) = resp.respond(&req_in, b"ok").unwrap();
+        let (rep, rconn) = resp.respond(&req_in, b"ok");
         let mut wire2 = [0u8; 600];
         let n2 = rep.emit(&mut wire2).unwrap();
         let (rep_in, _) = Frame::parse(&wire2[..n2], Kind::Reply).unwrap();
@@ -238,7 +239,7 @@ mod tests {
                 let n = req.emit(&mut wire).unwrap();
                 let (req, _) = Frame::parse(&wire[..n], Kind::Request).unwrap();
                 assert_eq!((req.extensions, req.private), (ie, &b"app"[..]), "the token never reaches the application");
-                let (rep, r) = resp.respond(&req, &[]).unwrap();
+                let (rep, r) = resp.respond(&req, &[]);
                 assert_eq!(rep.extensions, ie && re, "a reply carries the token only to accept it");
                 let i = ini.complete(&rep).unwrap();
                 assert_eq!((i.extensions, r.extensions), (ie && re, ie && re));
@@ -250,14 +251,20 @@ mod tests {
     }
 
     #[test]
-    fn no_common_rtr_is_rejected() {
+    fn without_a_common_rtr_the_responder_offers_its_own() {
         let ini = Local { rtr: RtrTypes { read: true, ..RtrTypes::default() }, ..local(false, true, 2) };
-        let resp = Local { rtr: RtrTypes { send: true, ..RtrTypes::default() }, ..local(false, true, 2) };
-        let req = ini.request(&[]);
-        let (rej, cause) = resp.respond(&req, b"no").unwrap_err();
-        assert!(rej.reject);
-        assert_eq!(cause, Cause::MpaNoMatchingRtr);
-        assert_eq!(ini.complete(&rej), Err(Refused::Rejected { private: b"no" }));
+        let resp = Local { rtr: RtrTypes { send: true, read: false, write: true }, ..local(false, true, 2) };
+        let (rep, r) = resp.respond(&ini.request(&[]), b"ok");
+        assert!(!rep.reject);
+        let offered = rep.enhanced.unwrap();
+        assert!(offered.p2p);
+        assert_eq!((offered.rtr, r.rtr), (only(Rtr::Write), Some(Rtr::Write)), "its preferred one, alone");
+        assert_eq!(ini.complete(&rep), Err(Refused::Protocol(Cause::MpaNoMatchingRtr)));
+        // A responder in peer-to-peer mode with no RTR type at all answers without it.
+        let none = Local { rtr: RtrTypes::default(), ..resp };
+        let (rep, r) = none.respond(&ini.request(&[]), b"ok");
+        assert_eq!((rep.enhanced.map(|e| e.p2p), r.rtr), (Some(false), None));
+        assert_eq!(ini.complete(&rep).map(|c| c.rtr), Ok(None));
     }
 
     #[test]

@@ -416,9 +416,15 @@ impl Receiver {
         Ok(Segment { op, last: h.last, buf: h.buf, hdr_len, payload_len })
     }
 
+    /// The RTR this segment must be: the first one, unless it is a Terminate (an initiator that
+    /// cannot use the RTR type we picked ends the stream with one, RFC 6581 section 9.2).
+    fn rtr_due(&self, seg: &Segment) -> Option<Rtr> {
+        self.cfg.expect_rtr.filter(|_| seg.op != Opcode::Terminate)
+    }
+
     /// In-order rules: MSNs and message offsets follow on, and the RTR comes first.
     fn check_order(&self, seg: &Segment) -> Result<(), Cause> {
-        if let Some(rtr) = self.cfg.expect_rtr {
+        if let Some(rtr) = self.rtr_due(seg) {
             let want = match rtr {
                 Rtr::Send => Opcode::Send,
                 Rtr::Write => Opcode::Write,
@@ -468,7 +474,8 @@ impl Receiver {
     /// Advances in-order state and delivers what the segment completes. Returns whether the
     /// stream ended (a Terminate arrived).
     fn deliver<S: Sink>(&mut self, data: &Pieces<'_>, f: &Located, seg: &Segment, sink: &mut S) -> Result<bool, RxError> {
-        if let Some(rtr) = self.cfg.expect_rtr.take() {
+        if let Some(rtr) = self.rtr_due(seg) {
+            self.cfg.expect_rtr = None;
             sink.deliver(Event::ReadyToReceive(rtr));
             if rtr != Rtr::Read {
                 if let Buffer::Untagged { qn, .. } = seg.buf {

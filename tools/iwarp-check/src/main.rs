@@ -75,6 +75,8 @@
 //!   hold-serve PORT FIRST / late-first HOST PORT FIRST   the module's responder holds a posted
 //!                    Send until a user-level initiator's late first FPDU: its RTR (FIRST `rtr`,
 //!                    peer-to-peer mode) or its Send (FIRST `send`) (src/p2p.rs)
+//!   rtr-mismatch-serve PORT / rtr-mismatch HOST PORT   no RTR type in common: the user-level
+//!                    responder offers its own, the module's initiator sends TERM (2,0,7)
 //!   p2p-read-burst-serve PORT / p2p-read-burst HOST PORT   a Read RTR, then a full ORD of Reads
 //!   rping-serve PORT SIZE COUNT OPTS / rping-connect HOST PORT SIZE COUNT OPTS   rping's
 //!                    protocol (src/rping.rs), with Linux's rping on siw as the peer
@@ -188,6 +190,8 @@ fn main() -> ExitCode {
         },
         Some("hold-serve") if args.len() == 3 => p2p::First::parse(&args[2]).and_then(|f| p2p::hold_serve(&args[1], f)),
         Some("late-first") if args.len() == 4 => p2p::First::parse(&args[3]).and_then(|f| p2p::late_first(&args[1], &args[2], f)),
+        Some("rtr-mismatch-serve") if args.len() == 2 => p2p::rtr_mismatch_serve(&args[1]),
+        Some("rtr-mismatch") if args.len() == 3 => p2p::rtr_mismatch(&args[1], &args[2]),
         Some("p2p-read-burst-serve") if args.len() == 2 => p2p::read_burst_serve(&args[1]),
         Some("p2p-read-burst") if args.len() == 3 => p2p::read_burst(&args[1], &args[2]),
         Some("interop-refused") if args.len() == 3 => interop::refused(&args[1], &args[2]),
@@ -585,7 +589,7 @@ fn recv_user(port: &str, size: usize) -> Check {
 
     let mut s = listen(port)?;
     s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
-    let conn = wire::respond(&mut s, b"user-level")?;
+    let conn = wire::respond(&mut s, wire::LOCAL, b"user-level")?;
     ensure(conn.rx_markers && conn.crc, "the kernel will send markers and CRCs")?;
 
     let mut rx = Receiver::new(rx::Config { markers: Markers::RFC, crc: true, expect_rtr: None, expect_rtr_read_response: false, extensions: false });

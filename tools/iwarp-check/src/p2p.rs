@@ -10,15 +10,20 @@
 //!   late-first HOST PORT FIRST   (user level, initiator) hears nothing for 3 s, sends its RTR
 //!                            (then gets the responder's Send and answers with its own) or its
 //!                            Send (then gets the responder's)
+//!   rtr-mismatch-serve PORT  (user level, responder) allows only a Write RTR, offers it when
+//!                            the initiator offers none of it, and must then get TERM (2,0,7)
+//!                            and a close (RFC 6581 section 9.2)
+//!   rtr-mismatch HOST PORT   (the module, initiator) offers only a Send RTR: EPROTO
 //!   p2p-read-burst-serve PORT / p2p-read-burst HOST PORT   (the module both sides) a Read RTR,
 //!                            then the initiator's whole ORD of Reads at once: all answered
 
-use super::wire::{frame, mpa_asking, receive_until, receiver, Collect, LOCAL};
-use super::{dial, ensure, listen, open, options, small, Check};
+use super::wire::{frame, mpa_asking, receive_until, receiver, respond, Collect, LOCAL};
+use super::{dial, ensure, expect_errno, listen, open, options, small, Check};
 use crate::verbs::done;
 use iwarp_proto::markers::Markers;
 use iwarp_proto::mpa::frame::RtrTypes;
 use iwarp_proto::rx::Event;
+use iwarp_proto::terminate::{Cause, Terminate};
 use iwarp_proto::tx::{self, Message, Transmitter};
 use libiwarp::{Access, QpInit, Role, SendOp, SendWr, WcOpcode};
 use std::io::{ErrorKind, Read, Write};
@@ -127,6 +132,33 @@ pub(crate) fn late_first(host: &str, port: &str, first: First) -> Check {
     let mut rest = [0u8; 256];
     while matches!(s.read(&mut rest), Ok(n) if n > 0) {}
     Ok(())
+}
+
+/// `rtr-mismatch-serve PORT`.
+pub(crate) fn rtr_mismatch_serve(port: &str) -> Check {
+    let mut s = listen(port)?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+    // Markers in what we receive, so the TERM must carry them right.
+    let local = iwarp_proto::mpa::negotiate::Local { p2p: true, rtr: RtrTypes { write: true, ..RtrTypes::default() }, ..LOCAL };
+    let conn = respond(&mut s, local, b"")?;
+    ensure(conn.rtr == Some(iwarp_proto::mpa::negotiate::Rtr::Write), format!("B: we offered our Write RTR ({:?})", conn.rtr))?;
+    let (mut rx, mut sink, mut pending) = (receiver(&conn), Collect(Vec::new()), Vec::new());
+    receive_until(&mut s, &mut rx, &mut sink, &mut pending, 1)?;
+    let want = Event::Terminate(Terminate::new(Cause::MpaNoMatchingRtr));
+    ensure(sink.0 == [want], format!("B: the initiator answered with TERM (2,0,7), markers and CRC right ({:?})", sink.0))?;
+    let mut rest = [0u8; 64];
+    let end = s.read(&mut rest);
+    ensure(matches!(end, Ok(0)), format!("B: then it closed ({end:?})"))
+}
+
+/// `rtr-mismatch HOST PORT`.
+pub(crate) fn rtr_mismatch(host: &str, port: &str) -> Check {
+    let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let cq = dev.create_cq(8).map_err(|e| e.to_string())?;
+    let mut qp = dev.create_qp(&small(&pd, &cq)).map_err(|e| e.to_string())?;
+    let got = qp.adopt(dial(host, port)?, &options(Role::Initiator, "markers=0,crc=1,rev=2,rtr=s")?).map(drop);
+    expect_errno("A: adopting with a Send RTR the responder does not allow", got, libc::EPROTO)
 }
 
 /// Reads the burst asks for: the negotiated ORD (ConnectOptions' default 16 each way).

@@ -143,11 +143,11 @@ fn broken(case: &str, t: &mut Transmitter, dst: Remote) -> Result<Vec<u8>, Strin
     Ok(wire)
 }
 
-/// MPA as responder on a plain socket, answering with `private`.
-pub(crate) fn respond(s: &mut TcpStream, private: &[u8]) -> Result<Connection, String> {
+/// MPA as responder on a plain socket, asking for `local` and answering with `private`.
+pub(crate) fn respond(s: &mut TcpStream, local: Local, private: &[u8]) -> Result<Connection, String> {
     let mut h = Handshake::responder();
     drive(s, &mut h)?;
-    h.accept(LOCAL, private).map_err(|e| format!("MPA: no request to answer ({e:?}, {:?})", h.outcome()))?;
+    h.accept(local, private).map_err(|e| format!("MPA: no request to answer ({e:?}, {:?})", h.outcome()))?;
     drive(s, &mut h)?;
     connected(&h)
 }
@@ -280,7 +280,7 @@ const STALL: Duration = Duration::from_secs(30);
 pub(crate) fn stalled_peer(port: &str) -> Check {
     let mut s = listen(port)?;
     s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
-    respond(&mut s, b"stalled")?;
+    respond(&mut s, LOCAL, b"stalled")?;
     println!("ok: B: MPA answered; reading nothing for {STALL:?}");
     std::thread::sleep(STALL);
     Ok(())
