@@ -277,3 +277,19 @@ fn nothing_is_placed_or_delivered_after_a_delivery_the_sink_refused() {
     assert!(mem.recv[&2].0.iter().all(|&b| b == 0), "the Send after it was not placed");
     assert_eq!(rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem), Err(RxError::Closed));
 }
+
+#[test]
+fn reserved_header_bits_are_ignored_on_receipt() {
+    // DDP's 4 reserved bits (RFC 5041 4.1) and RDMAP's bits 26-27 (RFC 5040 4.1) set by a peer
+    // change nothing: the Write is placed and the Send delivered as without them.
+    const DDP_RSVD: u8 = 0x3c;
+    const RDMAP_RSVD: u8 = 0x30;
+    let write = fpdu(&tagged(LT | DDP_RSVD, 0x40 | RDMAP_RSVD, 0x100, 4096, b"12345678"));
+    let send = fpdu(&untagged(L | DDP_RSVD, SEND | RDMAP_RSVD, 0, 0, 1, 0, b"hi"));
+    let mut mem = memory();
+    let wire = [write, send].concat();
+    assert_eq!(receive(&wire, &mut mem), Ok(wire.len() as u64));
+    assert_eq!(&mem.tagged[&0x100].1, b"12345678");
+    assert_eq!(&mem.recv[&1].0[..2], b"hi");
+    assert_eq!(mem.events, vec![Event::Write { stag: 0x100 }, Event::Send { msn: 1, len: 2, solicited: false, invalidate: None }]);
+}

@@ -92,7 +92,7 @@ pub enum FrameError {
     BadKey,
     /// Private data length above 512.
     PrivateTooLong,
-    /// Reserved flags set, R in a request, or H without room for its data.
+    /// R in a request, or H without room for its data.
     BadFlags,
     /// Revision other than 1 or 2.
     BadRevision,
@@ -122,7 +122,9 @@ impl<'a> Frame<'a> {
         }
         let reject = flags & FLAG_R != 0;
         let has_enhanced = flags & FLAG_H != 0;
-        if flags & FLAGS_RESERVED != 0 || (reject && expect == Kind::Request) || (has_enhanced && (rev < 2 || pd_len < ENHANCED_LEN)) {
+        // Reserved flags are not looked at (RFC 5044 7.1.1, RFC 6581 6): a later revision may
+        // use them.
+        if (reject && expect == Kind::Request) || (has_enhanced && (rev < 2 || pd_len < ENHANCED_LEN)) {
             return Err(FrameError::BadFlags);
         }
         let total = HEADER_LEN + pd_len;
@@ -134,12 +136,10 @@ impl<'a> Frame<'a> {
             let ird = u16::from_be_bytes([private[0], private[1]]);
             let ord = u16::from_be_bytes([private[2], private[3]]);
             private = &private[ENHANCED_LEN..];
-            Enhanced {
-                ird: ird & MAX_IRD_ORD,
-                ord: ord & MAX_IRD_ORD,
-                p2p: ird & IRD_P2P != 0,
-                rtr: RtrTypes { send: ird & IRD_ZERO_SEND_RTR != 0, write: ord & ORD_WRITE_RTR != 0, read: ord & ORD_READ_RTR != 0 },
-            }
+            let p2p = ird & IRD_P2P != 0;
+            // Without peer-to-peer mode the RTR bits mean nothing (RFC 6581 9.2).
+            let rtr = RtrTypes { send: ird & IRD_ZERO_SEND_RTR != 0, write: ord & ORD_WRITE_RTR != 0, read: ord & ORD_READ_RTR != 0 };
+            Enhanced { ird: ird & MAX_IRD_ORD, ord: ord & MAX_IRD_ORD, p2p, rtr: if p2p { rtr } else { RtrTypes::default() } }
         });
         let extensions = private.starts_with(EXTENSIONS_TOKEN);
         if extensions {
@@ -172,8 +172,10 @@ impl<'a> Frame<'a> {
         out[18..20].copy_from_slice(&((total - HEADER_LEN) as u16).to_be_bytes());
         let mut n = HEADER_LEN;
         if let Some(e) = self.enhanced {
-            let ird = (e.ird & MAX_IRD_ORD) | if e.p2p { IRD_P2P } else { 0 } | if e.rtr.send { IRD_ZERO_SEND_RTR } else { 0 };
-            let ord = (e.ord & MAX_IRD_ORD) | if e.rtr.write { ORD_WRITE_RTR } else { 0 } | if e.rtr.read { ORD_READ_RTR } else { 0 };
+            // The RTR bits only in peer-to-peer mode, zero otherwise (RFC 6581 9.2).
+            let rtr = if e.p2p { e.rtr } else { RtrTypes::default() };
+            let ird = (e.ird & MAX_IRD_ORD) | if e.p2p { IRD_P2P } else { 0 } | if rtr.send { IRD_ZERO_SEND_RTR } else { 0 };
+            let ord = (e.ord & MAX_IRD_ORD) | if rtr.write { ORD_WRITE_RTR } else { 0 } | if rtr.read { ORD_READ_RTR } else { 0 };
             out[n..n + 2].copy_from_slice(&ird.to_be_bytes());
             out[n + 2..n + 4].copy_from_slice(&ord.to_be_bytes());
             n += ENHANCED_LEN;
@@ -224,14 +226,37 @@ mod tests {
     }
 
     #[test]
+    fn reserved_flags_are_ignored_on_receipt() {
+        let mut b = [0u8; 64];
+        let n = req(b"hi").emit(&mut b).unwrap();
+        b[16] |= FLAGS_RESERVED;
+        assert_eq!(Frame::parse(&b[..n], Kind::Request), Ok((req(b"hi"), n)));
+    }
+
+    #[test]
+    fn rtr_bits_only_in_peer_to_peer_mode() {
+        // Client-server mode: B, C and D are sent as zero and ignored on receipt (RFC 6581 9.2).
+        let all = RtrTypes { send: true, write: true, read: true };
+        let e = Enhanced { ird: 4, ord: 4, p2p: false, rtr: all };
+        let f = Frame { kind: Kind::Request, markers: false, crc: true, reject: false, rev: 2, enhanced: Some(e), extensions: false, private: b"" };
+        let mut b = [0u8; 64];
+        let n = f.emit(&mut b).unwrap();
+        assert_eq!(&b[20..24], &[0, 4, 0, 4]);
+        b[20] |= 0x40;
+        b[22] |= 0xc0;
+        let (got, _) = Frame::parse(&b[..n], Kind::Request).unwrap();
+        assert_eq!(got.enhanced, Some(Enhanced { rtr: RtrTypes::default(), ..e }));
+        b[20] |= 0x80;
+        let (got, _) = Frame::parse(&b[..n], Kind::Request).unwrap();
+        assert_eq!(got.enhanced, Some(Enhanced { p2p: true, ..e }), "with A set, B, C and D count");
+    }
+
+    #[test]
     fn every_malformed_frame_is_refused() {
         let mut b = [0u8; 600];
         let n = req(&[]).emit(&mut b).unwrap();
         assert_eq!(Frame::parse(&b[..19], Kind::Request), Err(FrameError::Incomplete(20)));
         assert_eq!(Frame::parse(&b[..n], Kind::Reply), Err(FrameError::BadKey));
-        let mut bad = b;
-        bad[16] |= 0x01;
-        assert_eq!(Frame::parse(&bad[..n], Kind::Request), Err(FrameError::BadFlags));
         let mut bad = b;
         bad[16] |= FLAG_R;
         assert_eq!(Frame::parse(&bad[..n], Kind::Request), Err(FrameError::BadFlags));
