@@ -205,7 +205,26 @@ wire_fpdus() {
 # siw takes IRD/ORD only from MPA revision 2, so at revision 1 its ORD is 0 and its Read is
 # skipped. When siw gets our Terminate, its kernel log must name it (DDP, tagged buffer, base or
 # bounds: 1, 1, 1).
+# siw now and then sends an FPDU whose CRC does not match its octets (README; siw's defect), and
+# our module rightly ends the connection. When the cell's capture shows siw's bad CRC, and so the
+# failure is that, the cell says so and runs once more, its captures begun again; any other
+# failure stands.
 interop() {
+    local log rc
+    log=$(mktemp)
+    interop_cell "$@" >"$log" 2>&1
+    rc=$?
+    cat "$log"
+    if [ $rc != 0 ] && grep -qE " $(vm_ip B):[0-9]+ → [^ ]+: FPDU [0-9]+ at stream octet [0-9]+: CRC 0x[0-9a-f]{8}, 0x[0-9a-f]{8} computed" "$log"; then
+        echo "# siw sent an FPDU with a bad CRC (its defect, see README): the cell runs once more"
+        recapture
+        interop_cell "$@"
+        rc=$?
+    fi
+    rm -f "$log"
+    return $rc
+}
+interop_cell() {
     local reads=1 peer="$here/target/siw-peer" rc=0 mark="iwarp-test: interop cell on port $PORT" opts=$3
     [[ $3 == *rev=1* ]] && reads=0
     vm_run B "echo '$mark' >/dev/kmsg" || return 1
@@ -541,6 +560,15 @@ WIRE_UNCHECKED=(
 WIRE_NO_CONNECTION='^(boot|insmod|query-device|siw-link|mr-|local-|nothing-left|rmmod|init-failure|tcp-A-to-B)'
 WIRE_NO_CONNECTION+='|^(cm-connect-disconnect-cycles-A|fault-memory-pressure-B|qp-adopt-errors-A|verbs-errors-A)$'
 WIRE_NO_CONNECTION+='|^(interop-siw-markers-refused|interop-siw-rejects-with-private-data|qp-garbage-peer-refused|qp-silent-peer-times-out)$'
+# recapture: a test that runs a second time drops what its capture (t's `pcap`, tcpdump
+# `wire_pid`) holds so far and begins it again.
+recapture() {
+    [ -n "${pcap:-}" ] || return 0
+    kill "$wire_pid" 2>/dev/null
+    wait "$wire_pid"
+    capture "$pcap" "tcp portrange $PORT-$((PORT + 9))" "$WIRE_PACKETS"
+    wire_pid=$CAPTURE_PID
+}
 # The next test's ports are set when this one ends: its arguments were expanded with PORT
 # before t ran, and what reads PORT while it runs must see the same ports.
 t() {
