@@ -154,6 +154,8 @@ hostile() {
 capture() {
     local pcap=$1 count=()
     [ -n "${3:-}" ] && count=(-c "$3")
+    # A log left by an earlier capture into FILE would pass for this one's "listening on".
+    rm -f "$pcap.log"
     ip netns exec "$VM_NS" tcpdump -i br0 -U -B 8192 "${count[@]}" -w "$pcap" "$2" 2>"$pcap.log" &
     CAPTURE_PID=$!
     for _ in $(seq 50); do grep -q "listening on" "$pcap.log" && break; sleep 0.1; done
@@ -431,6 +433,7 @@ tests() {
     # No RTR type in common: a user-level responder offers its own, and the module's initiator
     # answers with TERM (2,0,7) and closes (RFC 6581 9.2).
     t qp-p2p-no-common-rtr-terminates vm_pair B "$check rtr-mismatch-serve $PORT" A "$check rtr-mismatch $B $PORT"
+    t qp-p2p-no-common-rtr-terminated vm_pair B "$check rtr-mismatch-accept $PORT" A "$check rtr-mismatch-ask $B $PORT"
     # A Read RTR is a Read beyond the ORD: the whole ORD of Reads may follow it at once.
     t qp-p2p-read-rtr-then-a-full-ord vm_pair B "$check p2p-read-burst-serve $PORT" A "$check p2p-read-burst $B $PORT"
     t qp-garbage-peer-refused bad_peer "" EPROTO garbage

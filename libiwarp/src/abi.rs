@@ -436,8 +436,7 @@ pub const GET_REQUEST_SIZE: usize = 56;
 pub const IOCTL_GET_REQUEST: u32 = ioc(IOC_READ | IOC_WRITE, 0x12, GET_REQUEST_SIZE);
 
 /// Argument of [`IOCTL_ACCEPT`]: like [`IOCTL_ADOPT_QP`] (`fd` unused, `role` responder), for
-/// the connection of a pending request: the module answers it with an MPA reply (EPROTO, and a
-/// reject sent, if the request cannot be served).
+/// the connection of a pending request: the module answers it with an MPA reply.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Accept {

@@ -64,7 +64,10 @@ pub struct ConnectOptions {
     /// Peer-to-peer mode (RFC 6581, revision 2): the ready-to-receive messages offered
     /// (initiator) or accepted (responder); none, no peer-to-peer mode. The initiator's module
     /// sends the one the responder picks before anything posted, and the responder's sends
-    /// nothing until it arrived ([`crate::abi::conn::RTR_SEND`]).
+    /// nothing until it arrived ([`crate::abi::conn::RTR_SEND`]): that is how a server that
+    /// speaks first can, since without it a responder waits for the initiator's first message
+    /// anyway (RFC 5044 7.1.2). With no type in common the responder offers one of its own, and
+    /// the initiator's connect fails with EPROTO after sending a TERM.
     pub rtr: RtrTypes,
 }
 
@@ -497,8 +500,7 @@ impl<'a> QueuePair<'a> {
     }
 
     /// Accepts a connection request from a [`crate::Listener`] on this QP (`opts.role` must be
-    /// [`Role::Responder`]): the module answers the request with its MPA reply. EPROTO (and a
-    /// reject sent) if the request cannot be served.
+    /// [`Role::Responder`]): the module answers the request with its MPA reply.
     pub(crate) fn accept(&mut self, request: u32, opts: &ConnectOptions) -> io::Result<&Negotiated> {
         let mut peer = vec![0u8; 512];
         let mut req = Accept { adopt: self.mpa_request(opts, &mut peer), request, reserved: 0 };
@@ -602,7 +604,9 @@ impl<'a> QueuePair<'a> {
     /// from the registered memory (zero copy) and complete once the peer has acknowledged
     /// them; smaller ones are copied and complete once TCP took them. A Read completes when its
     /// data is in place. Keep the QP until what matters has completed: destroying it flushes
-    /// what was not sent yet.
+    /// what was not sent yet. A responder's QP sends nothing before the initiator's first
+    /// message arrived (RFC 5044 7.1.2; in peer-to-peer mode, its RTR): what it posts earlier
+    /// waits in the send queue.
     pub fn post_send(&self, wr: &SendWr<'_>) -> io::Result<()> {
         self.post_entry(send_entry(wr)?)
     }

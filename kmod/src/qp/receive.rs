@@ -496,8 +496,9 @@ impl QueuePair {
                 -1
             }
             Ok(n) => {
-                if *consumed == 0 && n > 0 && self.peer_spoke() {
-                    // The first FPDU, valid: a responder's held sends go now.
+                if *consumed == 0 && n > 0 && sink.q.fatal.is_clear() && sink.q.peer_terminate.is_none() && self.peer_spoke() {
+                    // The first FPDU, valid and carried out: a responder's held sends go now
+                    // (not after a Terminate, the peer's or ours: they are flushed then).
                     sink.q.resume_tx = true;
                 }
                 *consumed += n;

@@ -23,7 +23,6 @@ const FLAG_M: u8 = 0x80;
 const FLAG_C: u8 = 0x40;
 const FLAG_R: u8 = 0x20;
 const FLAG_H: u8 = 0x10;
-const FLAGS_RESERVED: u8 = 0x0f;
 const IRD_P2P: u16 = 0x8000;
 const IRD_ZERO_SEND_RTR: u16 = 0x4000;
 const ORD_WRITE_RTR: u16 = 0x8000;
@@ -229,7 +228,7 @@ mod tests {
     fn reserved_flags_are_ignored_on_receipt() {
         let mut b = [0u8; 64];
         let n = req(b"hi").emit(&mut b).unwrap();
-        b[16] |= FLAGS_RESERVED;
+        b[16] |= 0x0f; // Res: the 4 low flag bits
         assert_eq!(Frame::parse(&b[..n], Kind::Request), Ok((req(b"hi"), n)));
     }
 

@@ -194,8 +194,9 @@ impl Handshake {
         else {
             return false;
         };
-        let markers = if rep.markers { Markers::RFC } else { Markers::NONE };
-        let mut t = Transmitter::new(tx::Config { markers, crc: local.crc || rep.crc, mulpdu: markers::mulpdu(TERM_MSS, markers) });
+        let (with_markers, crc) = local.sending(&rep);
+        let markers = if with_markers { Markers::RFC } else { Markers::NONE };
+        let mut t = Transmitter::new(tx::Config { markers, crc, mulpdu: markers::mulpdu(TERM_MSS, markers) });
         let Ok(mut out) = t.start(Message::Terminate(Terminate::new(cause)), 0) else { return false };
         t.next_fpdu::<C, _>(&mut out, &[][..] as &[u8], fpdu);
         true

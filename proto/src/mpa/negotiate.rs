@@ -134,6 +134,13 @@ impl Local {
         }
     }
 
+    /// How an initiator frames what it sends once the reply `rep` is in, whether it can use
+    /// the reply or not: (markers, CRCs): markers if the responder asked (its M flag), CRCs if
+    /// either side did.
+    pub fn sending(&self, rep: &Frame<'_>) -> (bool, bool) {
+        (rep.markers, self.crc || rep.crc)
+    }
+
     /// The initiator's view once the reply `rep` to our request arrived.
     pub fn complete<'a>(&self, rep: &Frame<'a>) -> Result<Connection, Refused<'a>> {
         if rep.reject {
@@ -142,9 +149,9 @@ impl Local {
         if rep.rev > self.rev {
             return Err(Refused::Protocol(Cause::MpaInvalidFrame));
         }
-        let crc = self.crc || rep.crc;
+        let (tx_markers, crc) = self.sending(rep);
         let extensions = self.extensions && rep.extensions;
-        let mut conn = Connection { rx_markers: self.markers, tx_markers: rep.markers, crc, rev: rep.rev, ird: self.ird, ord: self.ord, rtr: None, extensions };
+        let mut conn = Connection { rx_markers: self.markers, tx_markers, crc, rev: rep.rev, ird: self.ird, ord: self.ord, rtr: None, extensions };
         if let (2, Some(theirs)) = (rep.rev, rep.enhanced) {
             if theirs.ord > self.ird {
                 return Err(Refused::Protocol(Cause::MpaInsufficientIrd));

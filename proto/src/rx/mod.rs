@@ -468,7 +468,7 @@ impl Receiver {
     }
 
     fn is_rtr(&self, seg: &Segment) -> bool {
-        self.cfg.expect_rtr.is_some() || (self.cfg.expect_rtr_read_response && seg.op == Opcode::ReadResponse)
+        self.rtr_due(seg).is_some() || (self.cfg.expect_rtr_read_response && seg.op == Opcode::ReadResponse)
     }
 
     /// Advances in-order state and delivers what the segment completes. Returns whether the

@@ -77,6 +77,8 @@
 //!                    peer-to-peer mode) or its Send (FIRST `send`) (src/p2p.rs)
 //!   rtr-mismatch-serve PORT / rtr-mismatch HOST PORT   no RTR type in common: the user-level
 //!                    responder offers its own, the module's initiator sends TERM (2,0,7)
+//!   rtr-mismatch-accept PORT / rtr-mismatch-ask HOST PORT   the same, the module responding:
+//!                    the user-level initiator's TERM ends the QP, the held Send is flushed
 //!   p2p-read-burst-serve PORT / p2p-read-burst HOST PORT   a Read RTR, then a full ORD of Reads
 //!   rping-serve PORT SIZE COUNT OPTS / rping-connect HOST PORT SIZE COUNT OPTS   rping's
 //!                    protocol (src/rping.rs), with Linux's rping on siw as the peer
@@ -192,6 +194,8 @@ fn main() -> ExitCode {
         Some("late-first") if args.len() == 4 => p2p::First::parse(&args[3]).and_then(|f| p2p::late_first(&args[1], &args[2], f)),
         Some("rtr-mismatch-serve") if args.len() == 2 => p2p::rtr_mismatch_serve(&args[1]),
         Some("rtr-mismatch") if args.len() == 3 => p2p::rtr_mismatch(&args[1], &args[2]),
+        Some("rtr-mismatch-accept") if args.len() == 2 => p2p::rtr_mismatch_accept(&args[1]),
+        Some("rtr-mismatch-ask") if args.len() == 3 => p2p::rtr_mismatch_ask(&args[1], &args[2]),
         Some("p2p-read-burst-serve") if args.len() == 2 => p2p::read_burst_serve(&args[1]),
         Some("p2p-read-burst") if args.len() == 3 => p2p::read_burst(&args[1], &args[2]),
         Some("interop-refused") if args.len() == 3 => interop::refused(&args[1], &args[2]),

@@ -14,18 +14,25 @@
 //!                            the initiator offers none of it, and must then get TERM (2,0,7)
 //!                            and a close (RFC 6581 section 9.2)
 //!   rtr-mismatch HOST PORT   (the module, initiator) offers only a Send RTR: EPROTO
+//!   rtr-mismatch-accept PORT (the module, responder) allows only a Write RTR, offers it, and
+//!                            posts a Send: the initiator's TERM (2,0,7) ends the QP, and the
+//!                            Send held for the RTR is flushed, never sent
+//!   rtr-mismatch-ask HOST PORT   (user level, initiator) offers only a Send RTR, answers the
+//!                            reply with TERM (2,0,7) and must get nothing back but the close
 //!   p2p-read-burst-serve PORT / p2p-read-burst HOST PORT   (the module both sides) a Read RTR,
 //!                            then the initiator's whole ORD of Reads at once: all answered
 
-use super::wire::{frame, mpa_asking, receive_until, receiver, respond, Collect, LOCAL};
+use super::wire::{drive, frame, mpa_asking, receive_until, receiver, respond, Collect, LOCAL};
 use super::{dial, ensure, expect_errno, listen, open, options, small, Check};
 use crate::verbs::done;
+use iwarp_proto::crc::HostCrc;
 use iwarp_proto::markers::Markers;
 use iwarp_proto::mpa::frame::RtrTypes;
+use iwarp_proto::mpa::handshake::{Handshake, Outcome};
 use iwarp_proto::rx::Event;
 use iwarp_proto::terminate::{Cause, Terminate};
-use iwarp_proto::tx::{self, Message, Transmitter};
-use libiwarp::{Access, QpInit, Role, SendOp, SendWr, WcOpcode};
+use iwarp_proto::tx::{self, Fpdu, Message, Transmitter};
+use libiwarp::{Access, QpInit, QpState, Role, SendOp, SendWr, WcOpcode, WcStatus};
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
@@ -159,6 +166,43 @@ pub(crate) fn rtr_mismatch(host: &str, port: &str) -> Check {
     let mut qp = dev.create_qp(&small(&pd, &cq)).map_err(|e| e.to_string())?;
     let got = qp.adopt(dial(host, port)?, &options(Role::Initiator, "markers=0,crc=1,rev=2,rtr=s")?).map(drop);
     expect_errno("A: adopting with a Send RTR the responder does not allow", got, libc::EPROTO)
+}
+
+/// `rtr-mismatch-accept PORT`.
+pub(crate) fn rtr_mismatch_accept(port: &str) -> Check {
+    let dev = open()?;
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let cq = dev.create_cq(8).map_err(|e| e.to_string())?;
+    let mut qp = dev.create_qp(&small(&pd, &cq)).map_err(|e| e.to_string())?;
+    let mut buf = HELD.to_vec();
+    let mr = pd.register(&mut buf, Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
+    let got = qp.adopt(listen(port)?, &options(Role::Responder, "markers=0,crc=1,rev=2,rtr=w")?).map_err(|e| format!("adopt: {e}"))?;
+    ensure(got.rtr == libiwarp::RtrTypes { write: true, ..libiwarp::RtrTypes::NONE }, format!("B: we offered our Write RTR ({:?})", got.rtr))?;
+    qp.post_send(&SendWr { wr_id: 2, op: SendOp::Send { solicited: false }, sge: &[mr.sge(0..HELD.len())], signaled: true })
+        .map_err(|e| format!("post Send: {e}"))?;
+    let st = crate::verbs::wait_ended(&qp)?;
+    let want = QpState::Error { terminate: Some(Cause::MpaNoMatchingRtr.code()), sent: false };
+    ensure(st == want, format!("B: the initiator's TERM (2,0,7) ended the QP ({st:?})"))?;
+    let wc = cq.wait_one(Duration::from_secs(10)).map_err(|e| e.to_string())?;
+    ensure(matches!(wc, Some(c) if c.wr_id == 2 && c.status == WcStatus::Flushed), format!("B: the Send held for the RTR was flushed, never sent ({wc:?})"))
+}
+
+/// `rtr-mismatch-ask HOST PORT`.
+pub(crate) fn rtr_mismatch_ask(host: &str, port: &str) -> Check {
+    let mut s = dial(host, port)?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+    let local = iwarp_proto::mpa::negotiate::Local { p2p: true, rtr: RtrTypes { send: true, ..RtrTypes::default() }, ..LOCAL };
+    let mut h = Handshake::initiator(local, &[]).map_err(|e| format!("MPA request: {e:?}"))?;
+    drive(&mut s, &mut h)?;
+    ensure(h.outcome() == Some(Outcome::Failed(Cause::MpaNoMatchingRtr)), format!("A: the reply offered an RTR we did not ({:?})", h.outcome()))?;
+    let mut f = Box::<Fpdu>::default();
+    ensure(h.frame_term::<HostCrc>(&mut f), "A: a TERM (2,0,7) is due")?;
+    let mut term = vec![0u8; f.wire_len as usize];
+    f.write_to(&[][..] as &[u8], &mut term);
+    s.write_all(&term).map_err(|e| format!("send the TERM: {e}"))?;
+    let mut rest = Vec::new();
+    let end = s.read_to_end(&mut rest);
+    ensure(matches!(end, Ok(0)), format!("A: the responder sent nothing after its reply, then closed ({end:?}, {} octets)", rest.len()))
 }
 
 /// Reads the burst asks for: the negotiated ORD (ConnectOptions' default 16 each way).
