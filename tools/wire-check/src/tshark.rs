@@ -64,9 +64,12 @@ pub fn check(pcap: &str, cap: &Capture, conns: &[&[Direction; 2]], rep: &mut Rep
     }
     fs::write(&out, bytes).map_err(|e| format!("{out}: {e}"))?;
     // The verbose tree: only its text tells a good CRC from a bad one (both show as the
-    // same iwarp_mpa.crc_check value).
+    // same iwarp_mpa.crc_check value). MPA is found only heuristically: heuristics go first,
+    // or a dissector registered on the test's port (dpp on 7871, tibia on 7171, ...) takes
+    // the MPA frames and tshark never sees the connection.
     let run = Command::new("tshark")
         .args(["-r", &out, "-V", "-o", "tcp.desegment_tcp_streams:FALSE", "-o", "tcp.analyze_sequence_numbers:FALSE"])
+        .args(["-o", "tcp.try_heuristic_first:TRUE"])
         .args(["--disable-protocol", "rpcordma", "--disable-protocol", "smb_direct"])
         .output();
     if std::env::var_os("WIRE_CHECK_KEEP").is_none() {
