@@ -96,10 +96,22 @@ cpu_cost() {
     spent "$@" "$n2" || return 1
     m2=$MESSAGES
     ((m2 > m1)) || return 1
-    R[$name/cpu_a]=$(awk -v d=$((SPENT_A - a1)) -v n=$((m2 - m1)) 'BEGIN { printf "%.1f", d * 1e4 / n }')
-    R[$name/cpu_b]=$(awk -v d=$((SPENT_B - b1)) -v n=$((m2 - m1)) 'BEGIN { printf "%.1f", d * 1e4 / n }')
-    echo "cpu $name: ${R[$name/cpu_a]} us (A), ${R[$name/cpu_b]} us (B) per message, over $m1 and $m2"
+    local side d
+    for side in a b; do
+        if [ $side = a ]; then d=$((SPENT_A - a1)); else d=$((SPENT_B - b1)); fi
+        if ((d >= CPU_MIN_TICKS)); then
+            R[$name/cpu_$side]=$(awk -v d=$d -v n=$((m2 - m1)) 'BEGIN { printf "%.1f", d * 1e4 / n }')
+        else
+            echo "cpu $name: guest ${side^^}'s longer run took $d/100 s more CPU than its shorter one, below" \
+                "$CPU_MIN_TICKS/100 s (the clock's resolution and the noise decide): not measured"
+        fi
+    done
+    echo "cpu $name: ${R[$name/cpu_a]:-n/a} us (A), ${R[$name/cpu_b]:-n/a} us (B) per message, over $m1 and $m2"
 }
+# The least CPU time, in 1/100 s, by which the longer run of cpu_cost must exceed the shorter
+# for a figure: /proc/stat counts in ticks of 10 ms, and short runs differ by a few ticks either
+# way (negative costs in quick runs before this bound).
+CPU_MIN_TICKS=5
 # The runs cpu_cost compares, each taking the number of messages last.
 ours_bw_n() { local bw_iters=$2; ours cpu-ours-64k "$1" bw; }
 ours_lat_n() { local lat_iters=$2; ours cpu-ours-8 "$1" send_lat; }
