@@ -22,7 +22,7 @@
 //!   p2p-read-burst-serve PORT / p2p-read-burst HOST PORT   (the module both sides) a Read RTR,
 //!                            then the initiator's whole ORD of Reads at once: all answered
 
-use super::wire::{drive, frame, mpa_asking, receive_until, receiver, respond, Collect, LOCAL};
+use super::wire::{drive, frame, hello, mpa_asking, receive_until, receiver, respond, Collect, LOCAL};
 use super::{dial, ensure, expect_errno, listen, open, options, small, Check};
 use crate::verbs::done;
 use iwarp_proto::crc::HostCrc;
@@ -32,7 +32,7 @@ use iwarp_proto::mpa::handshake::{Handshake, Outcome};
 use iwarp_proto::rx::Event;
 use iwarp_proto::terminate::{Cause, Terminate};
 use iwarp_proto::tx::{self, Fpdu, Message, Transmitter};
-use libiwarp::{Access, QpInit, QpState, Role, SendOp, SendWr, WcOpcode, WcStatus};
+use libiwarp::{Access, QpInit, QpState, Remote, Role, SendOp, SendWr, WcOpcode, WcStatus};
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
@@ -119,9 +119,8 @@ pub(crate) fn late_first(host: &str, port: &str, first: First) -> Check {
         s.write_all(&wire).map_err(|e| format!("send: {e}"))
     };
     if p2p {
-        let mut wire = Vec::new();
-        frame(&mut t, &mut wire, Message::Write { stag: 0, to: 0 }, &[])?;
-        s.write_all(&wire).map_err(|e| format!("send the RTR: {e}"))?;
+        // The Write RTR: a zero-length Write to STag 0.
+        hello(&mut s, &mut t, Remote::default())?;
     } else {
         send(&mut t, &mut s)?;
     }

@@ -38,13 +38,14 @@ pub fn check(pcap: &str, cap: &Capture, conns: &[&[Direction; 2]], rep: &mut Rep
     let mut handshake = Vec::new();
     let mut data = Vec::new();
     for (c, dirs) in conns.iter().enumerate() {
+        // Either direction's markers make the whole connection "with markers" (module doc).
+        let markers = dirs.iter().any(|d| d.framing.markers);
         for (k, d) in dirs.iter().enumerate() {
             handshake.extend(d.stream.pieces.iter().filter(|p| p.start < d.start).map(|p| p.segment));
             let mut seen = std::collections::HashSet::new();
             for (p, whole) in d.segments() {
                 let (Some(fpdus), true) = (whole, seen.insert(p.start)) else { continue };
                 let lens = fpdus.iter().map(|f| f.ulpdu_len).collect();
-                let markers = dirs.iter().any(|d| d.framing.markers);
                 data.push(((c, k, p.start), p.segment, lens, d.framing.crc, markers));
             }
         }
