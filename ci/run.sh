@@ -18,4 +18,5 @@ step "debug kernel" cargo xtask kernel --debug
 step "cargo xtask test" cargo xtask test
 step "core benchmark ratios" cargo xtask bench core --quick
 step "verbs benchmark: iwarp.ko beside siw and TCP" cargo xtask bench verbs --quick
+step "where the guests' time goes" cargo xtask bench profile --quick
 echo "==> ci: total $SECONDS s"

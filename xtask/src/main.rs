@@ -24,9 +24,14 @@ usage: cargo xtask <task>
                         iwarp.ko beside siw (perftest -R) and TCP (iperf3, sockperf) between
                         two guests in one run: write_bw, write_lat, send_lat and their ratios;
                         --faults: write_bw under each network fault (netem), as ratios;
-                        --sweep: write_bw against reorder rate, loss and marker separation
-                        (out-of-order placement through markers, alignment, or none), plotted
-                        as SVG in target/bench/
+                        --sweep: write_bw and write_lat against message size (8 B to 4 MiB),
+                        write_bw against reorder rate, loss and marker separation (out-of-order
+                        placement through markers, alignment, or none), plotted as SVG in
+                        target/bench/
+  bench profile [--quick]
+                        where both guests' CPU time goes (perf, by symbol and by area) in the
+                        benchmark's runs: 64 KiB write_bw with and without markers and CRC,
+                        8 B write_lat and send_lat
   fuzz-vm [--streams N] [--seed S] [--debug]
                         the hostile peer: N (1000) mutated streams against iwarp.ko between two
                         guests, each checked against the model, outcomes tallied
@@ -55,6 +60,11 @@ fn main() -> ExitCode {
             script("build-kernel.sh", &["release"])
                 && build_guest_side("release", true)
                 && script("bench-vm.sh", &["--quick", "--faults", "--sweep"].into_iter().filter(|f| flag(f)).collect::<Vec<_>>())
+        }
+        Some("bench") if args.get(1).map(String::as_str) == Some("profile") => {
+            script("build-kernel.sh", &["release"])
+                && build_guest_side("release", true)
+                && script("profile-vm.sh", &["--quick"].into_iter().filter(|f| flag(f)).collect::<Vec<_>>())
         }
         Some("demo") => demo(),
         Some("fuzz-vm") => {
