@@ -69,14 +69,43 @@ echo '  by area:'
 grep -E '^ +[0-9.]+%' $f.txt | sed 's/%//' | awk '$areas' | sort -rn" | python3 -c "$demangle" || status=1
 }
 record() { echo "perf record -a -e cpu-clock -o /run/iwarp/perf.$1.data --"; }
+# The host's side: its two cores run both guests' emulation. host_cpu prints, for each guest's
+# QEMU, the CPU time (1/100 s) of its virtual CPU's thread (the busiest but the main one), of
+# its main thread (the device emulation: virtio-net and the tap) and of the rest, then
+# the host's total busy time and the wall clock (1/100 s).
+host_cpu() {
+    local i p t
+    for i in "${!VM_PIDS[@]}"; do
+        p=$(pgrep -g "${VM_PIDS[$i]}" qemu-system | head -1)
+        [ -n "$p" ] || { echo "0 0 0"; continue; }
+        # The process's own count keeps the time of threads that have ended.
+        { awk '{ print "all", $14 + $15 }' "/proc/$p/stat"; for t in /proc/$p/task/*; do echo "${t##*/} $(awk '{ print $14 + $15 }' "$t/stat")"; done; } |
+            awk -v main="$p" '$1 == "all" { all = $2; next } $1 == main { m = $2; next } $2 > v { v = $2 } END { print v + 0, m + 0, all - v - m }'
+    done
+    awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat
+    echo $(($(date +%s%N) / 10000000))
+}
+# host_share BEFORE AFTER: host_cpu's difference as shares of one host core over the run.
+host_share() {
+    paste -d' ' <(tr '\n' ' ' <<<"$1") <(tr '\n' ' ' <<<"$2") | awk -v cores="$(nproc)" '{
+        n = NF / 2; wall = $(2 * n) - $n
+        for (i = 1; i <= n; i++) d[i] = $(n + i) - $i
+        printf "-- host (%d cores; %% of one core over the run): ", cores
+        printf "guest A vCPU %.0f%%, device emulation %.0f%%, other %.0f%%; ", 100 * d[1] / wall, 100 * d[2] / wall, 100 * d[3] / wall
+        printf "guest B vCPU %.0f%%, device emulation %.0f%%, other %.0f%%; ", 100 * d[4] / wall, 100 * d[5] / wall, 100 * d[6] / wall
+        printf "whole host busy %.0f%% of %d%%\n", 100 * d[7] / wall, 100 * cores }'
+}
 for c in "mc-bw|--markers 1 --crc 1|write_bw|65536|$bw_iters" "plain-bw|--markers 0 --crc 0|write_bw|65536|$bw_iters" \
     "mc-write-lat|--markers 1 --crc 1|write_lat|8|$lat_iters" "mc-send-lat|--markers 1 --crc 1|send_lat|8|$lat_iters"; do
     IFS='|' read -r name opts test size iters <<<"$c"
     echo "==== $name: $test of $size B, iwarp-bench $opts"
+    before=$(host_cpu)
     out=$(vm_pair B "$(record "$name") timeout 900 $bench server --port 7300 $opts" \
         A "$(record "$name") $bench client $B --port 7300 $opts --test $test --sizes $size --iters $iters --stop-server" 900) ||
         { echo "$out"; echo "FAILED: $name"; status=1; continue; }
+    after=$(host_cpu)
     grep -E "^$test|MB/s|us" <<<"$out" | grep -v "^\[" | head -4
+    host_share "$before" "$after"
     report B "$name"
     report A "$name"
 done
