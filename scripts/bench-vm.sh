@@ -68,17 +68,14 @@ ours() {
         for st in p50 mean p99; do R[$name/$t/$st]=$(pick "$out" $t ".lat_${st}_us * 10 | round / 10"); done
     done
 }
-# busy G: the CPU time guest G has spent so far, softirq and interrupts included (all but idle
-# and iowait), in 1/100 s.
-busy() { vm_run "$1" "awk '/^cpu / { print \$2 + \$3 + \$4 + \$7 + \$8 + \$9 }' /proc/stat"; }
 # spent CMD...: runs CMD; SPENT_A and SPENT_B are the CPU time guests A and B spent meanwhile.
 # A run in which an anchor had to retry is run again (its failed attempts cost CPU too).
 spent() {
     local try f a0 b0
     for try in 1 2 3; do
-        f=$failed_attempts a0=$(busy A) b0=$(busy B)
+        f=$failed_attempts a0=$(vm_busy A) b0=$(vm_busy B)
         "$@" >/dev/null || return 1
-        SPENT_A=$(($(busy A) - a0)) SPENT_B=$(($(busy B) - b0))
+        SPENT_A=$(($(vm_busy A) - a0)) SPENT_B=$(($(vm_busy B) - b0))
         ((failed_attempts == f)) && return 0
     done
     return 1
@@ -241,7 +238,6 @@ tcp() {
 
 # median: the median of the numbers on stdin (empty lines are runs that failed), or nothing.
 median() { sort -g | awk 'NF { v[n++] = $1 } END { if (n) print (n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 
 if [ $faults = 1 ]; then
     # The first run after boot is slower (caches, first use of the module): not measured.

@@ -186,6 +186,13 @@ vm_run() {
     vm_wait "$1" "$VM_ID" "${3:-600}"
 }
 
+# vm_busy G: the CPU time guest G has spent so far, softirq and interrupts included (all but
+# idle and iowait), in 1/100 s.
+vm_busy() { vm_run "$1" "awk '/^cpu / { print \$2 + \$3 + \$4 + \$7 + \$8 + \$9 }' /proc/stat"; }
+
+# ratio A B: A ÷ B to two places, or n/a when either is missing (the benchmarks' tables).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+
 vm_pair() {
     vm_submit "$1" "$2"
     local server=$VM_ID

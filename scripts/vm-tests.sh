@@ -18,9 +18,9 @@ wirecheck="$here/target/release/wire-check"
 examples="$here/target/release/examples"
 B=$(vm_ip B)
 # Streams of the hostile peer's smoke run, connect/disconnect cycles, fuzzed ioctls and STag
-# guesses of the local attacker (KASAN guests are slower).
-MUTATED=300 CYCLES=10000 CALLS=1000000 GUESSES=1000000
-[ "$flavour" = debug ] && MUTATED=70 CYCLES=500 CALLS=100000 GUESSES=100000
+# guesses of the local attacker, MiB through the sockets library (KASAN guests are slower).
+MUTATED=300 CYCLES=10000 CALLS=1000000 GUESSES=1000000 SOCK_MIB=256
+[ "$flavour" = debug ] && MUTATED=70 CYCLES=500 CALLS=100000 GUESSES=100000 SOCK_MIB=32
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
 
@@ -367,6 +367,101 @@ refused() {
     vm_run B "rmmod iwarp && ! insmod $ko inject_init_failure=1 && test ! -e /dev/iwarp && ! grep -qw iwarp /proc/modules"
 }
 
+# --- sockets over iWARP: unmodified Debian programs under the preload library ---------------
+preload="$here/target/release/libiwarp_preload.so"
+# The library's environment for this test's ports; it says on stderr what it upgraded.
+socks() { echo "LD_PRELOAD=$preload IWARP_SOCKETS=$PORT-$((PORT + 9)) IWARP_SOCKETS_LOG=1"; }
+# upgraded N OUTPUT: OUTPUT says N connections were upgraded, and shows it.
+upgraded() {
+    local n
+    n=$(grep -c 'iwarp-preload: descriptor .* upgraded' <<<"$2")
+    echo "$n connection(s) upgraded (want $1)"
+    [ "$n" = "$1" ]
+}
+# sock_hash MIB: MIB MiB of random octets from A to B through socat, compared by SHA-256.
+sock_hash() {
+    local out
+    out=$(vm_pair B "$(socks) timeout 600 socat -u TCP-LISTEN:$PORT,reuseaddr - | sha256sum" \
+        A "head -c $(($1 << 20)) /dev/urandom >/tmp/sock.bin && sha256sum </tmp/sock.bin && $(socks) timeout 600 socat -u /tmp/sock.bin TCP:$B:$PORT; rc=\$?; rm -f /tmp/sock.bin; exit \$rc" 900) ||
+        { echo "$out"; return 1; }
+    echo "$out"
+    [ "$(grep -cE '^[0-9a-f]{64}  -$' <<<"$out")" = 2 ] && [ "$(grep -E '^[0-9a-f]{64}  -$' <<<"$out" | sort -u | wc -l)" = 1 ] ||
+        { echo "the hashes differ"; return 1; }
+    upgraded 2 "$out"
+}
+# sock_iperf3: iperf3 both ways with four streams (a control connection and four data
+# connections each time), every connection upgraded.
+sock_iperf3() {
+    local out dir
+    for dir in "" -R; do
+        out=$(vm_pair B "$(socks) timeout 120 iperf3 -s -1 -p $PORT" A "sleep 1; $(socks) timeout 120 iperf3 -c $B -p $PORT -t 2 -P 4 $dir" 300) ||
+            { echo "$out"; return 1; }
+        grep -E 'SUM.*(sender|receiver)|upgraded' <<<"$out"
+        grep -qE 'SUM.* [1-9][0-9.]* [MG]bits/sec.*receiver' <<<"$out" || { echo "iperf3 ${dir:-forward}: no throughput"; return 1; }
+        upgraded 10 "$out" || return 1
+    done
+}
+# sock_sockperf: sockperf's ping-pong and throughput runs against one server.
+sock_sockperf() {
+    local out rc=0
+    vm_serve B sockperf "$PORT" "$(socks) sockperf sr --tcp -i $B -p $PORT" || return 1
+    out=$(vm_run A "$(socks) timeout 60 sockperf pp --tcp -i $B -p $PORT -m 14 -t 2 && $(socks) timeout 60 sockperf tp --tcp -i $B -p $PORT -m 1400 -t 2") || rc=1
+    grep -E 'Summary|percentile 50.000|upgraded|rror' <<<"$out"
+    grep -q 'Summary: Latency is' <<<"$out" && grep -q 'Summary: Message Rate is' <<<"$out" || rc=1
+    upgraded 2 "$out" || rc=1
+    out=$(vm_unserve B sockperf)
+    upgraded 2 "$out" || rc=1
+    return $rc
+}
+# sock_http: python3's http.server, with curl fetching a 4 MiB file by hash.
+sock_http() {
+    local out
+    vm_run B "mkdir -p /tmp/www && head -c 4M /dev/urandom >/tmp/www/f && sha256sum </tmp/www/f" || return 1
+    vm_serve B http "$PORT" "cd /tmp/www && $(socks) exec python3 -m http.server $PORT --bind $B" || return 1
+    out=$(vm_run A "$(socks) timeout 60 curl -sS http://$B:$PORT/f | sha256sum")
+    echo "$out"
+    local want got
+    want=$(vm_run B "sha256sum </tmp/www/f") got=$(grep -E '^[0-9a-f]{64}' <<<"$out")
+    out=$(vm_unserve B http)
+    [ -n "$want" ] && [ "$want" = "$got" ] || { echo "curl's copy differs"; return 1; }
+    upgraded 1 "$out"
+}
+# sock_plain_peer: a server without the library; the client (with it) must get plain TCP.
+sock_plain_peer() {
+    local out
+    out=$(vm_pair B "timeout 120 socat -u TCP-LISTEN:$PORT,reuseaddr - | sha256sum" \
+        A "head -c 16M /dev/urandom >/tmp/sock.bin && sha256sum </tmp/sock.bin && $(socks) timeout 120 socat -u /tmp/sock.bin TCP:$B:$PORT; rc=\$?; rm -f /tmp/sock.bin; exit \$rc" 300) ||
+        { echo "$out"; return 1; }
+    echo "$out"
+    [ "$(grep -E '^[0-9a-f]{64}  -$' <<<"$out" | sort -u | wc -l)" = 1 ] || { echo "the hashes differ"; return 1; }
+    upgraded 0 "$out"
+}
+# sock_fork: a server forks with an upgraded connection; the child's copy fails cleanly and
+# its close leaves the parent reading the whole stream.
+sock_fork() {
+    local out
+    out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-fork.py serve $PORT" \
+        A "sleep 1; $(socks) timeout 120 python3 $here/scripts/sockets-fork.py send $B $PORT 8" 300) || { echo "$out"; return 1; }
+    echo "$out"
+    [ "$(grep -cE '^[0-9a-f]{64}$' <<<"$out")" = 2 ] && [ "$(grep -E '^[0-9a-f]{64}$' <<<"$out" | sort -u | wc -l)" = 1 ] ||
+        { echo "the hashes differ"; return 1; }
+    upgraded 2 "$out"
+}
+# sock_peer_killed: B's reader is killed mid-stream; A's writer must fail soon, not hang.
+sock_peer_killed() {
+    local out t
+    vm_serve B reader "$PORT" "$(socks) exec socat -u TCP-LISTEN:$PORT,reuseaddr /dev/null" || return 1
+    vm_submit A "$(socks) timeout 120 socat -u /dev/zero TCP:$B:$PORT; echo \"socat exit \$?\""
+    local a=$VM_ID
+    sleep 3
+    t=$SECONDS
+    vm_run B "pkill -9 -x socat" || return 1
+    out=$(vm_wait A "$a" 200)
+    echo "$out"
+    echo "A's writer ended $((SECONDS - t)) s after B's reader was killed"
+    upgraded 1 "$out" && grep -q 'socat exit 1$' <<<"$out" && ((SECONDS - t < 60))
+}
+
 # The interop tests with siw in guest B (see interop(), rping_cell()).
 interop_tests() {
     t siw-link-B vm_run B 'modprobe siw && rdma link add siw0 type siw netdev $IWARP_IF && ibv_devices | grep -w siw0'
@@ -516,6 +611,14 @@ tests() {
         t "net-${f%%|*}" net_fault "${f#*|}"
     done
     t net-reorder-25pct-ipv6 net_ipv6 reorder-25pct
+    # Sockets over iWARP (docs/sockets.md).
+    t sockets-socat-by-hash sock_hash $SOCK_MIB
+    t sockets-iperf3-both-ways-4-streams sock_iperf3
+    t sockets-sockperf-ping-pong-and-throughput sock_sockperf
+    t sockets-http-server-and-curl sock_http
+    t sockets-plain-peer-gets-tcp sock_plain_peer
+    t sockets-fork-child-copy-fails-cleanly sock_fork
+    t sockets-peer-killed-mid-stream sock_peer_killed
     t fault-peer-guest-killed peer_killed
     t nothing-left-A vm_run A "$check stats-zero"
     t nothing-left-B vm_run B "$check stats-zero"
@@ -563,6 +666,7 @@ WIRE_UNCHECKED=(
 WIRE_NO_CONNECTION='^(boot|insmod|query-device|siw-link|mr-|local-|nothing-left|rmmod|init-failure|tcp-A-to-B)'
 WIRE_NO_CONNECTION+='|^(cm-connect-disconnect-cycles-A|fault-memory-pressure-B|qp-adopt-errors-A|verbs-errors-A)$'
 WIRE_NO_CONNECTION+='|^(interop-siw-markers-refused|interop-siw-rejects-with-private-data|qp-garbage-peer-refused|qp-silent-peer-times-out)$'
+WIRE_NO_CONNECTION+='|^sockets-plain-peer-gets-tcp$'
 # recapture: a test that runs a second time drops what its capture (t's `pcap`, tcpdump
 # `wire_pid`) holds so far and begins it again.
 recapture() {

@@ -28,6 +28,10 @@ usage: cargo xtask <task>
                         write_bw against reorder rate, loss and marker separation (out-of-order
                         placement through markers, alignment, or none), plotted as SVG in
                         target/bench/
+  bench sockets [--quick]
+                        unmodified iperf3 and sockperf between two guests over plain TCP and
+                        over the sockets preload library (with and without markers and CRC):
+                        throughput, CPU per MB, ping-pong latency, ratios to TCP
   bench profile [--quick]
                         where both guests' CPU time goes (perf, by symbol and by area) in the
                         benchmark's runs: 64 KiB write_bw with and without markers and CRC,
@@ -61,6 +65,11 @@ fn main() -> ExitCode {
                 && build_guest_side("release", true)
                 && script("bench-vm.sh", &["--quick", "--faults", "--sweep"].into_iter().filter(|f| flag(f)).collect::<Vec<_>>())
         }
+        Some("bench") if args.get(1).map(String::as_str) == Some("sockets") => {
+            script("build-kernel.sh", &["release"])
+                && build_guest_side("release", true)
+                && script("bench-sockets.sh", &["--quick"].into_iter().filter(|f| flag(f)).collect::<Vec<_>>())
+        }
         Some("bench") if args.get(1).map(String::as_str) == Some("profile") => {
             script("build-kernel.sh", &["release"])
                 && build_guest_side("release", true)
@@ -83,11 +92,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// What guests need from the host build: the module (if asked), the user-space binaries and
-/// the interop tests' siw peer.
+/// What guests need from the host build: the module (if asked), the user-space binaries, the
+/// sockets preload library and the interop tests' siw peer.
 fn build_guest_side(flavour: &str, module: bool) -> bool {
     (!module || script("build-kmod.sh", &[flavour]))
         && cargo(&["build", "--release", "-p", "libiwarp", "-p", "iwarp-check", "-p", "iwarp-bench", "-p", "wire-check", "--bins", "--examples"])
+        && cargo(&["build", "--release", "-p", "iwarp-preload"])
         && siw_peer()
 }
 

@@ -1,0 +1,616 @@
+//! Sockets over iWARP (`LD_PRELOAD=libiwarp_preload.so IWARP_SOCKETS=PORTS program`): TCP
+//! connections on the ports named are upgraded to iwarp.ko QPs when the peer runs this library
+//! too (found out beforehand, [`probe`]), and stay plain TCP otherwise. The calls here stand in
+//! for the C library's: on a descriptor that is not upgraded each goes straight to the C
+//! library's own; on an upgraded one, to its [`conn::Conn`]. Design: `docs/sockets.md`.
+
+mod conn;
+mod probe;
+mod real;
+mod rules;
+
+use conn::Conn;
+use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
+use libiwarp::Role;
+use real::real;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Upgraded descriptors (a `dup` shares its original's connection).
+static CONNS: RwLock<BTreeMap<RawFd, Arc<Conn>>> = RwLock::new(BTreeMap::new());
+/// Whether anything was ever upgraded: until then no call takes the lock.
+static ANY: AtomicBool = AtomicBool::new(false);
+/// Listening descriptors whose port answers the upgrade question.
+static LISTENERS: Mutex<BTreeSet<RawFd>> = Mutex::new(BTreeSet::new());
+
+fn conn(fd: RawFd) -> Option<Arc<Conn>> {
+    if !ANY.load(Ordering::Relaxed) {
+        return None;
+    }
+    CONNS.read().unwrap_or_else(|e| e.into_inner()).get(&fd).cloned()
+}
+
+fn forget(fd: RawFd) -> Option<Arc<Conn>> {
+    if !ANY.load(Ordering::Relaxed) {
+        return None;
+    }
+    CONNS.write().unwrap_or_else(|e| e.into_inner()).remove(&fd)
+}
+
+/// Closes `fd`'s connection if `fd` was its last descriptor. A child's copy (inherited through
+/// `fork`) is only forgotten: its verbs objects are the parent's, through the same device.
+fn release(fd: RawFd) {
+    if let Some(c) = forget(fd) {
+        if !c.owned_here() {
+            std::mem::forget(c);
+        } else if Arc::strong_count(&c) == 1 {
+            c.close();
+        }
+    }
+    LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).remove(&fd);
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: the calling thread's errno.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// A result as the C library reports it: the count, or -1 with errno.
+fn report(r: io::Result<usize>) -> ssize_t {
+    match r {
+        Ok(n) => n as ssize_t,
+        Err(e) => {
+            set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+            -1
+        }
+    }
+}
+
+pub(crate) fn fcntl_real(fd: RawFd, cmd: c_int, arg: libc::c_ulong) -> c_int {
+    let f = real!(fcntl: unsafe extern "C" fn(c_int, c_int, libc::c_ulong) -> c_int);
+    // SAFETY: the C library's fcntl with an integer argument (the commands used here take one).
+    unsafe { f(fd, cmd, arg) }
+}
+
+/// `addr` as an IPv4 address, if it is one: an IPv6 socket's IPv4-mapped address (or the
+/// unspecified one, a dual-stack listener's) counts as its IPv4 address.
+fn inet(addr: *const sockaddr, len: socklen_t) -> Option<SocketAddrV4> {
+    if addr.is_null() || (len as usize) < std::mem::size_of::<libc::sockaddr_in>() {
+        return None;
+    }
+    // SAFETY: the caller's address, at least a sockaddr_in long (checked above).
+    let sin = unsafe { &*(addr as *const libc::sockaddr_in) };
+    if sin.sin_family as c_int == libc::AF_INET {
+        return Some(SocketAddrV4::new(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)), u16::from_be(sin.sin_port)));
+    }
+    if sin.sin_family as c_int != libc::AF_INET6 || (len as usize) < std::mem::size_of::<libc::sockaddr_in6>() {
+        return None;
+    }
+    // SAFETY: at least a sockaddr_in6 long (checked above).
+    let sin6 = unsafe { &*(addr as *const libc::sockaddr_in6) };
+    let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+    let v4 = if ip.is_unspecified() { Some(Ipv4Addr::UNSPECIFIED) } else { ip.to_ipv4_mapped() };
+    v4.map(|v4| SocketAddrV4::new(v4, u16::from_be(sin6.sin6_port)))
+}
+
+fn sockaddr_of(fd: RawFd, peer: bool) -> Option<SocketAddrV4> {
+    // SAFETY: zeroed storage is a valid sockaddr_storage.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
+    let p = (&raw mut ss).cast::<sockaddr>();
+    // SAFETY: storage and its length, both live.
+    let rc = unsafe {
+        if peer {
+            getpeername_real(fd, p, &mut len)
+        } else {
+            getsockname_real(fd, p, &mut len)
+        }
+    };
+    if rc == 0 {
+        inet(p, len)
+    } else {
+        None
+    }
+}
+
+unsafe fn getpeername_real(fd: RawFd, a: *mut sockaddr, l: *mut socklen_t) -> c_int {
+    // SAFETY: as the caller's.
+    unsafe { real!(getpeername: unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(fd, a, l) }
+}
+
+unsafe fn getsockname_real(fd: RawFd, a: *mut sockaddr, l: *mut socklen_t) -> c_int {
+    // SAFETY: as the caller's.
+    unsafe { real!(getsockname: unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(fd, a, l) }
+}
+
+fn is_tcp(fd: RawFd) -> bool {
+    let mut ty: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: an int and its length, both live.
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&raw mut ty).cast(), &mut len) };
+    rc == 0 && ty == libc::SOCK_STREAM
+}
+
+/// Upgrades the connected socket `fd` as `role` and records it; on failure the descriptor is
+/// unusable (the MPA exchange may have begun) and errno says why.
+fn upgrade(fd: RawFd, role: Role, nonblocking: bool) -> bool {
+    // SAFETY: duplicates a descriptor we were handed; the duplicate is owned by the stream.
+    let dup = unsafe { libc::dup(fd) };
+    if dup < 0 {
+        return false;
+    }
+    // SAFETY: `dup` is a fresh descriptor of a connected TCP socket, owned by nobody else.
+    let stream = unsafe { TcpStream::from_raw_fd(dup) };
+    // SAFETY: as above.
+    let shadow = unsafe { libc::dup(fd) };
+    if shadow < 0 {
+        return false;
+    }
+    // SAFETY: a fresh descriptor, owned by nobody else.
+    let shadow = unsafe { OwnedFd::from_raw_fd(shadow) };
+    // The module's exchange blocks; the descriptor's own flag matters no more afterwards.
+    let _ = stream.set_nonblocking(false);
+    match Conn::upgrade(stream, shadow, role, fd, nonblocking) {
+        Ok(c) => {
+            if std::env::var_os("IWARP_SOCKETS_LOG").is_some() {
+                eprintln!("iwarp-preload: descriptor {fd} upgraded ({})", if role == Role::Initiator { "connected" } else { "accepted" });
+            }
+            let c = Arc::new(c);
+            let old = CONNS.write().unwrap_or_else(|e| e.into_inner()).insert(fd, c);
+            ANY.store(true, Ordering::Relaxed);
+            drop(old);
+            true
+        }
+        Err(e) => {
+            eprintln!("iwarp-preload: upgrading descriptor {fd} failed: {e}");
+            set_errno(libc::ECONNRESET);
+            false
+        }
+    }
+}
+
+/// # Safety
+/// As connect(2).
+#[no_mangle]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    let real = real!(connect: unsafe extern "C" fn(c_int, *const sockaddr, socklen_t) -> c_int);
+    let Some(to) = inet(addr, len).filter(|to| rules::chosen(to.port()) && is_tcp(fd)) else {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe { real(fd, addr, len) };
+    };
+    // Our port must be known before we ask: bind to one now if the program did not.
+    let from = match sockaddr_of(fd, false) {
+        Some(a) if a.port() != 0 => a.port(),
+        _ => {
+            // SAFETY: a zeroed sockaddr_in is valid; its family and any port set below.
+            let mut any: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            any.sin_family = libc::AF_INET as libc::sa_family_t;
+            // SAFETY: binds to an address of the right length.
+            let rc = unsafe { libc::bind(fd, (&raw const any).cast(), std::mem::size_of::<libc::sockaddr_in>() as socklen_t) };
+            match sockaddr_of(fd, false) {
+                Some(a) if rc == 0 => a.port(),
+                // SAFETY: as above.
+                _ => return unsafe { real(fd, addr, len) },
+            }
+        }
+    };
+    if !probe::ask(to, from) {
+        // SAFETY: as above.
+        return unsafe { real(fd, addr, len) };
+    }
+    let flags = fcntl_real(fd, libc::F_GETFL, 0);
+    let nonblocking = flags >= 0 && flags & libc::O_NONBLOCK != 0;
+    if nonblocking {
+        fcntl_real(fd, libc::F_SETFL, (flags & !libc::O_NONBLOCK) as libc::c_ulong);
+    }
+    // SAFETY: as above.
+    let rc = unsafe { real(fd, addr, len) };
+    if rc != 0 {
+        if nonblocking {
+            fcntl_real(fd, libc::F_SETFL, flags as libc::c_ulong);
+        }
+        return rc;
+    }
+    if upgrade(fd, Role::Initiator, nonblocking) {
+        0
+    } else {
+        -1
+    }
+}
+
+/// # Safety
+/// As listen(2).
+#[no_mangle]
+pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
+    let real = real!(listen: unsafe extern "C" fn(c_int, c_int) -> c_int);
+    // SAFETY: the caller's arguments, passed on.
+    let rc = unsafe { real(fd, backlog) };
+    if rc == 0 {
+        if let Some(at) = sockaddr_of(fd, false).filter(|a| rules::chosen(a.port()) && is_tcp(fd)) {
+            if probe::answer(at) {
+                LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).insert(fd);
+            } else {
+                eprintln!("iwarp-preload: UDP port {} is taken: connections to {at} stay plain TCP", at.port());
+            }
+        }
+    }
+    rc
+}
+
+/// # Safety
+/// As accept4(2).
+#[no_mangle]
+pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int {
+    let real = real!(accept4: unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t, c_int) -> c_int);
+    // SAFETY: the caller's arguments, passed on.
+    let new = unsafe { real(fd, addr, len, flags) };
+    if new < 0 || !LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).contains(&fd) {
+        return new;
+    }
+    match sockaddr_of(new, true) {
+        Some(peer) if probe::was_asked(peer) => {
+            if upgrade(new, Role::Responder, flags & libc::SOCK_NONBLOCK != 0) {
+                new
+            } else {
+                // SAFETY: our descriptor, not handed out.
+                unsafe { libc::close(new) };
+                set_errno(libc::ECONNABORTED);
+                -1
+            }
+        }
+        _ => new,
+    }
+}
+
+/// # Safety
+/// As accept(2).
+#[no_mangle]
+pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    // SAFETY: as accept4 with no flags.
+    unsafe { accept4(fd, addr, len, 0) }
+}
+
+/// # Safety
+/// As recv(2).
+#[no_mangle]
+pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+    let Some(c) = conn(fd) else {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe { real!(recv: unsafe extern "C" fn(c_int, *mut c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags) };
+    };
+    // SAFETY: the caller's buffer of `n` octets.
+    let out = unsafe { slice_mut(buf, n) };
+    report(c.read(out, flags & libc::MSG_PEEK != 0, flags & libc::MSG_WAITALL != 0, flags & libc::MSG_DONTWAIT != 0))
+}
+
+/// # Safety
+/// As read(2).
+#[no_mangle]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    match conn(fd) {
+        // SAFETY: the caller's buffer of `n` octets.
+        Some(c) => report(c.read(unsafe { slice_mut(buf, n) }, false, false, false)),
+        // SAFETY: the caller's arguments, passed on.
+        None => unsafe { real!(read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t)(fd, buf, n) },
+    }
+}
+
+/// # Safety
+/// As recvfrom(2) (an upgraded socket reports no source address, as TCP does not).
+#[no_mangle]
+pub unsafe extern "C" fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> ssize_t {
+    if conn(fd).is_none() {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            real!(recvfrom: unsafe extern "C" fn(c_int, *mut c_void, size_t, c_int, *mut sockaddr, *mut socklen_t) -> ssize_t)(fd, buf, n, flags, addr, len)
+        };
+    }
+    if !len.is_null() {
+        // SAFETY: the caller's length field.
+        unsafe { *len = 0 };
+    }
+    // SAFETY: as recv.
+    unsafe { recv(fd, buf, n, flags) }
+}
+
+/// # Safety
+/// As send(2).
+#[no_mangle]
+pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+    match conn(fd) {
+        // SAFETY: the caller's buffer of `n` octets.
+        Some(c) => report(c.write(unsafe { slice(buf, n) }, flags & libc::MSG_DONTWAIT != 0)),
+        // SAFETY: the caller's arguments, passed on.
+        None => unsafe { real!(send: unsafe extern "C" fn(c_int, *const c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags) },
+    }
+}
+
+/// # Safety
+/// As sendto(2) (the address is ignored on a connected socket, as TCP does).
+#[no_mangle]
+pub unsafe extern "C" fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, addr: *const sockaddr, len: socklen_t) -> ssize_t {
+    if conn(fd).is_none() {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            real!(sendto: unsafe extern "C" fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t)(fd, buf, n, flags, addr, len)
+        };
+    }
+    // SAFETY: as send.
+    unsafe { send(fd, buf, n, flags) }
+}
+
+/// # Safety
+/// As write(2).
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    match conn(fd) {
+        // SAFETY: the caller's buffer of `n` octets.
+        Some(c) => report(c.write(unsafe { slice(buf, n) }, false)),
+        // SAFETY: the caller's arguments, passed on.
+        None => unsafe { real!(write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t)(fd, buf, n) },
+    }
+}
+
+/// Reads into the vectors in turn; waits only for the first octet.
+fn readv_conn(c: &Conn, iov: &[iovec], flags: c_int) -> io::Result<usize> {
+    let mut got = 0;
+    for v in iov.iter().filter(|v| v.iov_len > 0) {
+        // SAFETY: the caller's vector.
+        let out = unsafe { slice_mut(v.iov_base, v.iov_len) };
+        let r = c.read(out, flags & libc::MSG_PEEK != 0, flags & libc::MSG_WAITALL != 0, got > 0 || flags & libc::MSG_DONTWAIT != 0);
+        match r {
+            Ok(n) => {
+                got += n;
+                if n < v.iov_len {
+                    break;
+                }
+            }
+            Err(_) if got > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Writes the vectors in turn (non-blocking: as far as they fit).
+fn writev_conn(c: &Conn, iov: &[iovec], flags: c_int) -> io::Result<usize> {
+    let mut sent = 0;
+    for v in iov.iter().filter(|v| v.iov_len > 0) {
+        // SAFETY: the caller's vector.
+        match c.write(unsafe { slice(v.iov_base, v.iov_len) }, flags & libc::MSG_DONTWAIT != 0) {
+            Ok(n) => {
+                sent += n;
+                if n < v.iov_len {
+                    break;
+                }
+            }
+            Err(_) if sent > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(sent)
+}
+
+/// # Safety
+/// As readv(2).
+#[no_mangle]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
+    match conn(fd) {
+        // SAFETY: the caller's vectors.
+        Some(c) => report(readv_conn(&c, unsafe { vecs(iov, n as usize) }, 0)),
+        // SAFETY: the caller's arguments, passed on.
+        None => unsafe { real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n) },
+    }
+}
+
+/// # Safety
+/// As writev(2).
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
+    match conn(fd) {
+        // SAFETY: the caller's vectors.
+        Some(c) => report(writev_conn(&c, unsafe { vecs(iov, n as usize) }, 0)),
+        // SAFETY: the caller's arguments, passed on.
+        None => unsafe { real!(writev: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n) },
+    }
+}
+
+/// # Safety
+/// As recvmsg(2) (no control messages on an upgraded socket).
+#[no_mangle]
+pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    let Some(c) = conn(fd) else {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe { real!(recvmsg: unsafe extern "C" fn(c_int, *mut msghdr, c_int) -> ssize_t)(fd, msg, flags) };
+    };
+    // SAFETY: the caller's message header.
+    let m = unsafe { &mut *msg };
+    m.msg_namelen = 0;
+    m.msg_controllen = 0;
+    m.msg_flags = 0;
+    // SAFETY: its vectors.
+    report(readv_conn(&c, unsafe { vecs(m.msg_iov, m.msg_iovlen) }, flags))
+}
+
+/// # Safety
+/// As sendmsg(2) (control messages are not carried).
+#[no_mangle]
+pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    let Some(c) = conn(fd) else {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe { real!(sendmsg: unsafe extern "C" fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, flags) };
+    };
+    // SAFETY: the caller's message header and its vectors.
+    let m = unsafe { &*msg };
+    // SAFETY: as above.
+    report(writev_conn(&c, unsafe { vecs(m.msg_iov, m.msg_iovlen) }, flags))
+}
+
+/// # Safety
+/// As close(2).
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    release(fd);
+    // SAFETY: the caller's descriptor, passed on.
+    unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(fd) }
+}
+
+/// # Safety
+/// As shutdown(2).
+#[no_mangle]
+pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
+    let Some(c) = conn(fd) else {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe { real!(shutdown: unsafe extern "C" fn(c_int, c_int) -> c_int)(fd, how) };
+    };
+    if how == libc::SHUT_WR || how == libc::SHUT_RDWR {
+        return report(c.end().map(|_| 0)) as c_int;
+    }
+    0
+}
+
+/// # Safety
+/// As dup(2).
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    // SAFETY: the caller's descriptor, passed on.
+    let new = unsafe { real!(dup: unsafe extern "C" fn(c_int) -> c_int)(fd) };
+    share(fd, new);
+    new
+}
+
+/// # Safety
+/// As dup2(2).
+#[no_mangle]
+pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
+    if fd != to {
+        release(to);
+    }
+    // SAFETY: the caller's descriptors, passed on.
+    let new = unsafe { real!(dup2: unsafe extern "C" fn(c_int, c_int) -> c_int)(fd, to) };
+    share(fd, new);
+    new
+}
+
+/// # Safety
+/// As dup3(2).
+#[no_mangle]
+pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
+    release(to);
+    // SAFETY: the caller's descriptors, passed on.
+    let new = unsafe { real!(dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int)(fd, to, flags) };
+    share(fd, new);
+    new
+}
+
+/// `new` (a duplicate of `fd`) shares `fd`'s connection, if it has one.
+fn share(fd: RawFd, new: RawFd) {
+    if new >= 0 && new != fd {
+        if let Some(c) = conn(fd) {
+            CONNS.write().unwrap_or_else(|e| e.into_inner()).insert(new, c);
+        }
+    }
+}
+
+/// # Safety
+/// As getsockopt(2).
+#[no_mangle]
+pub unsafe extern "C" fn getsockopt(fd: c_int, level: c_int, name: c_int, val: *mut c_void, len: *mut socklen_t) -> c_int {
+    let fd = conn(fd).map_or(fd, |c| c.shadow.as_raw_fd());
+    // SAFETY: the caller's arguments, passed on (for an upgraded socket, to the TCP socket).
+    unsafe { real!(getsockopt: unsafe extern "C" fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(fd, level, name, val, len) }
+}
+
+/// # Safety
+/// As setsockopt(2).
+#[no_mangle]
+pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int {
+    let fd = conn(fd).map_or(fd, |c| c.shadow.as_raw_fd());
+    // SAFETY: the caller's arguments, passed on (for an upgraded socket, to the TCP socket).
+    unsafe { real!(setsockopt: unsafe extern "C" fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int)(fd, level, name, val, len) }
+}
+
+/// # Safety
+/// As getpeername(2).
+#[no_mangle]
+pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    let fd = conn(fd).map_or(fd, |c| c.shadow.as_raw_fd());
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { getpeername_real(fd, addr, len) }
+}
+
+/// # Safety
+/// As getsockname(2).
+#[no_mangle]
+pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    let fd = conn(fd).map_or(fd, |c| c.shadow.as_raw_fd());
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { getsockname_real(fd, addr, len) }
+}
+
+/// # Safety
+/// As fcntl(2) with an integer or pointer argument (every command takes at most one).
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
+    if let Some(c) = conn(fd) {
+        // The application's O_NONBLOCK is the connection's; the eventfd keeps its own.
+        match cmd {
+            libc::F_GETFL => return (fcntl_real(fd, cmd, 0) & !libc::O_NONBLOCK) | if c.nonblocking() { libc::O_NONBLOCK } else { 0 },
+            libc::F_SETFL => {
+                c.set_nonblocking(arg as c_int & libc::O_NONBLOCK != 0);
+                return 0;
+            }
+            _ => {}
+        }
+    }
+    fcntl_real(fd, cmd, arg)
+}
+
+/// # Safety
+/// As ioctl(2) with one argument.
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, req: libc::c_ulong, arg: *mut c_void) -> c_int {
+    if let Some(c) = conn(fd) {
+        if req == libc::FIONBIO && !arg.is_null() {
+            // SAFETY: FIONBIO takes a pointer to an int.
+            c.set_nonblocking(unsafe { *(arg as *const c_int) } != 0);
+            return 0;
+        }
+    }
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { real!(ioctl: unsafe extern "C" fn(c_int, libc::c_ulong, *mut c_void) -> c_int)(fd, req, arg) }
+}
+
+/// # Safety
+/// `buf` points to `n` writable octets (or `n` is 0).
+unsafe fn slice_mut<'a>(buf: *mut c_void, n: usize) -> &'a mut [u8] {
+    if n == 0 {
+        return &mut [];
+    }
+    // SAFETY: as the caller promises.
+    unsafe { std::slice::from_raw_parts_mut(buf.cast(), n) }
+}
+
+/// # Safety
+/// `buf` points to `n` readable octets (or `n` is 0).
+unsafe fn slice<'a>(buf: *const c_void, n: usize) -> &'a [u8] {
+    if n == 0 {
+        return &[];
+    }
+    // SAFETY: as the caller promises.
+    unsafe { std::slice::from_raw_parts(buf.cast(), n) }
+}
+
+/// # Safety
+/// `iov` points to `n` vectors (or `n` is 0).
+unsafe fn vecs<'a>(iov: *const iovec, n: usize) -> &'a [iovec] {
+    if n == 0 || iov.is_null() {
+        return &[];
+    }
+    // SAFETY: as the caller promises.
+    unsafe { std::slice::from_raw_parts(iov, n) }
+}

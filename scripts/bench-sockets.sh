@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# cargo xtask bench sockets: the same unmodified iperf3 and sockperf between the same two guests,
+# over plain TCP and over the sockets preload library (docs/sockets.md) with markers and CRC
+# (the default) and without (IWARP_SOCKETS_MPA=plain), in one run; prints throughput, the CPU
+# time both guests spent per MB (softirq included), the ping-pong latency and the ratios to
+# TCP. Usage: bench-sockets.sh [--quick]
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+source "$here/scripts/vm-lib.sh"
+ko="$here/target/kmod/release/iwarp.ko"
+preload="$here/target/release/libiwarp_preload.so"
+secs=10
+for a in "$@"; do
+    case $a in
+        --quick) secs=3 ;;
+        *) echo "usage: bench-sockets.sh [--quick]" >&2; exit 2 ;;
+    esac
+done
+
+vm_start 2 release || exit $?
+B=$(vm_ip B)
+vm_run A "insmod $ko" >/dev/null && vm_run B "insmod $ko" >/dev/null || { vm_stop; echo "FATAL: insmod failed" >&2; exit 1; }
+status=0
+declare -A R
+configs=("tcp|" "iwarp M+C|LD_PRELOAD=$preload IWARP_SOCKETS=5201,11111"
+    "iwarp plain|LD_PRELOAD=$preload IWARP_SOCKETS=5201,11111 IWARP_SOCKETS_MPA=plain")
+for c in "${configs[@]}"; do
+    name=${c%%|*} env=${c#*|}
+    echo "---- $name"
+    a0=$(vm_busy A) b0=$(vm_busy B)
+    out=$(vm_pair B "$env timeout 120 iperf3 -s -1 -p 5201" A "sleep 1; $env timeout 120 iperf3 -c $B -p 5201 -t $secs -J" 300) ||
+        { echo "$out" | tail -5; echo "FAILED: $name iperf3"; status=1; continue; }
+    da=$(($(vm_busy A) - a0)) db=$(($(vm_busy B) - b0))
+    bytes=$(grep -o '"bytes":[[:space:]]*[0-9]*' <<<"$out" | tail -1 | tr -dc 0-9)
+    R[$name/mbps]=$(awk -v b="$bytes" -v s="$secs" 'BEGIN { if (b > 0) printf "%.1f", b / s / 1e6 }')
+    # CPU seconds per MB moved, each guest (its whole CPU, the second of settling included).
+    R[$name/cpu_a]=$(awk -v d="$da" -v b="$bytes" 'BEGIN { if (b > 0) printf "%.2f", d * 10 / (b / 1e6) }')
+    R[$name/cpu_b]=$(awk -v d="$db" -v b="$bytes" 'BEGIN { if (b > 0) printf "%.2f", d * 10 / (b / 1e6) }')
+    echo "iperf3: ${R[$name/mbps]:-?} MB/s; CPU ms per MB: sender ${R[$name/cpu_a]:-?}, receiver ${R[$name/cpu_b]:-?}"
+    vm_serve B "sockperf" 11111 "$env exec sockperf sr --tcp -i $B -p 11111" || { echo "FAILED: $name sockperf server"; status=1; continue; }
+    out=$(vm_run A "$env timeout 60 sockperf pp --tcp -i $B -p 11111 -m 14 -t $secs") || { echo "$out" | tail -3; status=1; }
+    vm_unserve B sockperf >/dev/null
+    R[$name/p50]=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' <<<"$out" | head -1)
+    echo "sockperf ping-pong 14 B: median ${R[$name/p50]:-?} us (half the round trip)"
+done
+vm_stop || status=1
+echo
+echo "==== one run, same two TCG guests: iperf3 ${secs} s, sockperf ping-pong 14 B ${secs} s"
+printf '%-12s %10s %10s %10s %22s %10s %10s %10s\n' "" "MB/s" "÷ TCP" "CPU A" "CPU B (ms per MB)" "÷ TCP A/B" "p50 us" "÷ TCP"
+for c in "${configs[@]}"; do
+    n=${c%%|*}
+    printf '%-12s %10s %10s %10s %22s %10s %10s %10s\n' "$n" "${R[$n/mbps]:-n/a}" "$(ratio "${R[$n/mbps]:-}" "${R[tcp/mbps]:-}")" \
+        "${R[$n/cpu_a]:-n/a}" "${R[$n/cpu_b]:-n/a}" "$(ratio "${R[$n/cpu_a]:-}" "${R[tcp/cpu_a]:-}")/$(ratio "${R[$n/cpu_b]:-}" "${R[tcp/cpu_b]:-}")" \
+        "${R[$n/p50]:-n/a}" "$(ratio "${R[$n/p50]:-}" "${R[tcp/p50]:-}")"
+    [ -n "${R[$n/mbps]:-}" ] && [ -n "${R[$n/p50]:-}" ] || { echo "FAILED: $n figures missing"; status=1; }
+done
+exit $status
