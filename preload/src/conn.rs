@@ -39,7 +39,7 @@ enum Kind {
 }
 
 /// The process's device and protection domain, opened at the first upgrade and kept.
-fn device() -> io::Result<(&'static Device, &'static ProtectionDomain<'static>)> {
+pub(crate) fn device() -> io::Result<(&'static Device, &'static ProtectionDomain<'static>)> {
     static DEV: OnceLock<Option<(&'static Device, &'static ProtectionDomain<'static>)>> = OnceLock::new();
     let made = DEV.get_or_init(|| {
         let dev: &'static Device = Box::leak(Box::new(Device::open().ok()?));
@@ -261,7 +261,9 @@ impl Conn {
     /// The caller has checked for a free buffer and a credit.
     fn message(&self, st: &mut Stream, kind: Kind, payload: &[u8]) -> io::Result<()> {
         let slot = st.free_send.pop().ok_or_else(|| io::Error::from_raw_os_error(libc::EAGAIN))?;
-        // SAFETY: the send buffer is ours; a slot is written only while it is free (not posted).
+        // SAFETY: the send buffer is ours; a slot is written only while it is free (not posted),
+        // and the region's own reference to the buffer serves only for its address and length
+        // (nothing reads or writes through it).
         let buf = unsafe { &mut (&mut *self.owned.send_buf)[slot * SLOT..(slot + 1) * SLOT] };
         buf[0] = kind as u8;
         buf[1..4].fill(0);
@@ -320,9 +322,7 @@ impl Conn {
     }
 
     fn drain_event(&self) {
-        let mut n = 0u64;
-        // SAFETY: reads 8 bytes into a live u64 from our (non-blocking) eventfd.
-        unsafe { libc::read(self.event_fd(), (&raw mut n).cast(), 8) };
+        drain(self.event_fd());
     }
 
     /// Reads into `out` (`peek`: leaves the data; `wait_all`: until `out` is full, the stream
@@ -391,7 +391,10 @@ impl Conn {
             }
             while sent < data.len() && st.credits >= 2 && !st.free_send.is_empty() {
                 let n = (data.len() - sent).min(SLOT - HDR);
-                self.message(&mut st, Kind::Data, &data[sent..sent + n])?;
+                if let Err(e) = self.message(&mut st, Kind::Data, &data[sent..sent + n]) {
+                    self.settle(&mut st);
+                    return if sent > 0 { Ok(sent) } else { Err(e) };
+                }
                 sent += n;
             }
             if sent == data.len() || dont_wait || self.nonblocking() {
@@ -403,8 +406,10 @@ impl Conn {
             self.settle(&mut st);
             drop(st);
             // Send completions wake us; credits come on the receive CQ, polled again soon.
+            let send_event = self.send_cq().event_fd().as_raw_fd();
+            drain(send_event);
             let _ = self.send_cq().arm(false);
-            sleep_on(self.send_cq().event_fd().as_raw_fd(), 2);
+            sleep_on(send_event, 2);
             st = self.lock();
         }
     }
@@ -435,9 +440,9 @@ impl Conn {
         Err(io::Error::from_raw_os_error(libc::ETIMEDOUT))
     }
 
-    /// Closes: ends the stream, waits (bounded) until every message sent has completed, then
-    /// disconnects.
-    pub(crate) fn close(&self) {
+    /// Closes (when the last descriptor of the connection goes, in `Drop`): ends the stream,
+    /// waits (bounded) until every message sent has completed, then disconnects.
+    fn close(&self) {
         let _ = self.end();
         for _ in 0..5000 {
             let mut st = self.lock();
@@ -450,6 +455,13 @@ impl Conn {
         }
         let _ = self.qp.disconnect();
     }
+}
+
+/// Resets the (non-blocking) eventfd `fd`.
+fn drain(fd: RawFd) {
+    let mut n = 0u64;
+    // SAFETY: reads 8 bytes into a live u64 (EAGAIN when the count is zero).
+    unsafe { libc::read(fd, (&raw mut n).cast(), 8) };
 }
 
 /// Sleeps until the eventfd `fd` is signalled or `ms` milliseconds pass (what woke us is found
@@ -489,6 +501,8 @@ fn free(o: Owned) {
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        // A forked child's copy is never dropped (see `release`); this is the owner's.
+        self.close();
         // SAFETY: dropped once, here, before what they borrow.
         unsafe {
             ManuallyDrop::drop(&mut self.qp);

@@ -13,7 +13,7 @@ use conn::Conn;
 use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
 use libiwarp::Role;
 use real::real;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -24,8 +24,9 @@ use std::sync::{Arc, Mutex, RwLock};
 static CONNS: RwLock<BTreeMap<RawFd, Arc<Conn>>> = RwLock::new(BTreeMap::new());
 /// Whether anything was ever upgraded: until then no call takes the lock.
 static ANY: AtomicBool = AtomicBool::new(false);
-/// Listening descriptors whose port answers the upgrade question.
-static LISTENERS: Mutex<BTreeSet<RawFd>> = Mutex::new(BTreeSet::new());
+/// Listening descriptors whose port answers the upgrade question, each with the flag that keeps
+/// its answering thread answering (cleared when the listener is closed).
+static LISTENERS: Mutex<BTreeMap<RawFd, Arc<AtomicBool>>> = Mutex::new(BTreeMap::new());
 
 fn conn(fd: RawFd) -> Option<Arc<Conn>> {
     if !ANY.load(Ordering::Relaxed) {
@@ -41,17 +42,18 @@ fn forget(fd: RawFd) -> Option<Arc<Conn>> {
     CONNS.write().unwrap_or_else(|e| e.into_inner()).remove(&fd)
 }
 
-/// Closes `fd`'s connection if `fd` was its last descriptor. A child's copy (inherited through
-/// `fork`) is only forgotten: its verbs objects are the parent's, through the same device.
+/// Forgets `fd`'s connection; the last reference to it closes it (`Conn`'s `Drop`), whichever
+/// thread holds it. A child's copy (inherited through `fork`) is never dropped: its verbs
+/// objects are the parent's, reached through the same device.
 fn release(fd: RawFd) {
     if let Some(c) = forget(fd) {
         if !c.owned_here() {
             std::mem::forget(c);
-        } else if Arc::strong_count(&c) == 1 {
-            c.close();
         }
     }
-    LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).remove(&fd);
+    if let Some(open) = LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).remove(&fd) {
+        open.store(false, Ordering::Relaxed);
+    }
 }
 
 fn set_errno(e: c_int) {
@@ -198,7 +200,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
             }
         }
     };
-    if !probe::ask(to, from) {
+    if conn::device().is_err() || !probe::ask(to, from) {
         // SAFETY: as above.
         return unsafe { real(fd, addr, len) };
     }
@@ -231,8 +233,11 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     let rc = unsafe { real(fd, backlog) };
     if rc == 0 {
         if let Some(at) = sockaddr_of(fd, false).filter(|a| rules::chosen(a.port()) && is_tcp(fd)) {
-            if probe::answer(at) {
-                LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).insert(fd);
+            let open = Arc::new(AtomicBool::new(true));
+            if conn::device().is_err() {
+                eprintln!("iwarp-preload: no iwarp device: connections to {at} stay plain TCP");
+            } else if probe::answer(at, open.clone()) {
+                LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).insert(fd, open);
             } else {
                 eprintln!("iwarp-preload: UDP port {} is taken: connections to {at} stay plain TCP", at.port());
             }
@@ -248,7 +253,7 @@ pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut sockl
     let real = real!(accept4: unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t, c_int) -> c_int);
     // SAFETY: the caller's arguments, passed on.
     let new = unsafe { real(fd, addr, len, flags) };
-    if new < 0 || !LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).contains(&fd) {
+    if new < 0 || !LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&fd) {
         return new;
     }
     match sockaddr_of(new, true) {
@@ -355,25 +360,47 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
     }
 }
 
-/// Reads into the vectors in turn; waits only for the first octet.
-fn readv_conn(c: &Conn, iov: &[iovec], flags: c_int) -> io::Result<usize> {
-    let mut got = 0;
-    for v in iov.iter().filter(|v| v.iov_len > 0) {
-        // SAFETY: the caller's vector.
-        let out = unsafe { slice_mut(v.iov_base, v.iov_len) };
-        let r = c.read(out, flags & libc::MSG_PEEK != 0, flags & libc::MSG_WAITALL != 0, got > 0 || flags & libc::MSG_DONTWAIT != 0);
-        match r {
-            Ok(n) => {
-                got += n;
-                if n < v.iov_len {
-                    break;
-                }
-            }
-            Err(_) if got > 0 => break,
-            Err(e) => return Err(e),
-        }
+/// Reads into the vectors: one read of their total length, scattered, so that peeking and
+/// waiting for all see the vectors as one buffer.
+///
+/// # Safety
+/// Each vector describes `iov_len` writable octets at `iov_base`.
+unsafe fn readv_conn(c: &Conn, iov: &[iovec], flags: c_int) -> io::Result<usize> {
+    let (peek, all, dont_wait) = (flags & libc::MSG_PEEK != 0, flags & libc::MSG_WAITALL != 0, flags & libc::MSG_DONTWAIT != 0);
+    let full: Vec<&mut [u8]> = iov
+        .iter()
+        .filter(|v| v.iov_len > 0)
+        .map(|v| {
+            // SAFETY: as this function's caller promises.
+            unsafe { iov_slice(v) }
+        })
+        .collect();
+    if let [only] = &mut *full.into_boxed_slice() {
+        return c.read(only, peek, all, dont_wait);
     }
-    Ok(got)
+    let mut tmp = vec![0u8; iov.iter().map(|v| v.iov_len).sum()];
+    let n = c.read(&mut tmp, peek, all, dont_wait)?;
+    let mut at = 0;
+    for v in iov.iter().filter(|v| v.iov_len > 0) {
+        if at == n {
+            break;
+        }
+        // SAFETY: as this function's caller promises.
+        let out = unsafe { iov_slice(v) };
+        let k = out.len().min(n - at);
+        out[..k].copy_from_slice(&tmp[at..at + k]);
+        at += k;
+    }
+    Ok(n)
+}
+
+/// One of the caller's vectors as a slice.
+///
+/// # Safety
+/// `v` describes `iov_len` writable octets at `iov_base`, not otherwise borrowed.
+unsafe fn iov_slice<'a>(v: &iovec) -> &'a mut [u8] {
+    // SAFETY: as the caller promises.
+    unsafe { slice_mut(v.iov_base, v.iov_len) }
 }
 
 /// Writes the vectors in turn (non-blocking: as far as they fit).
@@ -401,7 +428,7 @@ fn writev_conn(c: &Conn, iov: &[iovec], flags: c_int) -> io::Result<usize> {
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     match conn(fd) {
         // SAFETY: the caller's vectors.
-        Some(c) => report(readv_conn(&c, unsafe { vecs(iov, n as usize) }, 0)),
+        Some(c) => report(unsafe { readv_conn(&c, vecs(iov, n as usize), 0) }),
         // SAFETY: the caller's arguments, passed on.
         None => unsafe { real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n) },
     }
@@ -433,7 +460,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     m.msg_controllen = 0;
     m.msg_flags = 0;
     // SAFETY: its vectors.
-    report(readv_conn(&c, unsafe { vecs(m.msg_iov, m.msg_iovlen) }, flags))
+    report(unsafe { readv_conn(&c, vecs(m.msg_iov, m.msg_iovlen), flags) })
 }
 
 /// # Safety
@@ -511,7 +538,9 @@ pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
 fn share(fd: RawFd, new: RawFd) {
     if new >= 0 && new != fd {
         if let Some(c) = conn(fd) {
-            CONNS.write().unwrap_or_else(|e| e.into_inner()).insert(new, c);
+            let old = CONNS.write().unwrap_or_else(|e| e.into_inner()).insert(new, c);
+            // Dropped after the lock: closing a connection calls close(2), which takes it.
+            drop(old);
         }
     }
 }
@@ -564,10 +593,23 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_i
                 c.set_nonblocking(arg as c_int & libc::O_NONBLOCK != 0);
                 return 0;
             }
+            libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
+                let new = fcntl_real(fd, cmd, arg);
+                share(fd, new);
+                return new;
+            }
             _ => {}
         }
     }
     fcntl_real(fd, cmd, arg)
+}
+
+/// # Safety
+/// As fcntl64 (what programs built with 64-bit file offsets call).
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
+    // SAFETY: the same call.
+    unsafe { fcntl(fd, cmd, arg) }
 }
 
 /// # Safety

@@ -7,7 +7,8 @@
 
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const QUERY: &[u8; 16] = b"IWARP-SOCKETS/1?";
@@ -15,8 +16,11 @@ const ANSWER: &[u8; 16] = b"IWARP-SOCKETS/1!";
 /// Tries, and how long each waits for the answer.
 const TRIES: u32 = 3;
 const WAIT: Duration = Duration::from_millis(50);
-/// How long a listener remembers a question whose connection has not been accepted.
-const REMEMBER: Duration = Duration::from_secs(30);
+/// How long a listener remembers a question whose connection has not been accepted: the
+/// client's MPA exchange gives up after 10 s.
+const REMEMBER: Duration = Duration::from_secs(10);
+/// Questions remembered at most (the oldest go first).
+const MOST: usize = 1024;
 
 /// Questions answered and not yet matched by an accepted connection: (client, its port, when).
 static ASKED: Mutex<Vec<(Ipv4Addr, u16, Instant)>> = Mutex::new(Vec::new());
@@ -51,16 +55,23 @@ pub(crate) fn ask(server: SocketAddrV4, from: u16) -> bool {
 }
 
 /// Server side: answers questions on UDP `at` (the listener's address and port) from a thread,
-/// for as long as the process lives. False if the port is taken (that listener then never
+/// while `open` (the listener is open). False if the port is taken (that listener then never
 /// upgrades).
-pub(crate) fn answer(at: SocketAddrV4) -> bool {
+pub(crate) fn answer(at: SocketAddrV4, open: Arc<AtomicBool>) -> bool {
     let Ok(sock) = UdpSocket::bind(at) else { return false };
+    // Wakes now and then to see whether the listener was closed.
+    if sock.set_read_timeout(Some(Duration::from_millis(500))).is_err() {
+        return false;
+    }
     std::thread::Builder::new()
         .name("iwarp-probe".into())
         .spawn(move || {
             let mut buf = [0u8; 32];
-            loop {
+            while open.load(Ordering::Relaxed) {
                 let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
+                if !open.load(Ordering::Relaxed) {
+                    break;
+                }
                 let std::net::SocketAddr::V4(from) = from else { continue };
                 if n != 18 || buf[..16] != QUERY[..] {
                     continue;
@@ -69,6 +80,9 @@ pub(crate) fn answer(at: SocketAddrV4) -> bool {
                 {
                     let mut asked = ASKED.lock().unwrap_or_else(|e| e.into_inner());
                     asked.retain(|&(ip, p, t)| t.elapsed() < REMEMBER && !(ip == *from.ip() && p == port));
+                    if asked.len() >= MOST {
+                        asked.remove(0);
+                    }
                     asked.push((*from.ip(), port, Instant::now()));
                 }
                 let _ = sock.send_to(&message(ANSWER, port), from);
@@ -102,8 +116,8 @@ mod tests {
     #[test]
     fn a_listener_answers_and_remembers_the_question_once() {
         let at = SocketAddrV4::new(Ipv4Addr::LOCALHOST, free_port());
-        assert!(answer(at));
-        assert!(!answer(at), "the port is taken now");
+        assert!(answer(at, Arc::new(AtomicBool::new(true))));
+        assert!(!answer(at, Arc::new(AtomicBool::new(true))), "the port is taken now");
         assert!(ask(at, 40001));
         assert!(was_asked(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40001)));
         assert!(!was_asked(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40001)), "forgotten once matched");
