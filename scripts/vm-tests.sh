@@ -378,16 +378,24 @@ upgraded() {
     echo "$n connection(s) upgraded (want $1)"
     [ "$n" = "$1" ]
 }
-# sock_hash MIB: MIB MiB of random octets from A to B through socat, compared by SHA-256.
+# same_hashes OUTPUT: OUTPUT holds two SHA-256 lines (what was sent, what arrived), equal.
+same_hashes() {
+    local h
+    h=$(grep -oE '^[0-9a-f]{64}' <<<"$1")
+    [ "$(wc -l <<<"$h")" = 2 ] && [ "$(sort -u <<<"$h" | wc -l)" = 1 ] || { echo "the hashes differ"; return 1; }
+}
+# socat_through MIB SERVER-ENV: MIB MiB of random octets from A (with the library) to B (in
+# SERVER-ENV) through socat, each side printing its SHA-256; all output in SOCAT_OUT.
+socat_through() {
+    SOCAT_OUT=$(vm_pair B "$2 timeout 600 socat -u TCP-LISTEN:$PORT,reuseaddr - | sha256sum" \
+        A "head -c $(($1 << 20)) /dev/urandom >/tmp/sock.bin && sha256sum </tmp/sock.bin && $(socks) timeout 600 socat -u /tmp/sock.bin TCP:$B:$PORT; rc=\$?; rm -f /tmp/sock.bin; exit \$rc" 900)
+    local rc=$?
+    echo "$SOCAT_OUT"
+    return $rc
+}
+# sock_hash MIB: MIB MiB through socat, both sides upgraded, compared by SHA-256.
 sock_hash() {
-    local out
-    out=$(vm_pair B "$(socks) timeout 600 socat -u TCP-LISTEN:$PORT,reuseaddr - | sha256sum" \
-        A "head -c $(($1 << 20)) /dev/urandom >/tmp/sock.bin && sha256sum </tmp/sock.bin && $(socks) timeout 600 socat -u /tmp/sock.bin TCP:$B:$PORT; rc=\$?; rm -f /tmp/sock.bin; exit \$rc" 900) ||
-        { echo "$out"; return 1; }
-    echo "$out"
-    [ "$(grep -cE '^[0-9a-f]{64}  -$' <<<"$out")" = 2 ] && [ "$(grep -E '^[0-9a-f]{64}  -$' <<<"$out" | sort -u | wc -l)" = 1 ] ||
-        { echo "the hashes differ"; return 1; }
-    upgraded 2 "$out"
+    socat_through "$1" "$(socks)" && same_hashes "$SOCAT_OUT" && upgraded 2 "$SOCAT_OUT"
 }
 # sock_iperf3: iperf3 both ways with four streams (a control connection and four data
 # connections each time), every connection upgraded.
@@ -428,13 +436,7 @@ sock_http() {
 }
 # sock_plain_peer: a server without the library; the client (with it) must get plain TCP.
 sock_plain_peer() {
-    local out
-    out=$(vm_pair B "timeout 120 socat -u TCP-LISTEN:$PORT,reuseaddr - | sha256sum" \
-        A "head -c 16M /dev/urandom >/tmp/sock.bin && sha256sum </tmp/sock.bin && $(socks) timeout 120 socat -u /tmp/sock.bin TCP:$B:$PORT; rc=\$?; rm -f /tmp/sock.bin; exit \$rc" 300) ||
-        { echo "$out"; return 1; }
-    echo "$out"
-    [ "$(grep -E '^[0-9a-f]{64}  -$' <<<"$out" | sort -u | wc -l)" = 1 ] || { echo "the hashes differ"; return 1; }
-    upgraded 0 "$out"
+    socat_through 16 "" && same_hashes "$SOCAT_OUT" && upgraded 0 "$SOCAT_OUT"
 }
 # sock_fork: a server forks with an upgraded connection; the child's copy fails cleanly and
 # its close leaves the parent reading the whole stream.
@@ -443,9 +445,7 @@ sock_fork() {
     out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-fork.py serve $PORT" \
         A "sleep 1; $(socks) timeout 120 python3 $here/scripts/sockets-fork.py send $B $PORT 8" 300) || { echo "$out"; return 1; }
     echo "$out"
-    [ "$(grep -cE '^[0-9a-f]{64}$' <<<"$out")" = 2 ] && [ "$(grep -E '^[0-9a-f]{64}$' <<<"$out" | sort -u | wc -l)" = 1 ] ||
-        { echo "the hashes differ"; return 1; }
-    upgraded 2 "$out"
+    same_hashes "$out" && upgraded 2 "$out"
 }
 # sock_peer_killed: B's reader is killed mid-stream; A's writer must fail soon, not hang.
 sock_peer_killed() {

@@ -197,8 +197,13 @@ impl Conn {
         self.pid == std::process::id()
     }
 
-    fn not_here() -> io::Error {
-        io::Error::from_raw_os_error(libc::EIO)
+    /// The stream's lock, for the process that owns the connection; EIO in a forked child.
+    fn lock_here(&self) -> io::Result<std::sync::MutexGuard<'_, Stream>> {
+        if self.owned_here() {
+            Ok(self.lock())
+        } else {
+            Err(io::Error::from_raw_os_error(libc::EIO))
+        }
     }
 
     pub(crate) fn nonblocking(&self) -> bool {
@@ -328,17 +333,14 @@ impl Conn {
     /// Reads into `out` (`peek`: leaves the data; `wait_all`: until `out` is full, the stream
     /// ends or it breaks). Ok(0) at the end of the stream.
     pub(crate) fn read(&self, out: &mut [u8], peek: bool, wait_all: bool, dont_wait: bool) -> io::Result<usize> {
-        if !self.owned_here() {
-            return Err(Self::not_here());
-        }
-        let mut st = self.lock();
+        let mut st = self.lock_here()?;
         let mut got = 0;
         loop {
             self.progress(&mut st);
             got += self.take(&mut st, &mut out[got..], peek);
             let done = got == out.len() || (got > 0 && (!wait_all || peek)) || st.eof || st.broken;
+            self.give_back(&mut st, false);
             if done || dont_wait || self.nonblocking() {
-                self.give_back(&mut st, false);
                 let broken = st.broken && st.ready.is_empty() && !st.eof;
                 self.settle(&mut st);
                 return match got {
@@ -347,7 +349,6 @@ impl Conn {
                     n => Ok(n),
                 };
             }
-            self.give_back(&mut st, false);
             self.settle(&mut st);
             drop(st);
             sleep_on(self.event_fd(), 100);
@@ -378,10 +379,7 @@ impl Conn {
 
     /// Writes `data`: all of it, unless non-blocking (then what fits now; EAGAIN if nothing).
     pub(crate) fn write(&self, data: &[u8], dont_wait: bool) -> io::Result<usize> {
-        if !self.owned_here() {
-            return Err(Self::not_here());
-        }
-        let mut st = self.lock();
+        let mut st = self.lock_here()?;
         let mut sent = 0;
         loop {
             self.progress(&mut st);
@@ -416,10 +414,7 @@ impl Conn {
 
     /// Ends our stream (shutdown's SHUT_WR, or close): the peer reads EOF after the data.
     pub(crate) fn end(&self) -> io::Result<()> {
-        if !self.owned_here() {
-            return Err(Self::not_here());
-        }
-        let mut st = self.lock();
+        let mut st = self.lock_here()?;
         if st.ended {
             return Ok(());
         }

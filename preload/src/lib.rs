@@ -367,16 +367,10 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 /// Each vector describes `iov_len` writable octets at `iov_base`.
 unsafe fn readv_conn(c: &Conn, iov: &[iovec], flags: c_int) -> io::Result<usize> {
     let (peek, all, dont_wait) = (flags & libc::MSG_PEEK != 0, flags & libc::MSG_WAITALL != 0, flags & libc::MSG_DONTWAIT != 0);
-    let full: Vec<&mut [u8]> = iov
-        .iter()
-        .filter(|v| v.iov_len > 0)
-        .map(|v| {
-            // SAFETY: as this function's caller promises.
-            unsafe { iov_slice(v) }
-        })
-        .collect();
-    if let [only] = &mut *full.into_boxed_slice() {
-        return c.read(only, peek, all, dont_wait);
+    let mut filled = iov.iter().filter(|v| v.iov_len > 0);
+    if let (Some(only), None) = (filled.next(), filled.next()) {
+        // SAFETY: as this function's caller promises.
+        return c.read(unsafe { iov_slice(only) }, peek, all, dont_wait);
     }
     let mut tmp = vec![0u8; iov.iter().map(|v| v.iov_len).sum()];
     let n = c.read(&mut tmp, peek, all, dont_wait)?;
