@@ -158,7 +158,9 @@ capture() {
     rm -f "$pcap.log"
     ip netns exec "$VM_NS" tcpdump -i br0 -U -B 8192 "${count[@]}" -w "$pcap" "$2" 2>"$pcap.log" &
     CAPTURE_PID=$!
-    for _ in $(seq 50); do grep -q "listening on" "$pcap.log" && break; sleep 0.1; done
+    # Under load (CI's two cores busy) tcpdump can take seconds to listen; a test that starts
+    # before it does leaves an empty capture (a CI run failed so), hence the generous bound.
+    for _ in $(seq 300); do grep -q "listening on" "$pcap.log" && break; sleep 0.1; done
 }
 # checked PID FILE PORTS [OPTION...]: stops the capture tcpdump PID makes into FILE (half a
 # second after the test, for its last packets) and checks it with tools/wire-check (every FPDU
