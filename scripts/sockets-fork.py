@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""A connection inherited through fork (the sockets preload library's fork rule): the child's
-copy must fail cleanly (EIO) and its close must leave the parent's connection working.
+"""A connection inherited through fork (the sockets preload library's fork rule): the process
+that uses it first owns it. Here the child serves it; the parent's copy must then fail cleanly
+(EIO), and the parent's close must leave the child's connection working.
 
 Usage: sockets-fork.py serve PORT | send HOST PORT MIB
 Both print the SHA-256 of the stream they read or sent, for the caller to compare.
@@ -10,7 +11,6 @@ import hashlib
 import os
 import socket
 import sys
-import time
 
 
 def serve(port):
@@ -19,39 +19,52 @@ def serve(port):
     s.bind(("0.0.0.0", port))
     s.listen(1)
     c, _ = s.accept()
+    used_r, used_w = os.pipe()
+    closed_r, closed_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        try:
-            c.recv(16)
-            print("child: read from the inherited connection, which must fail", flush=True)
-            os._exit(1)
-        except OSError as e:
-            ok = e.errno == errno.EIO
-            print(f"child: reading the inherited connection failed: {e}", flush=True)
-        c.close()
-        os._exit(0 if ok else 1)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        print("parent: the child's copy did not fail cleanly")
-        sys.exit(1)
-    h, n = hashlib.sha256(), 0
-    while True:
+        os.close(used_r)
+        os.close(closed_w)
+        h, n = hashlib.sha256(), 0
         d = c.recv(1 << 16)
-        if not d:
-            break
-        h.update(d)
-        n += len(d)
-    print(f"parent: read {n} octets after the child closed its copy")
-    print(h.hexdigest())
+        os.write(used_w, b"u")
+        # The rest only once the parent has tried its copy and closed it.
+        os.read(closed_r, 1)
+        while d:
+            h.update(d)
+            n += len(d)
+            d = c.recv(1 << 16)
+        c.sendall(b"k")
+        print(f"child: read {n} octets, the parent's copy closed", flush=True)
+        print(h.hexdigest(), flush=True)
+        c.close()
+        os._exit(0)
+    os.close(used_w)
+    os.close(closed_r)
+    os.read(used_r, 1)
+    try:
+        c.recv(16)
+        print("parent: read from the child's connection, which must fail", flush=True)
+        ok = False
+    except OSError as e:
+        ok = e.errno == errno.EIO
+        print(f"parent: reading its copy failed: {e}", flush=True)
+    c.close()
+    os.write(closed_w, b"c")
+    _, status = os.waitpid(pid, 0)
+    if not ok or status != 0:
+        print(f"parent: failed (child's status {status})")
+        sys.exit(1)
 
 
 def send(host, port, mib):
     data = os.urandom(mib << 20)
     c = socket.create_connection((host, port))
-    time.sleep(1)
     c.sendall(data)
     c.shutdown(socket.SHUT_WR)
-    c.recv(1)
+    if c.recv(1) != b"k":
+        print("send: the server's child did not answer")
+        sys.exit(1)
     print(hashlib.sha256(data).hexdigest())
 
 

@@ -440,14 +440,30 @@ sock_http() {
 sock_plain_peer() {
     socat_through 16 "" && same_hashes "$SOCAT_OUT" && upgraded 0 "$SOCAT_OUT"
 }
-# sock_fork: a server forks with an upgraded connection; the child's copy fails cleanly and
-# its close leaves the parent reading the whole stream.
+# sock_fork: a server forks with an upgraded connection and the child serves it; the parent's
+# copy fails cleanly, and its close leaves the child reading the whole stream.
 sock_fork() {
     local out
     out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-fork.py serve $PORT" \
         A "sleep 1; $(socks) timeout 120 python3 $here/scripts/sockets-fork.py send $B $PORT 8" 300) || { echo "$out"; return 1; }
     echo "$out"
     same_hashes "$out" && upgraded 2 "$out"
+}
+# sock_fork_server: socat forking per connection (each child forks again, for sha256sum) serves
+# three clients at once; each gets back the hash of what it sent.
+sock_fork_server() {
+    local out
+    vm_serve B forks "$PORT" "$(socks) exec socat TCP-LISTEN:$PORT,reuseaddr,fork SYSTEM:sha256sum" || return 1
+    out=$(vm_run A "for i in 1 2 3; do head -c 8M /dev/urandom >/tmp/fork\$i.bin; done
+        for i in 1 2 3; do ( $(socks) timeout 120 socat -t 60 - TCP:$B:$PORT </tmp/fork\$i.bin >/tmp/fork\$i.got ) & done; wait
+        for i in 1 2 3; do echo \"sent \$(sha256sum </tmp/fork\$i.bin | cut -c1-64) got \$(cut -c1-64 </tmp/fork\$i.got)\"; done
+        rm -f /tmp/fork*.bin /tmp/fork*.got" 300)
+    echo "$out"
+    out+=$'\n'$(vm_unserve B forks)
+    local good
+    good=$(grep -cE '^sent ([0-9a-f]{64}) got \1$' <<<"$out")
+    [ "$good" = 3 ] || { echo "$((3 - good)) client(s) got a wrong hash back"; return 1; }
+    upgraded 6 "$out"
 }
 # sock_peer_killed: B's reader is killed mid-stream; A's writer must fail soon, not hang.
 sock_peer_killed() {
@@ -619,7 +635,8 @@ tests() {
     t sockets-sockperf-ping-pong-and-throughput sock_sockperf
     t sockets-http-server-and-curl sock_http
     t sockets-plain-peer-gets-tcp sock_plain_peer
-    t sockets-fork-child-copy-fails-cleanly sock_fork
+    t sockets-fork-child-serves-parent-copy-fails sock_fork
+    t sockets-socat-forking-server-three-clients sock_fork_server
     t sockets-peer-killed-mid-stream sock_peer_killed
     t fault-peer-guest-killed peer_killed
     t nothing-left-A vm_run A "$check stats-zero"

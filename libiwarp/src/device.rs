@@ -11,7 +11,7 @@ use crate::sys;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::net::{SocketAddrV4, TcpStream};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 /// Where the module's misc device appears.
 pub const DEVICE_PATH: &str = "/dev/iwarp";
@@ -31,6 +31,20 @@ impl Device {
 
     pub(crate) fn file(&self) -> &File {
         &self.file
+    }
+
+    /// Leaves the context to the other processes that share it through `fork`, destroying
+    /// nothing in it: `/dev/null` takes the place of the device under the same descriptor, so
+    /// dropping the objects made through it afterwards unmaps their rings while their destroy
+    /// calls fail quietly. The context lives until the last process holding it closes it.
+    pub fn detach(&self) -> io::Result<()> {
+        let null = File::open("/dev/null")?;
+        // SAFETY: both descriptors are live and ours; dup2 replaces the device in one step, so
+        // no other file can take its number in between.
+        if unsafe { libc::dup2(null.as_raw_fd(), self.file.as_raw_fd()) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// A queue pair, not connected yet: post receives, then [`QueuePair::adopt`] a stream.

@@ -18,7 +18,8 @@ use std::io;
 use std::mem::ManuallyDrop;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Octets of one buffer, send or receive: the largest message.
@@ -27,6 +28,8 @@ const SLOT: usize = 64 << 10;
 const RECV_SLOTS: u32 = 32;
 /// Send buffers.
 const SEND_SLOTS: usize = 32;
+/// The size of the page holding [`Control`].
+const PAGE: usize = 4096;
 /// The message header: kind, three reserved octets, credits given back (little-endian u32).
 const HDR: usize = 8;
 
@@ -38,28 +41,76 @@ enum Kind {
     End = 2,
 }
 
-/// The process's device and protection domain, opened at the first upgrade and kept.
-pub(crate) fn device() -> io::Result<(&'static Device, &'static ProtectionDomain<'static>)> {
-    static DEV: OnceLock<Option<(&'static Device, &'static ProtectionDomain<'static>)>> = OnceLock::new();
-    let made = DEV.get_or_init(|| {
-        let dev: &'static Device = Box::leak(Box::new(Device::open().ok()?));
-        let pd: &'static ProtectionDomain<'static> = Box::leak(Box::new(dev.alloc_pd().ok()?));
-        Some((dev, pd))
-    });
-    made.ok_or_else(|| io::Error::from_raw_os_error(libc::ENODEV))
+/// Whether iwarp.ko is here to upgrade to.
+pub(crate) fn module_present() -> bool {
+    Device::open().is_ok()
 }
 
-/// What the verbs objects borrow, owned here and freed after them ([`Conn`]'s `Drop`).
-#[derive(Clone, Copy)]
+/// Memory mapped `MAP_SHARED`: a process forked from this one maps the same pages, the ones the
+/// module places into, where pinned private pages would be copied for it at `fork` and go stale.
+struct Shared {
+    base: *mut u8,
+    len: usize,
+}
+
+impl Shared {
+    fn new(len: usize) -> io::Result<Shared> {
+        // SAFETY: a fresh anonymous mapping, placed wherever the kernel likes.
+        let base = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Shared { base: base.cast(), len })
+    }
+
+    /// The whole mapping, for as long as it lives (the `Conn` that owns it drops it last).
+    ///
+    /// # Safety
+    /// No other reference to the memory may be used while this one is.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn bytes(&self) -> &'static mut [u8] {
+        // SAFETY: mapped and `len` long until dropped; the caller keeps to the rest.
+        unsafe { std::slice::from_raw_parts_mut(self.base, self.len) }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: mapped by `new` with this base and length, unmapped once.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// What every process sharing the connection through `fork` sees alike (the start of a
+/// [`Shared`] page).
+#[repr(C)]
+struct Control {
+    /// The process that may use the connection; 0 after a fork, until one of them uses it.
+    owner: AtomicU32,
+    /// The processes holding a copy they have not closed.
+    holders: AtomicU32,
+}
+
+/// What the verbs objects borrow, owned here and freed after them ([`Conn`]'s `Drop`). Each
+/// connection has a device context of its own, shared with nothing but its copies in forked
+/// processes: when the last process holding the context ends, however it ends, the kernel
+/// closes the context and the connection with it.
 struct Owned {
+    dev: *mut Device,
+    pd: *mut ProtectionDomain<'static>,
     send_cq: *mut CompletionQueue<'static>,
     recv_cq: *mut CompletionQueue<'static>,
-    send_buf: *mut [u8],
-    recv_buf: *mut [u8],
+    send_buf: Shared,
+    /// Read through `recv_mr`; held so that it is unmapped only after the region goes.
+    #[allow(dead_code)]
+    recv_buf: Shared,
+    control: Shared,
 }
 
 /// The stream's state.
-struct Stream {
+pub(crate) struct Stream {
     /// Receives the peer has posted for us and we have not used.
     credits: u32,
     /// Our receives posted again since we last told the peer.
@@ -88,10 +139,6 @@ pub(crate) struct Conn {
     /// A descriptor of the TCP socket itself, for the calls that ask about it (getsockopt,
     /// getpeername, ...).
     pub(crate) shadow: OwnedFd,
-    /// The process that made it: a child that inherits it through `fork` gets errors (the
-    /// buffers it sees are copies the module does not write), and its close leaves the
-    /// parent's connection alone.
-    pid: u32,
 }
 
 // SAFETY: the verbs objects are used only under `stream`'s lock (every method takes it first),
@@ -104,28 +151,31 @@ impl Conn {
     /// Upgrades the connected TCP socket `stream` (a duplicate of `app_fd`, handed to the
     /// module) to a QP, as `role`, then makes `app_fd` the receive CQ's eventfd.
     pub(crate) fn upgrade(stream: TcpStream, shadow: OwnedFd, role: Role, app_fd: RawFd, nonblocking: bool) -> io::Result<Conn> {
-        let (dev, pd) = device()?;
-        let send_cq = Box::into_raw(Box::new(dev.create_cq(SEND_SLOTS as u32 + 4)?));
-        let recv_cq = match dev.create_cq(RECV_SLOTS + 4) {
-            Ok(cq) => Box::into_raw(Box::new(cq)),
-            Err(e) => {
-                // SAFETY: made just above by Box::into_raw, not shared.
-                drop(unsafe { Box::from_raw(send_cq) });
-                return Err(e);
-            }
-        };
-        let send_buf = Box::into_raw(vec![0u8; SLOT * SEND_SLOTS].into_boxed_slice());
-        let recv_buf = Box::into_raw(vec![0u8; SLOT * RECV_SLOTS as usize].into_boxed_slice());
-        let owned = Owned { send_cq, recv_cq, send_buf, recv_buf };
-        // From here on `owned` frees them (Drop below) whatever fails.
-        let guard = OwnedGuard(Some(owned));
-        let o = guard.0.as_ref().expect("just made");
-        // SAFETY: the boxes live until `Conn` drops, after the QP and regions that borrow them.
-        let (scq, rcq, sbuf, rbuf) = unsafe { (&*o.send_cq, &*o.recv_cq, &mut *o.send_buf, &mut *o.recv_buf) };
-        let send_mr = pd.register(sbuf, Access::LOCAL_WRITE)?;
-        let recv_mr = pd.register(rbuf, Access::LOCAL_WRITE)?;
+        let dev = Box::into_raw(Box::new(Device::open()?));
+        let mut guard = OwnedGuard { dev, pd: None, cqs: Vec::new(), bufs: None };
+        // SAFETY: lives until `free`, after everything made through it.
+        let d: &'static Device = unsafe { &*dev };
+        let pd = Box::into_raw(Box::new(d.alloc_pd()?));
+        guard.pd = Some(pd);
+        let send_cq = Box::into_raw(Box::new(d.create_cq(SEND_SLOTS as u32 + 4)?));
+        guard.cqs.push(send_cq);
+        let recv_cq = Box::into_raw(Box::new(d.create_cq(RECV_SLOTS + 4)?));
+        guard.cqs.push(recv_cq);
+        guard.bufs = Some((Shared::new(SLOT * SEND_SLOTS)?, Shared::new(SLOT * RECV_SLOTS as usize)?, Shared::new(PAGE)?));
+        // SAFETY: as `dev`; nothing else refers to these yet.
+        let (pd, scq, rcq) = unsafe { (&*pd, &*send_cq, &*recv_cq) };
+        let (sbuf, rbuf, control) = guard.bufs.as_ref().expect("just made");
+        // SAFETY: the regions' references serve only for their addresses and lengths (reads and
+        // writes go through `as_slice` and `send_slot`, never two at once).
+        let send_mr = pd.register(unsafe { sbuf.bytes() }, Access::LOCAL_WRITE)?;
+        // SAFETY: as above.
+        let recv_mr = pd.register(unsafe { rbuf.bytes() }, Access::LOCAL_WRITE)?;
+        // SAFETY: a fresh page, zeroed, aligned for `Control`, which only atomics touch.
+        let ctl = unsafe { &*(control.base as *const Control) };
+        ctl.owner.store(std::process::id(), Ordering::Relaxed);
+        ctl.holders.store(1, Ordering::Relaxed);
         let mut qp =
-            dev.create_qp(&QpInit { pd, send_cq: scq, recv_cq: rcq, max_recv_wr: RECV_SLOTS, max_send_wr: SEND_SLOTS as u32 + 4, max_sge: 1, max_inline: 0 })?;
+            d.create_qp(&QpInit { pd, send_cq: scq, recv_cq: rcq, max_recv_wr: RECV_SLOTS, max_send_wr: SEND_SLOTS as u32 + 4, max_sge: 1, max_inline: 0 })?;
         for slot in 0..RECV_SLOTS as usize {
             qp.post_recv(slot as u64, &[recv_mr.sge(slot * SLOT..(slot + 1) * SLOT)])?;
         }
@@ -139,7 +189,7 @@ impl Conn {
             qp: ManuallyDrop::new(qp),
             send_mr: ManuallyDrop::new(send_mr),
             recv_mr: ManuallyDrop::new(recv_mr),
-            owned: guard.take(),
+            owned: guard.take(send_cq, recv_cq),
             stream: Mutex::new(Stream {
                 credits: RECV_SLOTS,
                 returnable: 0,
@@ -151,7 +201,6 @@ impl Conn {
             }),
             nonblocking: std::sync::atomic::AtomicBool::new(nonblocking),
             shadow,
-            pid: std::process::id(),
         };
         {
             let mut st = conn.lock();
@@ -192,18 +241,45 @@ impl Conn {
         self.recv_cq().event_fd().as_raw_fd()
     }
 
-    /// Whether this process made the connection (see `pid`).
-    pub(crate) fn owned_here(&self) -> bool {
-        self.pid == std::process::id()
+    fn control(&self) -> &Control {
+        // SAFETY: the control page lives as long as `self`, and only atomics touch it.
+        unsafe { &*(self.owned.control.base as *const Control) }
     }
 
-    /// The stream's lock, for the process that owns the connection; EIO in a forked child.
+    /// Whether this process may use the connection: it owns it, or it is the first of the
+    /// processes sharing it since a fork to use it, and so owns it from now on.
+    fn claim(&self) -> bool {
+        let me = std::process::id();
+        match self.control().owner.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(owner) => owner == me,
+        }
+    }
+
+    /// The stream's lock, for the process that owns the connection; EIO in the others.
     fn lock_here(&self) -> io::Result<std::sync::MutexGuard<'_, Stream>> {
-        if self.owned_here() {
-            Ok(self.lock())
+        let st = self.lock();
+        if self.claim() {
+            Ok(st)
         } else {
             Err(io::Error::from_raw_os_error(libc::EIO))
         }
+    }
+
+    /// Readies the connection for a fork: the stream's lock, for the caller to hold across it
+    /// so that both processes copy a settled stream, with the child counted as a holder and
+    /// the connection left to whichever process uses it first (if this one owned it).
+    pub(crate) fn fork_begin(&self) -> std::sync::MutexGuard<'_, Stream> {
+        let st = self.lock();
+        let ctl = self.control();
+        ctl.holders.fetch_add(1, Ordering::AcqRel);
+        let _ = ctl.owner.compare_exchange(std::process::id(), 0, Ordering::AcqRel, Ordering::Acquire);
+        st
+    }
+
+    /// The fork failed: there is no child holding a copy.
+    pub(crate) fn fork_failed(&self) {
+        self.control().holders.fetch_sub(1, Ordering::AcqRel);
     }
 
     pub(crate) fn nonblocking(&self) -> bool {
@@ -266,10 +342,9 @@ impl Conn {
     /// The caller has checked for a free buffer and a credit.
     fn message(&self, st: &mut Stream, kind: Kind, payload: &[u8]) -> io::Result<()> {
         let slot = st.free_send.pop().ok_or_else(|| io::Error::from_raw_os_error(libc::EAGAIN))?;
-        // SAFETY: the send buffer is ours; a slot is written only while it is free (not posted),
-        // and the region's own reference to the buffer serves only for its address and length
-        // (nothing reads or writes through it).
-        let buf = unsafe { &mut (&mut *self.owned.send_buf)[slot * SLOT..(slot + 1) * SLOT] };
+        // SAFETY: a slot is written only while it is free (not posted), under the stream's lock;
+        // the region's own reference serves only for its address and length.
+        let buf = unsafe { &mut self.owned.send_buf.bytes()[slot * SLOT..(slot + 1) * SLOT] };
         buf[0] = kind as u8;
         buf[1..4].fill(0);
         buf[4..8].copy_from_slice(&st.returnable.to_le_bytes());
@@ -467,43 +542,70 @@ fn sleep_on(fd: RawFd, ms: i32) {
     unsafe { libc::poll(&mut pfd, 1, ms) };
 }
 
-/// Frees `Owned` if the upgrade fails before a `Conn` takes it.
-struct OwnedGuard(Option<Owned>);
+/// Frees what the upgrade has made if it fails before a `Conn` takes it (what was made after
+/// this, the regions and the QP, is dropped before it).
+struct OwnedGuard {
+    dev: *mut Device,
+    pd: Option<*mut ProtectionDomain<'static>>,
+    cqs: Vec<*mut CompletionQueue<'static>>,
+    bufs: Option<(Shared, Shared, Shared)>,
+}
 
 impl OwnedGuard {
-    fn take(mut self) -> Owned {
-        self.0.take().expect("taken once")
+    fn take(mut self, send_cq: *mut CompletionQueue<'static>, recv_cq: *mut CompletionQueue<'static>) -> Owned {
+        let (send_buf, recv_buf, control) = self.bufs.take().expect("made before a Conn");
+        let owned = Owned { dev: self.dev, pd: self.pd.take().expect("made before a Conn"), send_cq, recv_cq, send_buf, recv_buf, control };
+        self.cqs.clear();
+        self.dev = std::ptr::null_mut();
+        owned
     }
 }
 
 impl Drop for OwnedGuard {
     fn drop(&mut self) {
-        if let Some(o) = self.0.take() {
-            free(o);
+        // SAFETY: each was made by Box::into_raw, is not taken, and nothing borrows it any more.
+        unsafe {
+            for cq in self.cqs.drain(..) {
+                drop(Box::from_raw(cq));
+            }
+            if let Some(pd) = self.pd.take() {
+                drop(Box::from_raw(pd));
+            }
+            if !self.dev.is_null() {
+                drop(Box::from_raw(self.dev));
+            }
         }
-    }
-}
-
-fn free(o: Owned) {
-    // SAFETY: each was made by Box::into_raw and nothing borrows them any more.
-    unsafe {
-        drop(Box::from_raw(o.send_cq));
-        drop(Box::from_raw(o.recv_cq));
-        drop(Box::from_raw(o.send_buf));
-        drop(Box::from_raw(o.recv_buf));
     }
 }
 
 impl Drop for Conn {
+    /// The last descriptor of the connection in this process is gone. The process that owns the
+    /// connection (or the last one holding it, if none has used it since a fork) ends the
+    /// stream and disconnects; any other leaves it to its owner ([`Device::detach`]). Then its
+    /// objects, rings and mappings go.
     fn drop(&mut self) {
-        // A forked child's copy is never dropped (see `release`); this is the owner's.
-        self.close();
-        // SAFETY: dropped once, here, before what they borrow.
+        let ctl = self.control();
+        let last = ctl.holders.fetch_sub(1, Ordering::AcqRel) == 1;
+        let me = std::process::id();
+        let mine = ctl.owner.load(Ordering::Acquire) == me || (last && ctl.owner.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire).is_ok());
+        if mine {
+            self.close();
+        } else {
+            // SAFETY: see `Owned`.
+            if let Err(e) = unsafe { &*self.owned.dev }.detach() {
+                eprintln!("iwarp-preload: leaving a connection to the process that owns it failed: {e}");
+            }
+        }
+        // SAFETY: dropped once, here, before what they borrow, which goes after them in turn;
+        // each was made by Box::into_raw.
         unsafe {
             ManuallyDrop::drop(&mut self.qp);
             ManuallyDrop::drop(&mut self.send_mr);
             ManuallyDrop::drop(&mut self.recv_mr);
+            drop(Box::from_raw(self.owned.send_cq));
+            drop(Box::from_raw(self.owned.recv_cq));
+            drop(Box::from_raw(self.owned.pd));
+            drop(Box::from_raw(self.owned.dev));
         }
-        free(self.owned);
     }
 }

@@ -42,15 +42,10 @@ fn forget(fd: RawFd) -> Option<Arc<Conn>> {
     CONNS.write().unwrap_or_else(|e| e.into_inner()).remove(&fd)
 }
 
-/// Forgets `fd`'s connection; the last reference to it closes it (`Conn`'s `Drop`), whichever
-/// thread holds it. A child's copy (inherited through `fork`) is never dropped: its verbs
-/// objects are the parent's, reached through the same device.
+/// Forgets `fd`'s connection; the last reference to it in this process closes it, or leaves it
+/// to the process that owns it (`Conn`'s `Drop`), whichever thread holds that reference.
 fn release(fd: RawFd) {
-    if let Some(c) = forget(fd) {
-        if !c.owned_here() {
-            std::mem::forget(c);
-        }
-    }
+    drop(forget(fd));
     if let Some(open) = LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).remove(&fd) {
         open.store(false, Ordering::Relaxed);
     }
@@ -200,7 +195,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
             }
         }
     };
-    if conn::device().is_err() || !probe::ask(to, from) {
+    if !conn::module_present() || !probe::ask(to, from) {
         // SAFETY: as above.
         return unsafe { real(fd, addr, len) };
     }
@@ -234,7 +229,7 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     if rc == 0 {
         if let Some(at) = sockaddr_of(fd, false).filter(|a| rules::chosen(a.port()) && is_tcp(fd)) {
             let open = Arc::new(AtomicBool::new(true));
-            if conn::device().is_err() {
+            if !conn::module_present() {
                 eprintln!("iwarp-preload: no iwarp device: connections to {at} stay plain TCP");
             } else if probe::answer(at, open.clone()) {
                 LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).insert(fd, open);
@@ -478,6 +473,37 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     release(fd);
     // SAFETY: the caller's descriptor, passed on.
     unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(fd) }
+}
+
+/// Forks with every connection ready for it ([`Conn::fork_begin`]): both processes hold each,
+/// and whichever uses one first owns it from then on; the other's copy fails with EIO, and its
+/// close leaves the connection to the owner. A server that forks per connection and closes its
+/// copy in the parent therefore serves the connection in the child.
+///
+/// # Safety
+/// As fork(2).
+#[no_mangle]
+pub unsafe extern "C" fn fork() -> libc::pid_t {
+    let real = real!(fork: unsafe extern "C" fn() -> libc::pid_t);
+    if !ANY.load(Ordering::Relaxed) {
+        // SAFETY: the C library's fork.
+        return unsafe { real() };
+    }
+    let table = CONNS.read().unwrap_or_else(|e| e.into_inner());
+    let mut conns: Vec<&Arc<Conn>> = Vec::new();
+    for c in table.values() {
+        if !conns.iter().any(|k| Arc::ptr_eq(k, c)) {
+            conns.push(c);
+        }
+    }
+    let held: Vec<_> = conns.iter().map(|c| c.fork_begin()).collect();
+    // SAFETY: as above; the locks held are released on both sides of it below.
+    let pid = unsafe { real() };
+    if pid < 0 {
+        conns.iter().for_each(|c| c.fork_failed());
+    }
+    drop(held);
+    pid
 }
 
 /// # Safety
