@@ -449,21 +449,50 @@ sock_fork() {
     echo "$out"
     same_hashes "$out" && upgraded 2 "$out"
 }
-# sock_fork_server: socat forking per connection (each child forks again, for sha256sum) serves
-# three clients at once; each gets back the hash of what it sent.
+# hash_server NAME PORT: in B, with the library, socat forking per connection (each child forks
+# again, for sha256sum) answers every connection with the hash of what it received.
+hash_server() {
+    vm_serve B "$1" "$2" "$(socks) exec socat TCP-LISTEN:$2,reuseaddr,fork SYSTEM:sha256sum"
+}
+# hash_clients ENV PORT...: in A, at once, 8 MiB of random octets to B's hash server at each
+# PORT, socat run in ENV; prints "sent HASH got HASH" per port, and ENV's own output.
+hash_clients() {
+    local env=$1
+    shift
+    vm_run A "n=0; for p in $*; do n=\$((n + 1)); head -c 8M /dev/urandom >/tmp/hash\$n.bin; done
+        n=0; for p in $*; do n=\$((n + 1)); ( $env timeout 120 socat -t 60 - TCP:$B:\$p </tmp/hash\$n.bin >/tmp/hash\$n.got ) & done; wait
+        n=0; for p in $*; do n=\$((n + 1)); echo \"sent \$(sha256sum </tmp/hash\$n.bin | cut -c1-64) got \$(cut -c1-64 </tmp/hash\$n.got)\"; done
+        rm -f /tmp/hash*.bin /tmp/hash*.got" 300
+}
+# hashes_back N OUTPUT: OUTPUT has N clients whose hash came back right.
+hashes_back() {
+    local good
+    good=$(grep -cE '^sent ([0-9a-f]{64}) got \1$' <<<"$2")
+    echo "$good of $1 hashes came back right"
+    [ "$good" = "$1" ]
+}
+# sock_fork_server: a server forking per connection serves three clients at once.
 sock_fork_server() {
     local out
-    vm_serve B forks "$PORT" "$(socks) exec socat TCP-LISTEN:$PORT,reuseaddr,fork SYSTEM:sha256sum" || return 1
-    out=$(vm_run A "for i in 1 2 3; do head -c 8M /dev/urandom >/tmp/fork\$i.bin; done
-        for i in 1 2 3; do ( $(socks) timeout 120 socat -t 60 - TCP:$B:$PORT </tmp/fork\$i.bin >/tmp/fork\$i.got ) & done; wait
-        for i in 1 2 3; do echo \"sent \$(sha256sum </tmp/fork\$i.bin | cut -c1-64) got \$(cut -c1-64 </tmp/fork\$i.got)\"; done
-        rm -f /tmp/fork*.bin /tmp/fork*.got" 300)
+    hash_server forks "$PORT" || return 1
+    out=$(hash_clients "$(socks)" $PORT $PORT $PORT)
     echo "$out"
     out+=$'\n'$(vm_unserve B forks)
-    local good
-    good=$(grep -cE '^sent ([0-9a-f]{64}) got \1$' <<<"$out")
-    [ "$good" = 3 ] || { echo "$((3 - good)) client(s) got a wrong hash back"; return 1; }
-    upgraded 6 "$out"
+    hashes_back 3 "$out" && upgraded 6 "$out"
+}
+# sock_rules_file: the client's rules from a file: its first rule leaves B's first port to
+# TCP, its second names the second port by subnet; both servers offer the upgrade.
+sock_rules_file() {
+    local out p2=$((PORT + 1))
+    hash_server rules1 "$PORT" && hash_server rules2 "$p2" || return 1
+    vm_run A "printf '# test rules\\ntcp connect $B:$PORT\\niwarp connect 10.77.0.0/24:$PORT-$p2\\n' >/tmp/rules.$PORT" || return 1
+    out=$(hash_clients "LD_PRELOAD=$preload IWARP_SOCKETS_CONF=/tmp/rules.$PORT IWARP_SOCKETS_LOG=1" $PORT $p2)
+    echo "$out"
+    hashes_back 2 "$out" && upgraded 1 "$out" || return 1
+    out=$(vm_unserve B rules1)
+    upgraded 0 "$out" || { echo "$out"; return 1; }
+    out=$(vm_unserve B rules2)
+    upgraded 1 "$out" || { echo "$out"; return 1; }
 }
 # sock_peer_killed: B's reader is killed mid-stream; A's writer must fail soon, not hang.
 sock_peer_killed() {
@@ -637,6 +666,7 @@ tests() {
     t sockets-plain-peer-gets-tcp sock_plain_peer
     t sockets-fork-child-serves-parent-copy-fails sock_fork
     t sockets-socat-forking-server-three-clients sock_fork_server
+    t sockets-rules-file-by-address sock_rules_file
     t sockets-peer-killed-mid-stream sock_peer_killed
     t fault-peer-guest-killed peer_killed
     t nothing-left-A vm_run A "$check stats-zero"

@@ -175,7 +175,7 @@ fn upgrade(fd: RawFd, role: Role, nonblocking: bool) -> bool {
 #[no_mangle]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     let real = real!(connect: unsafe extern "C" fn(c_int, *const sockaddr, socklen_t) -> c_int);
-    let Some(to) = inet(addr, len).filter(|to| rules::chosen(to.port()) && is_tcp(fd)) else {
+    let Some(to) = inet(addr, len).filter(|to| rules::chosen(rules::Side::Connect, *to) && is_tcp(fd)) else {
         // SAFETY: the caller's arguments, passed on.
         return unsafe { real(fd, addr, len) };
     };
@@ -227,7 +227,7 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     // SAFETY: the caller's arguments, passed on.
     let rc = unsafe { real(fd, backlog) };
     if rc == 0 {
-        if let Some(at) = sockaddr_of(fd, false).filter(|a| rules::chosen(a.port()) && is_tcp(fd)) {
+        if let Some(at) = sockaddr_of(fd, false).filter(|a| rules::chosen(rules::Side::Listen, *a) && is_tcp(fd)) {
             let open = Arc::new(AtomicBool::new(true));
             if !conn::module_present() {
                 eprintln!("iwarp-preload: no iwarp device: connections to {at} stay plain TCP");
