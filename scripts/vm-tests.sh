@@ -494,6 +494,18 @@ sock_rules_file() {
     out=$(vm_unserve B rules2)
     upgraded 1 "$out" || { echo "$out"; return 1; }
 }
+# sock_pollout: a non-blocking writer waits with poll, select and epoll (each set mixing the
+# upgraded socket with a pipe) against a slow reader: a socket reported writable always takes a
+# write, and the pipe's ticks are seen.
+sock_pollout() {
+    local out mode
+    for mode in poll select epoll; do
+        out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-pollout.py serve $PORT" \
+            A "sleep 1; $(socks) timeout 120 python3 $here/scripts/sockets-pollout.py send $B $PORT 32 $mode" 300) || { echo "$out"; return 1; }
+        echo "$out"
+        same_hashes "$out" && upgraded 2 "$out" || return 1
+    done
+}
 # sock_peer_killed: B's reader is killed mid-stream; A's writer must fail soon, not hang.
 sock_peer_killed() {
     local out t
@@ -667,6 +679,7 @@ tests() {
     t sockets-fork-child-serves-parent-copy-fails sock_fork
     t sockets-socat-forking-server-three-clients sock_fork_server
     t sockets-rules-file-by-address sock_rules_file
+    t sockets-nonblocking-writer-poll-select-epoll sock_pollout
     t sockets-peer-killed-mid-stream sock_peer_killed
     t fault-peer-guest-killed peer_killed
     t nothing-left-A vm_run A "$check stats-zero"

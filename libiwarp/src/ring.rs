@@ -26,7 +26,7 @@ impl Mapping {
 
     /// The 32-bit word at `off`, shared with the module.
     pub(crate) fn word(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.len);
+        assert!(off.is_multiple_of(4) && off + 4 <= self.len);
         // SAFETY: aligned (checked; the mapping is page aligned) and inside the mapping, which
         // lives as long as `self`; the module accesses these words atomically too.
         unsafe { AtomicU32::from_ptr(self.base.add(off).cast()) }
@@ -34,7 +34,7 @@ impl Mapping {
 
     /// Reads the `T` at `off` (a plain-data ABI struct the module wrote).
     pub(crate) fn read<T: Copy>(&self, off: usize) -> T {
-        assert!(off + std::mem::size_of::<T>() <= self.len && off % std::mem::align_of::<T>() == 0);
+        assert!(off + std::mem::size_of::<T>() <= self.len && off.is_multiple_of(std::mem::align_of::<T>()));
         // SAFETY: in bounds and aligned (checked); T is one of the ABI's plain-data structs,
         // valid for any bit pattern; volatile because the module writes this memory.
         unsafe { self.base.add(off).cast::<T>().read_volatile() }
@@ -42,7 +42,7 @@ impl Mapping {
 
     /// Writes `v` at `off` (a plain-data ABI struct the module will copy out).
     pub(crate) fn write<T: Copy>(&self, off: usize, v: T) {
-        assert!(off + std::mem::size_of::<T>() <= self.len && off % std::mem::align_of::<T>() == 0);
+        assert!(off + std::mem::size_of::<T>() <= self.len && off.is_multiple_of(std::mem::align_of::<T>()));
         // SAFETY: in bounds and aligned (checked); volatile because the module reads it.
         unsafe { self.base.add(off).cast::<T>().write_volatile(v) }
     }

@@ -126,6 +126,15 @@ pub(crate) struct Stream {
     ended: bool,
 }
 
+/// What [`Conn::readiness`] found.
+pub(crate) struct Readiness {
+    pub(crate) readable: bool,
+    pub(crate) writable: bool,
+    /// Credits are there but every send buffer is in flight: their completions wake nobody, so
+    /// a poller looks again soon.
+    pub(crate) short_of_buffers: bool,
+}
+
 /// One upgraded connection.
 pub(crate) struct Conn {
     qp: ManuallyDrop<QueuePair<'static>>,
@@ -401,6 +410,44 @@ impl Conn {
         }
     }
 
+    /// What `poll` should say of the descriptor now. Readability is exact: a wake-up that
+    /// brought no data (a credit) is taken, and the descriptor cleared again. When `want_out`
+    /// and a write would block, the descriptor is armed for every completion, so that a credit
+    /// coming back wakes the poller; then the caller polls again and finds it writable.
+    pub(crate) fn readiness(&self, want_out: bool) -> Readiness {
+        let Ok(mut st) = self.lock_here() else {
+            // Another process's connection: reads and writes fail at once, with EIO.
+            return Readiness { readable: true, writable: true, short_of_buffers: false };
+        };
+        loop {
+            self.progress(&mut st);
+            // As a blocked writer would (`write`).
+            let starved = st.credits < 2;
+            self.give_back(&mut st, starved);
+            // A write returns at once on a broken or ended stream (with EPIPE).
+            let writable = st.broken || st.ended || (st.credits >= 2 && !st.free_send.is_empty());
+            self.settle(&mut st);
+            let now = Readiness {
+                readable: !st.ready.is_empty() || st.eof || st.broken,
+                writable,
+                short_of_buffers: st.credits >= 2 && st.free_send.is_empty(),
+            };
+            if !want_out || writable {
+                return now;
+            }
+            if self.recv_cq().arm(false).is_err() {
+                st.broken = true;
+                continue;
+            }
+            // A credit may have landed before the arm.
+            let before = (st.credits, st.ready.len(), st.eof, st.broken);
+            self.progress(&mut st);
+            if (st.credits, st.ready.len(), st.eof, st.broken) == before {
+                return now;
+            }
+        }
+    }
+
     fn drain_event(&self) {
         drain(self.event_fd());
     }
@@ -470,12 +517,14 @@ impl Conn {
                 }
                 sent += n;
             }
+            // Out of credits, we hand ours back now: the peer may be waiting for them to send
+            // the credits we wait for.
+            let starved = st.credits < 2;
+            self.give_back(&mut st, starved);
             if sent == data.len() || dont_wait || self.nonblocking() {
                 self.settle(&mut st);
                 return if sent > 0 || data.is_empty() { Ok(sent) } else { Err(io::Error::from_raw_os_error(libc::EAGAIN)) };
             }
-            let starved = st.credits < 2;
-            self.give_back(&mut st, starved);
             self.settle(&mut st);
             drop(st);
             // Send completions wake us; credits come on the receive CQ, polled again soon.

@@ -6,6 +6,7 @@
 
 mod conn;
 mod probe;
+mod readiness;
 mod real;
 mod rules;
 
@@ -28,7 +29,7 @@ static ANY: AtomicBool = AtomicBool::new(false);
 /// its answering thread answering (cleared when the listener is closed).
 static LISTENERS: Mutex<BTreeMap<RawFd, Arc<AtomicBool>>> = Mutex::new(BTreeMap::new());
 
-fn conn(fd: RawFd) -> Option<Arc<Conn>> {
+pub(crate) fn conn(fd: RawFd) -> Option<Arc<Conn>> {
     if !ANY.load(Ordering::Relaxed) {
         return None;
     }
@@ -45,6 +46,9 @@ fn forget(fd: RawFd) -> Option<Arc<Conn>> {
 /// Forgets `fd`'s connection; the last reference to it in this process closes it, or leaves it
 /// to the process that owns it (`Conn`'s `Drop`), whichever thread holds that reference.
 fn release(fd: RawFd) {
+    if ANY.load(Ordering::Relaxed) {
+        readiness::forget(fd);
+    }
     drop(forget(fd));
     if let Some(open) = LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).remove(&fd) {
         open.store(false, Ordering::Relaxed);

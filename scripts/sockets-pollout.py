@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Non-blocking writers waiting for writability (the sockets preload library's poll, select and
+epoll), each in a set with an ordinary descriptor (a pipe another thread writes to now and then).
+
+The reader reads slowly, so the writer runs out of credits again and again. A writer told
+"writable" must be able to write: a write that fails with EAGAIN after a wake-up means the
+descriptor was reported writable while it was not (an eventfd always polls writable), and a
+writer relying on it would spin. Each wait must also see the pipe's messages.
+
+Usage: sockets-pollout.py serve PORT | send HOST PORT MIB poll|select|epoll
+Both print the SHA-256 of the stream they read or sent, for the caller to compare.
+"""
+import errno
+import hashlib
+import os
+import select
+import socket
+import sys
+import threading
+import time
+
+
+def serve(port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port))
+    s.listen(1)
+    c, _ = s.accept()
+    h, n = hashlib.sha256(), 0
+    while True:
+        d = c.recv(1 << 16)
+        if not d:
+            break
+        h.update(d)
+        n += len(d)
+        time.sleep(0.002)
+    print(f"serve: read {n} octets slowly")
+    print(h.hexdigest())
+
+
+def waiter(mode, sock, pipe):
+    """A function waiting for the socket to be writable or the pipe readable, returning
+    (socket writable, pipe readable)."""
+    if mode == "poll":
+        p = select.poll()
+        p.register(sock, select.POLLOUT)
+        p.register(pipe, select.POLLIN)
+
+        def wait():
+            ev = dict(p.poll(10000))
+            return bool(ev.get(sock.fileno(), 0) & select.POLLOUT), bool(ev.get(pipe, 0) & select.POLLIN)
+
+    elif mode == "select":
+
+        def wait():
+            r, w, _ = select.select([pipe], [sock], [], 10)
+            return sock in w, pipe in r
+
+    else:
+        ep = select.epoll()
+        ep.register(sock.fileno(), select.EPOLLOUT)
+        ep.register(pipe, select.EPOLLIN)
+
+        def wait():
+            ev = dict(ep.poll(10))
+            return bool(ev.get(sock.fileno(), 0) & select.EPOLLOUT), bool(ev.get(pipe, 0) & select.EPOLLIN)
+
+    return wait
+
+
+def send(host, port, mib, mode):
+    data = os.urandom(mib << 20)
+    c = socket.create_connection((host, port))
+    c.setblocking(False)
+    r, w = os.pipe()
+    ticks = 5
+    stop = threading.Event()
+
+    def ticker():
+        for _ in range(ticks):
+            if stop.wait(0.2):
+                return
+            os.write(w, b"t")
+
+    threading.Thread(target=ticker, daemon=True).start()
+    wait = waiter(mode, c, r)
+    at, waits, eagain, seen, blocked = 0, 0, 0, 0, 0
+    while at < len(data):
+        writable, tick = wait()
+        waits += 1
+        if tick:
+            seen += len(os.read(r, 16))
+        if not writable:
+            continue
+        try:
+            n = c.send(data[at : at + (256 << 10)])
+            at += n
+            # Writing what fits: a short write means it is full again, and the next wait blocks.
+            blocked += n < (256 << 10)
+        except OSError as e:
+            if e.errno != errno.EAGAIN:
+                raise
+            eagain += 1
+    stop.set()
+    c.setblocking(True)
+    c.shutdown(socket.SHUT_WR)
+    c.recv(1)
+    print(f"send ({mode}): {waits} waits, {blocked} short writes, {eagain} writes refused after a writable report, {seen} of {ticks} pipe ticks seen")
+    ok = eagain == 0 and blocked > 0 and seen == ticks
+    print(hashlib.sha256(data).hexdigest())
+    if not ok:
+        print(f"send ({mode}): failed")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "serve":
+        serve(int(sys.argv[2]))
+    else:
+        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
