@@ -506,6 +506,15 @@ sock_pollout() {
         same_hashes "$out" && upgraded 2 "$out" || return 1
     done
 }
+# sock_gather: sendfile (at offsets, and from the file's own offset) and sendmsg with many
+# small vectors, compared by hash.
+sock_gather() {
+    local out
+    out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-gather.py serve $PORT" \
+        A "sleep 1; $(socks) timeout 120 python3 $here/scripts/sockets-gather.py send $B $PORT 16" 300) || { echo "$out"; return 1; }
+    echo "$out"
+    same_hashes "$out" && upgraded 2 "$out"
+}
 # sock_peer_killed: B's reader is killed mid-stream; A's writer must fail soon, not hang.
 sock_peer_killed() {
     local out t
@@ -680,6 +689,7 @@ tests() {
     t sockets-socat-forking-server-three-clients sock_fork_server
     t sockets-rules-file-by-address sock_rules_file
     t sockets-nonblocking-writer-poll-select-epoll sock_pollout
+    t sockets-sendfile-and-gathered-sendmsg sock_gather
     t sockets-peer-killed-mid-stream sock_peer_killed
     t fault-peer-guest-killed peer_killed
     t nothing-left-A vm_run A "$check stats-zero"

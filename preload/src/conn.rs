@@ -126,6 +126,10 @@ pub(crate) struct Stream {
     ended: bool,
 }
 
+/// Writes a message's octets into the send buffer it is given, from the offset it is given into
+/// the octets to send; returns how many it wrote (0: the source has ended).
+pub(crate) type Fill<'a> = &'a mut dyn FnMut(usize, &mut [u8]) -> io::Result<usize>;
+
 /// What [`Conn::readiness`] found.
 pub(crate) struct Readiness {
     pub(crate) readable: bool,
@@ -350,6 +354,17 @@ impl Conn {
     /// Sends one message of `kind` with `payload` (at most a buffer), handing back our credits.
     /// The caller has checked for a free buffer and a credit.
     fn message(&self, st: &mut Stream, kind: Kind, payload: &[u8]) -> io::Result<()> {
+        self.message_with(st, kind, payload.len(), &mut |out| {
+            out.copy_from_slice(payload);
+            Ok(out.len())
+        })
+        .map(drop)
+    }
+
+    /// Sends one message of `kind` whose payload, at most `len` octets, `fill` writes into the
+    /// send buffer, returning how many; a data message `fill` leaves empty is not sent.
+    /// Returns the payload's length.
+    fn message_with(&self, st: &mut Stream, kind: Kind, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>) -> io::Result<usize> {
         let slot = st.free_send.pop().ok_or_else(|| io::Error::from_raw_os_error(libc::EAGAIN))?;
         // SAFETY: a slot is written only while it is free (not posted), under the stream's lock;
         // the region's own reference serves only for its address and length.
@@ -357,18 +372,28 @@ impl Conn {
         buf[0] = kind as u8;
         buf[1..4].fill(0);
         buf[4..8].copy_from_slice(&st.returnable.to_le_bytes());
-        buf[HDR..HDR + payload.len()].copy_from_slice(payload);
+        let n = match fill(&mut buf[HDR..HDR + len]) {
+            Ok(0) if kind == Kind::Data => {
+                st.free_send.push(slot);
+                return Ok(0);
+            }
+            Ok(n) => n.min(len),
+            Err(e) => {
+                st.free_send.push(slot);
+                return Err(e);
+            }
+        };
         let wr = SendWr {
             wr_id: slot as u64,
             op: SendOp::Send { solicited: kind != Kind::Credit },
-            sge: &[self.send_mr.sge(slot * SLOT..slot * SLOT + HDR + payload.len())],
+            sge: &[self.send_mr.sge(slot * SLOT..slot * SLOT + HDR + n)],
             signaled: true,
         };
         match self.qp.post_send(&wr) {
             Ok(()) => {
                 st.credits -= 1;
                 st.returnable = 0;
-                Ok(())
+                Ok(n)
             }
             Err(e) => {
                 st.free_send.push(slot);
@@ -501,6 +526,17 @@ impl Conn {
 
     /// Writes `data`: all of it, unless non-blocking (then what fits now; EAGAIN if nothing).
     pub(crate) fn write(&self, data: &[u8], dont_wait: bool) -> io::Result<usize> {
+        self.write_from(data.len(), dont_wait, &mut |at, out| {
+            out.copy_from_slice(&data[at..at + out.len()]);
+            Ok(out.len())
+        })
+    }
+
+    /// Writes `len` octets that `fill` gives (from its offset into them, as many as fit in its
+    /// buffer; fewer, or 0, where its source ends), straight into the send buffers: each message
+    /// carries as much as it holds, however the octets are split in the caller's vectors or
+    /// file. All of it, unless non-blocking (then what fits now; EAGAIN if nothing).
+    pub(crate) fn write_from(&self, len: usize, dont_wait: bool, fill: Fill<'_>) -> io::Result<usize> {
         let mut st = self.lock_here()?;
         let mut sent = 0;
         loop {
@@ -509,21 +545,28 @@ impl Conn {
                 self.settle(&mut st);
                 return if sent > 0 { Ok(sent) } else { Err(io::Error::from_raw_os_error(libc::EPIPE)) };
             }
-            while sent < data.len() && st.credits >= 2 && !st.free_send.is_empty() {
-                let n = (data.len() - sent).min(SLOT - HDR);
-                if let Err(e) = self.message(&mut st, Kind::Data, &data[sent..sent + n]) {
-                    self.settle(&mut st);
-                    return if sent > 0 { Ok(sent) } else { Err(e) };
+            let mut source_ended = false;
+            while sent < len && st.credits >= 2 && !st.free_send.is_empty() {
+                let n = (len - sent).min(SLOT - HDR);
+                match self.message_with(&mut st, Kind::Data, n, &mut |out| fill(sent, out)) {
+                    Ok(0) => {
+                        source_ended = true;
+                        break;
+                    }
+                    Ok(k) => sent += k,
+                    Err(e) => {
+                        self.settle(&mut st);
+                        return if sent > 0 { Ok(sent) } else { Err(e) };
+                    }
                 }
-                sent += n;
             }
             // Out of credits, we hand ours back now: the peer may be waiting for them to send
             // the credits we wait for.
             let starved = st.credits < 2;
             self.give_back(&mut st, starved);
-            if sent == data.len() || dont_wait || self.nonblocking() {
+            if sent == len || source_ended || dont_wait || self.nonblocking() {
                 self.settle(&mut st);
-                return if sent > 0 || data.is_empty() { Ok(sent) } else { Err(io::Error::from_raw_os_error(libc::EAGAIN)) };
+                return if sent > 0 || len == 0 || source_ended { Ok(sent) } else { Err(io::Error::from_raw_os_error(libc::EAGAIN)) };
             }
             self.settle(&mut st);
             drop(st);

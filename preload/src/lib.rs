@@ -396,23 +396,70 @@ unsafe fn iov_slice<'a>(v: &iovec) -> &'a mut [u8] {
     unsafe { slice_mut(v.iov_base, v.iov_len) }
 }
 
-/// Writes the vectors in turn (non-blocking: as far as they fit).
+/// Writes the vectors as one stream of octets: small vectors share a message (non-blocking: as
+/// far as they fit).
 fn writev_conn(c: &Conn, iov: &[iovec], flags: c_int) -> io::Result<usize> {
-    let mut sent = 0;
-    for v in iov.iter().filter(|v| v.iov_len > 0) {
-        // SAFETY: the caller's vector.
-        match c.write(unsafe { slice(v.iov_base, v.iov_len) }, flags & libc::MSG_DONTWAIT != 0) {
-            Ok(n) => {
-                sent += n;
-                if n < v.iov_len {
-                    break;
-                }
+    let total = iov.iter().map(|v| v.iov_len).sum();
+    c.write_from(total, flags & libc::MSG_DONTWAIT != 0, &mut |mut at, out| {
+        let mut filled = 0;
+        for v in iov {
+            if filled == out.len() {
+                break;
             }
-            Err(_) if sent > 0 => break,
-            Err(e) => return Err(e),
+            if at >= v.iov_len {
+                at -= v.iov_len;
+                continue;
+            }
+            // SAFETY: the caller's vector, `iov_len` readable octets.
+            let src = unsafe { slice(v.iov_base, v.iov_len) };
+            let k = (src.len() - at).min(out.len() - filled);
+            out[filled..filled + k].copy_from_slice(&src[at..at + k]);
+            filled += k;
+            at = 0;
         }
+        Ok(filled)
+    })
+}
+
+/// # Safety
+/// As sendfile(2): `offset` is null or points to the offset to read `in_fd` from (and is
+/// advanced); without it, `in_fd`'s own offset is used and advanced.
+#[no_mangle]
+pub unsafe extern "C" fn sendfile(out_fd: c_int, in_fd: c_int, offset: *mut libc::off_t, count: size_t) -> ssize_t {
+    let Some(c) = conn(out_fd) else {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe { real!(sendfile: unsafe extern "C" fn(c_int, c_int, *mut libc::off_t, size_t) -> ssize_t)(out_fd, in_fd, offset, count) };
+    };
+    // The file is read straight into the send buffers: one copy, as write's.
+    // SAFETY: the caller's offset, if any.
+    let start = if offset.is_null() { None } else { Some(unsafe { *offset }) };
+    let r = c.write_from(count, false, &mut |at, out| {
+        // SAFETY: reads into a live buffer of `out.len()` octets.
+        let n = unsafe {
+            match start {
+                Some(off) => libc::pread(in_fd, out.as_mut_ptr().cast(), out.len(), off + at as libc::off_t),
+                None => read(in_fd, out.as_mut_ptr().cast(), out.len()),
+            }
+        };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    });
+    if let (Ok(n), Some(off)) = (&r, start) {
+        // SAFETY: as above.
+        unsafe { *offset = off + *n as libc::off_t };
     }
-    Ok(sent)
+    report(r)
+}
+
+/// # Safety
+/// As sendfile64 (what programs built with 64-bit file offsets call).
+#[no_mangle]
+pub unsafe extern "C" fn sendfile64(out_fd: c_int, in_fd: c_int, offset: *mut libc::off_t, count: size_t) -> ssize_t {
+    // SAFETY: the same call (off_t is 64 bits on the targets built for).
+    unsafe { sendfile(out_fd, in_fd, offset, count) }
 }
 
 /// # Safety

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Gathering writes over the sockets preload library: sendfile(2) from a file, both at given
+offsets and from the file's own offset, and sendmsg(2) with many small vectors.
+
+Usage: sockets-gather.py serve PORT | send HOST PORT MIB
+Both print the SHA-256 of the stream they read or sent, for the caller to compare.
+"""
+import hashlib
+import os
+import socket
+import sys
+import tempfile
+
+
+def serve(port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port))
+    s.listen(1)
+    c, _ = s.accept()
+    h, n = hashlib.sha256(), 0
+    while True:
+        d = c.recv(1 << 16)
+        if not d:
+            break
+        h.update(d)
+        n += len(d)
+    print(f"serve: read {n} octets")
+    print(h.hexdigest())
+
+
+def send(host, port, mib):
+    data = os.urandom(mib << 20)
+    half = len(data) // 2
+    with tempfile.TemporaryFile() as f:
+        f.write(data)
+        f.flush()
+        c = socket.create_connection((host, port))
+        # The first half by offset (socket.sendfile calls os.sendfile with one).
+        sent = c.sendfile(f, offset=0, count=half)
+        # The next quarter from the file's own offset, which must advance.
+        f.seek(half)
+        quarter = len(data) // 4
+        at = 0
+        while at < quarter:
+            at += os.sendfile(c.fileno(), f.fileno(), None, quarter - at)
+        moved = f.tell() - half
+        # The rest as sendmsg with 1 KiB vectors, 64 per call.
+        rest = memoryview(data)[half + quarter :]
+        for i in range(0, len(rest), 64 << 10):
+            block = rest[i : i + (64 << 10)]
+            vecs = [block[j : j + 1024] for j in range(0, len(block), 1024)]
+            n = c.sendmsg(vecs)
+            if n != len(block):
+                c.sendall(block[n:])
+    c.shutdown(socket.SHUT_WR)
+    c.recv(1)
+    print(f"send: {sent} octets by sendfile at offsets, {at} from the file's offset (which moved {moved}), {len(rest)} by sendmsg")
+    print(hashlib.sha256(data).hexdigest())
+    if sent != half or moved != quarter:
+        print("send: sendfile's counts or the file's offset are wrong")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "serve":
+        serve(int(sys.argv[2]))
+    else:
+        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
