@@ -13,6 +13,8 @@ use libiwarp::{
     Access, CompletionQueue, ConnectOptions, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, Role, SendOp, SendWr, WcOpcode, WcStatus,
     WorkCompletion,
 };
+use crate::real::real;
+use libc::{c_int, c_void};
 use std::collections::VecDeque;
 use std::io;
 use std::mem::ManuallyDrop;
@@ -91,6 +93,8 @@ struct Control {
     owner: AtomicU32,
     /// The processes holding a copy they have not closed.
     holders: AtomicU32,
+    /// Counts the forks that left the connection to a new pair of processes.
+    epoch: AtomicU32,
 }
 
 /// What the verbs objects borrow, owned here and freed after them ([`Conn`]'s `Drop`). Each
@@ -124,11 +128,32 @@ pub(crate) struct Stream {
     broken: bool,
     /// We ended ours.
     ended: bool,
+    /// The fork epoch this process's copy of the stream is from ([`Conn::claim`]).
+    epoch: u32,
 }
 
 /// Writes a message's octets into the send buffer it is given, from the offset it is given into
 /// the octets to send; returns how many it wrote (0: the source has ended).
 pub(crate) type Fill<'a> = &'a mut dyn FnMut(usize, &mut [u8]) -> io::Result<usize>;
+
+/// A connection held across a fork ([`Conn::fork_begin`]): its lock, released when this drops.
+pub(crate) struct ForkHold<'a> {
+    conn: &'a Conn,
+    _st: std::sync::MutexGuard<'a, Stream>,
+    was_owner: bool,
+}
+
+impl ForkHold<'_> {
+    /// The fork failed: there is no child holding a copy, and the connection is still ours if
+    /// it was.
+    pub(crate) fn failed(&self) {
+        let ctl = self.conn.control();
+        ctl.holders.fetch_sub(1, Ordering::AcqRel);
+        if self.was_owner {
+            ctl.owner.store(std::process::id(), Ordering::Release);
+        }
+    }
+}
 
 /// What [`Conn::readiness`] found.
 pub(crate) struct Readiness {
@@ -202,7 +227,7 @@ impl Conn {
             qp: ManuallyDrop::new(qp),
             send_mr: ManuallyDrop::new(send_mr),
             recv_mr: ManuallyDrop::new(recv_mr),
-            owned: guard.take(send_cq, recv_cq),
+            owned: guard.take(),
             stream: Mutex::new(Stream {
                 credits: RECV_SLOTS,
                 returnable: 0,
@@ -211,6 +236,7 @@ impl Conn {
                 eof: false,
                 broken: false,
                 ended: false,
+                epoch: 0,
             }),
             nonblocking: std::sync::atomic::AtomicBool::new(nonblocking),
             shadow,
@@ -220,7 +246,7 @@ impl Conn {
             if role == Role::Initiator {
                 // A responder sends nothing before the initiator's first message (RFC 5044
                 // 7.1.2): a credit message lets a server that speaks first do so.
-                conn.message(&mut st, Kind::Credit, &[])?;
+                conn.control_message(&mut st, Kind::Credit)?;
             }
         }
         // The application's descriptor becomes the eventfd; its close-on-exec flag is kept.
@@ -259,20 +285,20 @@ impl Conn {
         unsafe { &*(self.owned.control.base as *const Control) }
     }
 
-    /// Whether this process may use the connection: it owns it, or it is the first of the
-    /// processes sharing it since a fork to use it, and so owns it from now on.
-    fn claim(&self) -> bool {
-        let me = std::process::id();
-        match self.control().owner.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => true,
-            Err(owner) => owner == me,
-        }
+    /// Whether this process may use the connection: it owns it, or it is the first to use it of
+    /// the processes the latest fork left it to, and so owns it from now on. A copy from before
+    /// that fork (`st.epoch` behind) never may: its state is out of date.
+    fn claim(&self, st: &Stream) -> bool {
+        let (ctl, me) = (self.control(), std::process::id());
+        let owner = ctl.owner.load(Ordering::Acquire);
+        owner == me
+            || (owner == 0 && st.epoch == ctl.epoch.load(Ordering::Acquire) && ctl.owner.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire).is_ok())
     }
 
     /// The stream's lock, for the process that owns the connection; EIO in the others.
     fn lock_here(&self) -> io::Result<std::sync::MutexGuard<'_, Stream>> {
         let st = self.lock();
-        if self.claim() {
+        if self.claim(&st) {
             Ok(st)
         } else {
             Err(io::Error::from_raw_os_error(libc::EIO))
@@ -280,19 +306,20 @@ impl Conn {
     }
 
     /// Readies the connection for a fork: the stream's lock, for the caller to hold across it
-    /// so that both processes copy a settled stream, with the child counted as a holder and
-    /// the connection left to whichever process uses it first (if this one owned it).
-    pub(crate) fn fork_begin(&self) -> std::sync::MutexGuard<'_, Stream> {
-        let st = self.lock();
-        let ctl = self.control();
+    /// so that both processes copy a settled stream, and the child counted as a holder. If this
+    /// process may use the connection, a new epoch begins in which it and the child may, and
+    /// whichever does first owns it.
+    pub(crate) fn fork_begin(&self) -> ForkHold<'_> {
+        let mut st = self.lock();
+        let (ctl, me) = (self.control(), std::process::id());
         ctl.holders.fetch_add(1, Ordering::AcqRel);
-        let _ = ctl.owner.compare_exchange(std::process::id(), 0, Ordering::AcqRel, Ordering::Acquire);
-        st
-    }
-
-    /// The fork failed: there is no child holding a copy.
-    pub(crate) fn fork_failed(&self) {
-        self.control().holders.fetch_sub(1, Ordering::AcqRel);
+        let owner = ctl.owner.load(Ordering::Acquire);
+        let was_owner = owner == me;
+        if was_owner || (owner == 0 && st.epoch == ctl.epoch.load(Ordering::Acquire)) {
+            st.epoch = ctl.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+            ctl.owner.store(0, Ordering::Release);
+        }
+        ForkHold { conn: self, _st: st, was_owner }
     }
 
     pub(crate) fn nonblocking(&self) -> bool {
@@ -353,12 +380,9 @@ impl Conn {
 
     /// Sends one message of `kind` with `payload` (at most a buffer), handing back our credits.
     /// The caller has checked for a free buffer and a credit.
-    fn message(&self, st: &mut Stream, kind: Kind, payload: &[u8]) -> io::Result<()> {
-        self.message_with(st, kind, payload.len(), &mut |out| {
-            out.copy_from_slice(payload);
-            Ok(out.len())
-        })
-        .map(drop)
+    /// Sends a message of `kind` with no payload (credits, end of stream).
+    fn control_message(&self, st: &mut Stream, kind: Kind) -> io::Result<()> {
+        self.message_with(st, kind, 0, &mut |_| Ok(0)).map(drop)
     }
 
     /// Sends one message of `kind` whose payload, at most `len` octets, `fill` writes into the
@@ -407,7 +431,7 @@ impl Conn {
     /// when `starved` (we wait for credits ourselves, and the peer may be waiting for ours).
     fn give_back(&self, st: &mut Stream, starved: bool) {
         if (st.returnable >= RECV_SLOTS / 2 || (starved && st.returnable > 0)) && st.credits >= 1 && !st.free_send.is_empty() && !st.broken {
-            let _ = self.message(st, Kind::Credit, &[]);
+            let _ = self.control_message(st, Kind::Credit);
         }
     }
 
@@ -417,59 +441,47 @@ impl Conn {
         loop {
             self.drain_event();
             if !st.ready.is_empty() || st.eof || st.broken {
-                let one = 1u64;
-                // SAFETY: writes 8 bytes from a live u64 to our eventfd.
-                unsafe { libc::write(self.event_fd(), (&raw const one).cast(), 8) };
+                signal(self.event_fd());
                 return;
             }
-            if self.recv_cq().arm(true).is_err() {
+            // While a write would block, any completion wakes: the credit that unblocks it comes
+            // in a message that is not solicited, and a poller may wait for it (`readiness`).
+            if self.recv_cq().arm(Self::writable(st)).is_err() {
                 st.broken = true;
                 continue;
             }
             // A completion may have landed before the arm.
-            let before = (st.ready.len(), st.eof, st.broken);
+            let before = (st.ready.len(), st.eof, st.broken, st.credits);
             self.progress(st);
-            if (st.ready.len(), st.eof, st.broken) == before {
+            if (st.ready.len(), st.eof, st.broken, st.credits) == before {
                 return;
             }
         }
     }
 
+    /// Whether a write would go out now, or fail at once (EPIPE, on a broken or ended stream).
+    fn writable(st: &Stream) -> bool {
+        st.broken || st.ended || (st.credits >= 2 && !st.free_send.is_empty())
+    }
+
     /// What `poll` should say of the descriptor now. Readability is exact: a wake-up that
-    /// brought no data (a credit) is taken, and the descriptor cleared again. When `want_out`
-    /// and a write would block, the descriptor is armed for every completion, so that a credit
-    /// coming back wakes the poller; then the caller polls again and finds it writable.
-    pub(crate) fn readiness(&self, want_out: bool) -> Readiness {
+    /// brought no data (a credit) is taken, and the descriptor cleared again. While a write
+    /// would block, the descriptor is left armed for every completion ([`Conn::settle`]), so
+    /// that a credit coming back wakes a poller, which asks again and finds it writable.
+    pub(crate) fn readiness(&self) -> Readiness {
         let Ok(mut st) = self.lock_here() else {
             // Another process's connection: reads and writes fail at once, with EIO.
             return Readiness { readable: true, writable: true, short_of_buffers: false };
         };
-        loop {
-            self.progress(&mut st);
-            // As a blocked writer would (`write`).
-            let starved = st.credits < 2;
-            self.give_back(&mut st, starved);
-            // A write returns at once on a broken or ended stream (with EPIPE).
-            let writable = st.broken || st.ended || (st.credits >= 2 && !st.free_send.is_empty());
-            self.settle(&mut st);
-            let now = Readiness {
-                readable: !st.ready.is_empty() || st.eof || st.broken,
-                writable,
-                short_of_buffers: st.credits >= 2 && st.free_send.is_empty(),
-            };
-            if !want_out || writable {
-                return now;
-            }
-            if self.recv_cq().arm(false).is_err() {
-                st.broken = true;
-                continue;
-            }
-            // A credit may have landed before the arm.
-            let before = (st.credits, st.ready.len(), st.eof, st.broken);
-            self.progress(&mut st);
-            if (st.credits, st.ready.len(), st.eof, st.broken) == before {
-                return now;
-            }
+        self.progress(&mut st);
+        // As a blocked writer would (`write`).
+        let starved = st.credits < 2;
+        self.give_back(&mut st, starved);
+        self.settle(&mut st);
+        Readiness {
+            readable: !st.ready.is_empty() || st.eof || st.broken,
+            writable: Self::writable(&st),
+            short_of_buffers: st.credits >= 2 && st.free_send.is_empty(),
         }
     }
 
@@ -593,7 +605,7 @@ impl Conn {
                 return Err(io::Error::from_raw_os_error(libc::EPIPE));
             }
             if st.credits >= 1 && !st.free_send.is_empty() {
-                return self.message(&mut st, Kind::End, &[]);
+                return self.control_message(&mut st, Kind::End);
             }
             drop(st);
             std::thread::sleep(Duration::from_millis(1));
@@ -619,11 +631,22 @@ impl Conn {
     }
 }
 
+// The eventfd calls below go to the C library itself, not through this library's own `read`,
+// `write` and `poll`, which would take the table of connections under the stream's lock (and
+// `fork` takes them in the other order).
+
 /// Resets the (non-blocking) eventfd `fd`.
 fn drain(fd: RawFd) {
     let mut n = 0u64;
     // SAFETY: reads 8 bytes into a live u64 (EAGAIN when the count is zero).
-    unsafe { libc::read(fd, (&raw mut n).cast(), 8) };
+    unsafe { real!(read: unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize)(fd, (&raw mut n).cast(), 8) };
+}
+
+/// Signals the eventfd `fd`.
+fn signal(fd: RawFd) {
+    let one = 1u64;
+    // SAFETY: writes 8 bytes from a live u64.
+    unsafe { real!(write: unsafe extern "C" fn(c_int, *const c_void, usize) -> isize)(fd, (&raw const one).cast(), 8) };
 }
 
 /// Sleeps until the eventfd `fd` is signalled or `ms` milliseconds pass (what woke us is found
@@ -631,7 +654,7 @@ fn drain(fd: RawFd) {
 fn sleep_on(fd: RawFd, ms: i32) {
     let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd for the duration of the call.
-    unsafe { libc::poll(&mut pfd, 1, ms) };
+    unsafe { real!(poll: unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int)(&mut pfd, 1, ms) };
 }
 
 /// Frees what the upgrade has made if it fails before a `Conn` takes it (what was made after
@@ -644,8 +667,9 @@ struct OwnedGuard {
 }
 
 impl OwnedGuard {
-    fn take(mut self, send_cq: *mut CompletionQueue<'static>, recv_cq: *mut CompletionQueue<'static>) -> Owned {
+    fn take(mut self) -> Owned {
         let (send_buf, recv_buf, control) = self.bufs.take().expect("made before a Conn");
+        let [send_cq, recv_cq] = self.cqs[..] else { unreachable!("both CQs are made before a Conn") };
         let owned = Owned { dev: self.dev, pd: self.pd.take().expect("made before a Conn"), send_cq, recv_cq, send_buf, recv_buf, control };
         self.cqs.clear();
         self.dev = std::ptr::null_mut();
@@ -679,13 +703,16 @@ impl Drop for Conn {
         let ctl = self.control();
         let last = ctl.holders.fetch_sub(1, Ordering::AcqRel) == 1;
         let me = std::process::id();
-        let mine = ctl.owner.load(Ordering::Acquire) == me || (last && ctl.owner.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire).is_ok());
+        let mine = ctl.owner.load(Ordering::Acquire) == me || (last && self.claim(&self.lock()));
         if mine {
             self.close();
         } else {
             // SAFETY: see `Owned`.
-            if let Err(e) = unsafe { &*self.owned.dev }.detach() {
-                eprintln!("iwarp-preload: leaving a connection to the process that owns it failed: {e}");
+            let dev = unsafe { &*self.owned.dev };
+            if let Err(e) = dev.detach() {
+                // Destroying would reach the owner's objects: leave them, rings and all.
+                eprintln!("iwarp-preload: leaving a connection to the process that owns it failed ({e}); its objects are left mapped");
+                return;
             }
         }
         // SAFETY: dropped once, here, before what they borrow, which goes after them in turn;

@@ -139,15 +139,14 @@ fn is_tcp(fd: RawFd) -> bool {
 /// Upgrades the connected socket `fd` as `role` and records it; on failure the descriptor is
 /// unusable (the MPA exchange may have begun) and errno says why.
 fn upgrade(fd: RawFd, role: Role, nonblocking: bool) -> bool {
-    // SAFETY: duplicates a descriptor we were handed; the duplicate is owned by the stream.
-    let dup = unsafe { libc::dup(fd) };
+    // Both duplicates are close-on-exec: a program exec'd later must not keep the socket.
+    let dup = fcntl_real(fd, libc::F_DUPFD_CLOEXEC, 0);
     if dup < 0 {
         return false;
     }
     // SAFETY: `dup` is a fresh descriptor of a connected TCP socket, owned by nobody else.
     let stream = unsafe { TcpStream::from_raw_fd(dup) };
-    // SAFETY: as above.
-    let shadow = unsafe { libc::dup(fd) };
+    let shadow = fcntl_real(fd, libc::F_DUPFD_CLOEXEC, 0);
     if shadow < 0 {
         return false;
     }
@@ -468,7 +467,7 @@ pub unsafe extern "C" fn sendfile64(out_fd: c_int, in_fd: c_int, offset: *mut li
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     match conn(fd) {
         // SAFETY: the caller's vectors.
-        Some(c) => report(unsafe { readv_conn(&c, vecs(iov, n as usize), 0) }),
+        Some(c) => report(unsafe { vecs(iov, n) }.and_then(|v| unsafe { readv_conn(&c, v, 0) })),
         // SAFETY: the caller's arguments, passed on.
         None => unsafe { real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n) },
     }
@@ -480,7 +479,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     match conn(fd) {
         // SAFETY: the caller's vectors.
-        Some(c) => report(writev_conn(&c, unsafe { vecs(iov, n as usize) }, 0)),
+        Some(c) => report(unsafe { vecs(iov, n) }.and_then(|v| writev_conn(&c, v, 0))),
         // SAFETY: the caller's arguments, passed on.
         None => unsafe { real!(writev: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n) },
     }
@@ -500,7 +499,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     m.msg_controllen = 0;
     m.msg_flags = 0;
     // SAFETY: its vectors.
-    report(unsafe { readv_conn(&c, vecs(m.msg_iov, m.msg_iovlen), flags) })
+    report(unsafe { vecs(m.msg_iov, m.msg_iovlen) }.and_then(|v| unsafe { readv_conn(&c, v, flags) }))
 }
 
 /// # Safety
@@ -514,7 +513,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     // SAFETY: the caller's message header and its vectors.
     let m = unsafe { &*msg };
     // SAFETY: as above.
-    report(writev_conn(&c, unsafe { vecs(m.msg_iov, m.msg_iovlen) }, flags))
+    report(unsafe { vecs(m.msg_iov, m.msg_iovlen) }.and_then(|v| writev_conn(&c, v, flags)))
 }
 
 /// # Safety
@@ -540,6 +539,9 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         // SAFETY: the C library's fork.
         return unsafe { real() };
     }
+    // Every lock a child's first calls may take is held across the fork, in their order, so
+    // that no other thread holds one in the child's copy.
+    let watching = readiness::hold();
     let table = CONNS.read().unwrap_or_else(|e| e.into_inner());
     let mut conns: Vec<&Arc<Conn>> = Vec::new();
     for c in table.values() {
@@ -551,9 +553,11 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     // SAFETY: as above; the locks held are released on both sides of it below.
     let pid = unsafe { real() };
     if pid < 0 {
-        conns.iter().for_each(|c| c.fork_failed());
+        held.iter().for_each(|h| h.failed());
     }
     drop(held);
+    drop(table);
+    drop(watching);
     pid
 }
 
@@ -718,12 +722,22 @@ unsafe fn slice<'a>(buf: *const c_void, n: usize) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(buf.cast(), n) }
 }
 
+/// The caller's vectors; EINVAL for a negative count, more than IOV_MAX, or lengths whose sum
+/// overflows, as the kernel answers.
+///
 /// # Safety
 /// `iov` points to `n` vectors (or `n` is 0).
-unsafe fn vecs<'a>(iov: *const iovec, n: usize) -> &'a [iovec] {
+unsafe fn vecs<'a>(iov: *const iovec, n: impl TryInto<usize>) -> io::Result<&'a [iovec]> {
+    let einval = || io::Error::from_raw_os_error(libc::EINVAL);
+    let n: usize = n.try_into().map_err(|_| einval())?;
+    if n > libc::UIO_MAXIOV as usize {
+        return Err(einval());
+    }
     if n == 0 || iov.is_null() {
-        return &[];
+        return Ok(&[]);
     }
     // SAFETY: as the caller promises.
-    unsafe { std::slice::from_raw_parts(iov, n) }
+    let v = unsafe { std::slice::from_raw_parts(iov, n) };
+    v.iter().try_fold(0isize, |sum, v| isize::try_from(v.iov_len).ok().and_then(|l| sum.checked_add(l))).ok_or_else(einval)?;
+    Ok(v)
 }

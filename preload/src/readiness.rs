@@ -40,18 +40,30 @@ fn expired(deadline: Option<Instant>) -> bool {
     deadline.is_some_and(|d| Instant::now() >= d)
 }
 
-/// For a descriptor polled for writing (`want_out`) and reading (`want_in`) that is in state `r`:
-/// whether to watch it for readability too, which a credit's completion signals, and whether to
-/// look again soon instead. A descriptor signalled for unread data (that the poller does not
-/// ask to read) cannot signal a credit as well; nor can send buffers coming back.
-fn wake_for_credit(r: &Readiness, want_out: bool, want_in: bool) -> (bool, bool) {
-    if !want_out || r.writable {
-        return (false, false);
+/// What an upgraded descriptor is found to be before a wait: ready now for what is asked
+/// (`now_in`, `now_out`); else whether the wait must watch it for readability, which a credit's
+/// completion signals (`wake`), or look again soon (`short`): a descriptor signalled for unread
+/// data the poller does not ask for cannot signal a credit as well, nor can send buffers
+/// coming back.
+struct Look {
+    now_in: bool,
+    now_out: bool,
+    wake: bool,
+    short: bool,
+}
+
+fn look(c: &Conn, want_in: bool, want_out: bool) -> Look {
+    let r: Readiness = c.readiness();
+    let mut l = Look { now_in: want_in && r.readable, now_out: want_out && r.writable, wake: false, short: false };
+    if want_out && !r.writable {
+        if r.readable {
+            l.short = !want_in;
+        } else {
+            l.wake = !r.short_of_buffers;
+            l.short = r.short_of_buffers;
+        }
     }
-    if r.readable {
-        return (false, !want_in);
-    }
-    (!r.short_of_buffers, r.short_of_buffers)
+    l
 }
 
 /// # Safety
@@ -78,39 +90,36 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
 }
 
 /// `poll` over `fds`, of which those with a connection in `conns` are upgraded; `wait` is the
-/// C library's poll (or another call's, made into one).
+/// C library's poll.
 fn poll_mixed(fds: &mut [pollfd], conns: &[Option<Arc<Conn>>], timeout: c_int, mut wait: impl FnMut(&mut [pollfd], c_int) -> c_int) -> c_int {
     let end = deadline(timeout);
     let mut asked: Vec<pollfd> = fds.to_vec();
     loop {
-        let mut writable = vec![false; fds.len()];
+        let mut ours = Vec::with_capacity(fds.len());
         let (mut now, mut short) = (false, false);
         for (i, c) in conns.iter().enumerate() {
-            if let Some(c) = c {
-                let want_out = fds[i].events & POLLOUT != 0;
-                let r = c.readiness(want_out);
-                writable[i] = want_out && r.writable;
-                now |= writable[i];
-                let (wake, look) = wake_for_credit(&r, want_out, fds[i].events & POLLIN != 0);
-                short |= look;
-                asked[i].events = fds[i].events & !POLLOUT | if wake { POLLIN } else { 0 };
+            let l = c.as_ref().map(|c| look(c, fds[i].events & POLLIN != 0, fds[i].events & POLLOUT != 0));
+            if let Some(l) = &l {
+                now |= l.now_in || l.now_out;
+                short |= l.short;
+                asked[i].events = fds[i].events & !POLLOUT | if l.wake { POLLIN } else { 0 };
             }
             asked[i].revents = 0;
+            ours.push(l);
         }
         let rc = wait(&mut asked, wait_ms(end, now, short));
         if rc < 0 {
             return rc;
         }
         let mut ready = 0;
-        for (i, c) in conns.iter().enumerate() {
+        for (i, (c, l)) in conns.iter().zip(&ours).enumerate() {
             let mut got = asked[i].revents;
-            if let Some(c) = c {
-                if got & POLLIN != 0 && (fds[i].events & POLLIN == 0 || !c.readiness(false).readable) {
+            if let (Some(c), Some(l)) = (c, l) {
+                // Readability only if asked for and real: a wake-up may have brought credits only.
+                if got & POLLIN != 0 && !l.now_in && (fds[i].events & POLLIN == 0 || !c.readiness().readable) {
                     got &= !POLLIN;
                 }
-                if writable[i] {
-                    got |= POLLOUT;
-                }
+                got |= if l.now_in { POLLIN } else { 0 } | if l.now_out { POLLOUT } else { 0 };
             }
             fds[i].revents = got;
             ready += c_int::from(got != 0);
@@ -121,35 +130,72 @@ fn poll_mixed(fds: &mut [pollfd], conns: &[Option<Arc<Conn>>], timeout: c_int, m
     }
 }
 
+/// A caller's `fd_set` of `n` descriptors. Only the words holding those are touched: a program
+/// may size its sets for `n` (`howmany(n, NFDBITS)` words), not for FD_SETSIZE.
+struct Set(*mut fd_set);
+
+const WORD: usize = 8 * std::mem::size_of::<libc::c_ulong>();
+
+impl Set {
+    fn word(&self, fd: c_int) -> *mut libc::c_ulong {
+        // SAFETY (for callers): the set holds at least `n` descriptors' words, and fd < n.
+        self.0.cast::<libc::c_ulong>().wrapping_add(fd as usize / WORD)
+    }
+
+    fn has(&self, fd: c_int) -> bool {
+        // SAFETY: see `word`.
+        !self.0.is_null() && unsafe { *self.word(fd) } & (1 << (fd as usize % WORD)) != 0
+    }
+
+    fn clear(&self, n: c_int) {
+        if !self.0.is_null() {
+            for w in (0..n).step_by(WORD) {
+                // SAFETY: see `word`.
+                unsafe { *self.word(w) = 0 };
+            }
+        }
+    }
+
+    /// Adds `fd`; whether the set is there to add to.
+    fn add(&self, fd: c_int) -> bool {
+        if !self.0.is_null() {
+            // SAFETY: see `word`.
+            unsafe { *self.word(fd) |= 1 << (fd as usize % WORD) };
+        }
+        !self.0.is_null()
+    }
+}
+
 /// # Safety
 /// As select(2).
 #[no_mangle]
 pub unsafe extern "C" fn select(n: c_int, rd: *mut fd_set, wr: *mut fd_set, ex: *mut fd_set, tv: *mut timeval) -> c_int {
     let real = real!(select: unsafe extern "C" fn(c_int, *mut fd_set, *mut fd_set, *mut fd_set, *mut timeval) -> c_int);
-    let set = |s: *mut fd_set, fd: c_int| !s.is_null() && {
-        // SAFETY: the caller's set, holding at least `n` descriptors.
-        unsafe { libc::FD_ISSET(fd, s) }
-    };
-    let upgraded = (0..n.clamp(0, libc::FD_SETSIZE as c_int)).any(|fd| (set(rd, fd) || set(wr, fd)) && crate::conn(fd).is_some());
+    let (r, w, e) = (Set(rd), Set(wr), Set(ex));
+    let upgraded = (0..n.max(0)).any(|fd| (r.has(fd) || w.has(fd)) && crate::conn(fd).is_some());
     if !upgraded {
         // SAFETY: the caller's arguments, passed on.
         return unsafe { real(n, rd, wr, ex, tv) };
-    }
-    // As poll: each descriptor in any set, asked for what its sets ask.
-    let mut fds = Vec::new();
-    for fd in 0..n.min(libc::FD_SETSIZE as c_int) {
-        let events = if set(rd, fd) { POLLIN } else { 0 } | if set(wr, fd) { POLLOUT } else { 0 } | if set(ex, fd) { libc::POLLPRI } else { 0 };
-        if events != 0 {
-            fds.push(pollfd { fd, events, revents: 0 });
-        }
     }
     let timeout = if tv.is_null() {
         -1
     } else {
         // SAFETY: the caller's timeout.
         let t = unsafe { &*tv };
-        (t.tv_sec * 1000 + (t.tv_usec + 999) / 1000).clamp(0, i32::MAX as i64) as c_int
+        if t.tv_sec < 0 || t.tv_usec < 0 {
+            crate::set_errno(libc::EINVAL);
+            return -1;
+        }
+        (t.tv_sec.saturating_mul(1000).saturating_add((t.tv_usec + 999) / 1000)).min(i32::MAX as libc::time_t) as c_int
     };
+    // As poll: each descriptor in any set, asked for what its sets ask.
+    let mut fds = Vec::new();
+    for fd in 0..n {
+        let events = if r.has(fd) { POLLIN } else { 0 } | if w.has(fd) { POLLOUT } else { 0 } | if e.has(fd) { libc::POLLPRI } else { 0 };
+        if events != 0 {
+            fds.push(pollfd { fd, events, revents: 0 });
+        }
+    }
     let started = Instant::now();
     let conns: Vec<_> = fds.iter().map(|p| crate::conn(p.fd)).collect();
     let poll_real = real!(poll: unsafe extern "C" fn(*mut pollfd, nfds_t, c_int) -> c_int);
@@ -160,31 +206,19 @@ pub unsafe extern "C" fn select(n: c_int, rd: *mut fd_set, wr: *mut fd_set, ex: 
     if rc < 0 {
         return rc;
     }
-    for s in [rd, wr, ex] {
-        if !s.is_null() {
-            // SAFETY: the caller's set.
-            unsafe { libc::FD_ZERO(s) };
-        }
+    if fds.iter().any(|p| p.revents & libc::POLLNVAL != 0) {
+        crate::set_errno(libc::EBADF);
+        return -1;
+    }
+    for s in [&r, &w, &e] {
+        s.clear(n);
     }
     let mut count = 0;
-    let mut mark = |s: *mut fd_set, fd: c_int| {
-        if !s.is_null() {
-            // SAFETY: the caller's set; `fd` is below FD_SETSIZE.
-            unsafe { libc::FD_SET(fd, s) };
-            count += 1;
-        }
-    };
     for p in &fds {
-        let err = p.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0;
-        if p.events & POLLIN != 0 && (p.revents & POLLIN != 0 || err) {
-            mark(rd, p.fd);
-        }
-        if p.events & POLLOUT != 0 && (p.revents & POLLOUT != 0 || err) {
-            mark(wr, p.fd);
-        }
-        if p.events & libc::POLLPRI != 0 && p.revents & libc::POLLPRI != 0 {
-            mark(ex, p.fd);
-        }
+        let err = p.revents & (libc::POLLERR | libc::POLLHUP) != 0;
+        count += c_int::from(p.events & POLLIN != 0 && (p.revents & POLLIN != 0 || err) && r.add(p.fd));
+        count += c_int::from(p.events & POLLOUT != 0 && (p.revents & POLLOUT != 0 || err) && w.add(p.fd));
+        count += c_int::from(p.events & libc::POLLPRI != 0 && p.revents & libc::POLLPRI != 0 && e.add(p.fd));
     }
     if !tv.is_null() {
         // Linux's select leaves the time not slept in the timeout.
@@ -198,12 +232,16 @@ pub unsafe extern "C" fn select(n: c_int, rd: *mut fd_set, wr: *mut fd_set, ex: 
 /// An upgraded descriptor in an epoll set.
 #[derive(Clone, Copy)]
 struct Watch {
-    /// The events the program asked for.
+    /// The events the program asked for, flags (EPOLLET, EPOLLONESHOT) included.
     asked: u32,
     data: u64,
     /// The events the kernel watches: those asked but writability, and readability while a
-    /// credit is awaited ([`wake_for_credit`]).
+    /// credit is awaited ([`Look`]).
     kernel: u32,
+    /// Edge-triggered: writability was reported and has not been lost since.
+    out_reported: bool,
+    /// One-shot: an event was reported, and the program has not re-armed it (EPOLL_CTL_MOD).
+    fired: bool,
 }
 
 /// Upgraded descriptors in epoll sets, by (epoll descriptor, descriptor).
@@ -213,10 +251,20 @@ fn watched() -> std::sync::MutexGuard<'static, BTreeMap<(c_int, c_int), Watch>> 
     WATCHED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The table of watched descriptors, locked (held across `fork`).
+pub(crate) fn hold() -> impl Drop {
+    watched()
+}
+
 /// `fd` is being closed: as an epoll set, or as a descriptor in one.
 pub(crate) fn forget(fd: c_int) {
     watched().retain(|&(ep, f), _| ep != fd && f != fd);
 }
+
+const EPIN: u32 = EPOLLIN as u32;
+const EPOUT: u32 = EPOLLOUT as u32;
+const EPET: u32 = libc::EPOLLET as u32;
+const EPONESHOT: u32 = libc::EPOLLONESHOT as u32;
 
 /// # Safety
 /// As epoll_ctl(2).
@@ -234,11 +282,11 @@ pub unsafe extern "C" fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epo
     }
     // SAFETY: the caller's event.
     let asked = unsafe { *ev };
-    let mut kernel = epoll_event { events: asked.events & !(EPOLLOUT as u32), u64: asked.u64 };
+    let mut kernel = epoll_event { events: asked.events & !EPOUT, u64: asked.u64 };
     // SAFETY: as above, with the event the kernel is to watch.
     let rc = unsafe { real(ep, op, fd, &mut kernel) };
     if rc == 0 {
-        watched().insert((ep, fd), Watch { asked: asked.events, data: asked.u64, kernel: kernel.events });
+        watched().insert((ep, fd), Watch { asked: asked.events, data: asked.u64, kernel: kernel.events, out_reported: false, fired: false });
     }
     rc
 }
@@ -252,13 +300,14 @@ pub unsafe extern "C" fn epoll_wait(ep: c_int, events: *mut epoll_event, max: c_
 }
 
 /// # Safety
-/// As epoll_pwait(2).
+/// As epoll_pwait(2). Events are matched to upgraded descriptors by their data: an ordinary
+/// descriptor in the same set must not carry the same data as an upgraded one.
 #[no_mangle]
 pub unsafe extern "C" fn epoll_pwait(ep: c_int, events: *mut epoll_event, max: c_int, timeout: c_int, mask: *const sigset_t) -> c_int {
     let real = real!(epoll_pwait: unsafe extern "C" fn(c_int, *mut epoll_event, c_int, c_int, *const sigset_t) -> c_int);
-    let ours: Vec<(c_int, Arc<Conn>, Watch)> = {
+    let ours: Vec<(c_int, Arc<Conn>)> = {
         let w = watched();
-        w.range((ep, c_int::MIN)..=(ep, c_int::MAX)).filter_map(|(&(_, fd), &watch)| crate::conn(fd).map(|c| (fd, c, watch))).collect()
+        w.range((ep, c_int::MIN)..=(ep, c_int::MAX)).filter_map(|(&(_, fd), _)| crate::conn(fd).map(|c| (fd, c))).collect()
     };
     if ours.is_empty() || events.is_null() || max <= 0 {
         // SAFETY: the caller's arguments, passed on.
@@ -269,26 +318,33 @@ pub unsafe extern "C" fn epoll_pwait(ep: c_int, events: *mut epoll_event, max: c
     let out = unsafe { std::slice::from_raw_parts_mut(events, max as usize) };
     let room = out.len();
     let end = deadline(timeout);
-    let (epout, epin) = (EPOLLOUT as u32, EPOLLIN as u32);
     loop {
         let (mut now, mut short) = (false, false);
-        let mut writable = Vec::with_capacity(ours.len());
-        for (fd, c, w) in &ours {
-            let want_out = w.asked & epout != 0;
-            let r = c.readiness(want_out);
-            writable.push(want_out && r.writable);
-            now |= want_out && r.writable;
-            let (wake, look) = wake_for_credit(&r, want_out, w.asked & epin != 0);
-            short |= look;
-            let kernel = w.asked & !epout | if wake { epin } else { 0 };
+        // What to report of each of ours before the wait, and its watch.
+        let mut report: Vec<(u32, Watch)> = Vec::with_capacity(ours.len());
+        for (fd, c) in &ours {
             let mut table = watched();
-            if let Some(cur) = table.get_mut(&(ep, *fd)).filter(|cur| cur.kernel != kernel) {
-                let mut ev = epoll_event { events: kernel, u64: w.data };
+            let Some(w) = table.get_mut(&(ep, *fd)) else { continue };
+            if w.asked & EPONESHOT != 0 && w.fired {
+                continue;
+            }
+            let l = look(c, w.asked & EPIN != 0, w.asked & EPOUT != 0);
+            let mut ev = if l.now_in { EPIN } else { 0 };
+            if l.now_out && !(w.asked & EPET != 0 && w.out_reported) {
+                ev |= EPOUT;
+            }
+            w.out_reported &= l.now_out;
+            now |= ev != 0;
+            short |= l.short;
+            let kernel = w.asked & !EPOUT | if l.wake { EPIN } else { 0 };
+            if w.kernel != kernel {
+                let mut e = epoll_event { events: kernel, u64: w.data };
                 // SAFETY: the C library's epoll_ctl with a live event.
-                if unsafe { ctl(ep, libc::EPOLL_CTL_MOD, *fd, &mut ev) } == 0 {
-                    cur.kernel = kernel;
+                if unsafe { ctl(ep, libc::EPOLL_CTL_MOD, *fd, &mut e) } == 0 {
+                    w.kernel = kernel;
                 }
             }
+            report.push((ev, *w));
         }
         // SAFETY: as above.
         let rc = unsafe { real(ep, out.as_mut_ptr(), max, wait_ms(end, now, short), mask) };
@@ -296,12 +352,12 @@ pub unsafe extern "C" fn epoll_pwait(ep: c_int, events: *mut epoll_event, max: c
             return rc;
         }
         let mut n = rc as usize;
-        // Readability only if asked for and real: a wake-up may have brought a credit only.
+        // Readability only if asked for and real: a wake-up may have brought credits only.
         let mut i = 0;
         while i < n {
-            if let Some((_, c, w)) = ours.iter().find(|(_, _, w)| w.data == out[i].u64) {
-                if out[i].events & epin != 0 && (w.asked & epin == 0 || !c.readiness(false).readable) {
-                    out[i].events &= !epin;
+            if let Some(((_, c), (_, w))) = ours.iter().zip(&report).find(|(_, (_, w))| w.data == out[i].u64) {
+                if out[i].events & EPIN != 0 && (w.asked & EPIN == 0 || !c.readiness().readable) {
+                    out[i].events &= !EPIN;
                 }
             }
             if out[i].events == 0 {
@@ -311,16 +367,27 @@ pub unsafe extern "C" fn epoll_pwait(ep: c_int, events: *mut epoll_event, max: c
                 i += 1;
             }
         }
-        for ((_, _, w), _) in ours.iter().zip(&writable).filter(|(_, &ok)| ok) {
+        for (ev, w) in report.iter().filter(|(ev, _)| *ev != 0) {
             match out[..n].iter_mut().find(|e| e.u64 == w.data) {
-                Some(e) => e.events |= epout,
+                Some(e) => e.events |= *ev,
                 None if n < room => {
-                    out[n] = epoll_event { events: epout, u64: w.data };
+                    out[n] = epoll_event { events: *ev, u64: w.data };
                     n += 1;
                 }
-                None => {}
+                None => continue,
             }
         }
+        // Note what was reported: edge-triggered writability, one-shot firing.
+        let mut table = watched();
+        for e in &out[..n] {
+            if let Some(((fd, _), _)) = ours.iter().zip(&report).find(|(_, (_, w))| w.data == e.u64) {
+                if let Some(w) = table.get_mut(&(ep, *fd)) {
+                    w.out_reported |= e.events & EPOUT != 0;
+                    w.fired = true;
+                }
+            }
+        }
+        drop(table);
         if n > 0 || expired(end) {
             return n as c_int;
         }

@@ -100,7 +100,10 @@ fn rule(item: &str) -> Option<Rule> {
         "*" => (0, u16::MAX),
         p => match p.split_once('-') {
             Some((lo, hi)) => (lo.parse().ok()?, hi.parse().ok()?),
-            None => (p.parse().ok()?, p.parse().ok()?),
+            None => {
+                let port = p.parse().ok()?;
+                (port, port)
+            }
         },
     };
     (ports.0 <= ports.1).then_some(Rule { upgrade, side, net, bits, ports })
