@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """A connection inherited through fork (the sockets preload library's fork rule): the process
-that uses it first owns it. Here the child serves it; the parent's copy must then fail cleanly
-(EIO), and the parent's close must leave the child's connection working.
+that uses it first owns it. With `serve`, the child serves it; the parent's copy must then fail
+cleanly (EIO), and the parent's close must leave the child's connection working. With `stale`,
+the parent uses it first and forks again: the first child's copy, out of date since, must fail
+too, even though the second fork leaves the connection open to a claim.
 
-Usage: sockets-fork.py serve PORT | send HOST PORT MIB
+Usage: sockets-fork.py serve|stale PORT | send HOST PORT MIB
 Both print the SHA-256 of the stream they read or sent, for the caller to compare.
 """
 import errno
@@ -57,6 +59,46 @@ def serve(port):
         sys.exit(1)
 
 
+def stale(port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port))
+    s.listen(1)
+    c, _ = s.accept()
+    go_r, go_w = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.close(go_w)
+        os.read(go_r, 1)
+        try:
+            c.recv(16)
+            print("first child: read from a copy out of date, which must fail", flush=True)
+            os._exit(1)
+        except OSError as e:
+            print(f"first child: reading its out-of-date copy failed: {e}", flush=True)
+            os._exit(0 if e.errno == errno.EIO else 1)
+    os.close(go_r)
+    h, n = hashlib.sha256(), 0
+    d = c.recv(1 << 16)
+    second = os.fork()
+    if second == 0:
+        os._exit(0)
+    os.waitpid(second, 0)
+    # The connection is open to a claim by this process or the second child, not the first.
+    os.write(go_w, b"g")
+    _, status = os.waitpid(first, 0)
+    while d:
+        h.update(d)
+        n += len(d)
+        d = c.recv(1 << 16)
+    c.sendall(b"k")
+    print(f"parent: read {n} octets after both forks")
+    print(h.hexdigest())
+    if status != 0:
+        print(f"parent: the first child's copy did not fail cleanly (status {status})")
+        sys.exit(1)
+
+
 def send(host, port, mib):
     data = os.urandom(mib << 20)
     c = socket.create_connection((host, port))
@@ -71,5 +113,7 @@ def send(host, port, mib):
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(int(sys.argv[2]))
+    elif sys.argv[1] == "stale":
+        stale(int(sys.argv[2]))
     else:
         send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))

@@ -440,11 +440,12 @@ sock_http() {
 sock_plain_peer() {
     socat_through 16 "" && same_hashes "$SOCAT_OUT" && upgraded 0 "$SOCAT_OUT"
 }
-# sock_fork: a server forks with an upgraded connection and the child serves it; the parent's
-# copy fails cleanly, and its close leaves the child reading the whole stream.
+# sock_fork MODE: a server forks with an upgraded connection (sockets-fork.py MODE): serve,
+# the child serves it and the parent's copy fails; stale, the parent serves it across a second
+# fork and the first child's out-of-date copy fails. Either way the stream arrives whole.
 sock_fork() {
     local out
-    out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-fork.py serve $PORT" \
+    out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-fork.py $1 $PORT" \
         A "sleep 1; $(socks) timeout 120 python3 $here/scripts/sockets-fork.py send $B $PORT 8" 300) || { echo "$out"; return 1; }
     echo "$out"
     same_hashes "$out" && upgraded 2 "$out"
@@ -685,7 +686,8 @@ tests() {
     t sockets-sockperf-ping-pong-and-throughput sock_sockperf
     t sockets-http-server-and-curl sock_http
     t sockets-plain-peer-gets-tcp sock_plain_peer
-    t sockets-fork-child-serves-parent-copy-fails sock_fork
+    t sockets-fork-child-serves-parent-copy-fails sock_fork serve
+    t sockets-fork-twice-older-copy-fails sock_fork stale
     t sockets-socat-forking-server-three-clients sock_fork_server
     t sockets-rules-file-by-address sock_rules_file
     t sockets-nonblocking-writer-poll-select-epoll sock_pollout
