@@ -516,6 +516,20 @@ sock_gather() {
     echo "$out"
     same_hashes "$out" && upgraded 2 "$out"
 }
+# sock_fortified: a reader built with _FORTIFY_SOURCE (tools/sockets-fortified), whose reads
+# and polls are the C library's __read_chk, __recv_chk and __poll_chk, takes 32 MiB from socat
+# in chunks of 1000 octets (so each message is read in several parts), compared by hash.
+sock_fortified() {
+    local bin=$here/target/sockets-fortified out
+    nm -D "$bin" | grep -qw __read_chk && nm -D "$bin" | grep -qw __recv_chk && nm -D "$bin" | grep -qw __poll_chk ||
+        { echo "$bin does not call the fortified functions"; return 1; }
+    vm_run B "head -c 32M /dev/urandom >/tmp/fortified.bin && sha256sum </tmp/fortified.bin" >/dev/null || return 1
+    vm_serve B fortified "$PORT" "$(socks) exec socat -u OPEN:/tmp/fortified.bin TCP-LISTEN:$PORT,reuseaddr" || return 1
+    out=$(vm_run A "$(socks) timeout 300 $bin $B $PORT 1000 | sha256sum" 400)
+    echo "$out"
+    out+=$'\n'$(vm_unserve B fortified; vm_run B "sha256sum </tmp/fortified.bin; rm -f /tmp/fortified.bin")
+    same_hashes "$out" && upgraded 2 "$out"
+}
 # sock_peer_killed: B's reader is killed mid-stream; A's writer must fail soon, not hang.
 sock_peer_killed() {
     local out t
@@ -692,6 +706,7 @@ tests() {
     t sockets-rules-file-by-address sock_rules_file
     t sockets-nonblocking-writer-poll-select-epoll sock_pollout
     t sockets-sendfile-and-gathered-sendmsg sock_gather
+    t sockets-fortified-reader sock_fortified
     t sockets-peer-killed-mid-stream sock_peer_killed
     t fault-peer-guest-killed peer_killed
     t nothing-left-A vm_run A "$check stats-zero"

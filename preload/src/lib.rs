@@ -320,6 +320,50 @@ pub unsafe extern "C" fn recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags:
     unsafe { recv(fd, buf, n, flags) }
 }
 
+// The fortified calls (`_FORTIFY_SOURCE`, as Debian builds its programs) that programs make
+// instead of read, recv and recvfrom when the buffer's size is known: they would reach the
+// eventfd itself past this library. Each checks the size as the C library's does, then reads.
+
+/// The C library's check failed: a read longer than its buffer. It aborts, as the C library's
+/// own check does.
+pub(crate) fn chk_fail() -> ! {
+    // SAFETY: __chk_fail takes no arguments and does not return.
+    unsafe { real!(__chk_fail: unsafe extern "C" fn() -> !)() }
+}
+
+/// # Safety
+/// As __read_chk (read(2) into a buffer of `size` octets).
+#[no_mangle]
+pub unsafe extern "C" fn __read_chk(fd: c_int, buf: *mut c_void, n: size_t, size: size_t) -> ssize_t {
+    if n > size {
+        chk_fail();
+    }
+    // SAFETY: as read.
+    unsafe { read(fd, buf, n) }
+}
+
+/// # Safety
+/// As __recv_chk (recv(2) into a buffer of `size` octets).
+#[no_mangle]
+pub unsafe extern "C" fn __recv_chk(fd: c_int, buf: *mut c_void, n: size_t, size: size_t, flags: c_int) -> ssize_t {
+    if n > size {
+        chk_fail();
+    }
+    // SAFETY: as recv.
+    unsafe { recv(fd, buf, n, flags) }
+}
+
+/// # Safety
+/// As __recvfrom_chk (recvfrom(2) into a buffer of `size` octets).
+#[no_mangle]
+pub unsafe extern "C" fn __recvfrom_chk(fd: c_int, buf: *mut c_void, n: size_t, size: size_t, flags: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> ssize_t {
+    if n > size {
+        chk_fail();
+    }
+    // SAFETY: as recvfrom.
+    unsafe { recvfrom(fd, buf, n, flags, addr, len) }
+}
+
 /// # Safety
 /// As send(2).
 #[no_mangle]

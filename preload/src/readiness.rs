@@ -89,6 +89,17 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
     })
 }
 
+/// # Safety
+/// As __poll_chk (poll(2) on an array of `size` octets, what fortified programs call).
+#[no_mangle]
+pub unsafe extern "C" fn __poll_chk(fds: *mut pollfd, n: nfds_t, timeout: c_int, size: usize) -> c_int {
+    if (size / std::mem::size_of::<pollfd>()) < n as usize {
+        crate::chk_fail();
+    }
+    // SAFETY: as poll.
+    unsafe { poll(fds, n, timeout) }
+}
+
 /// `poll` over `fds`, of which those with a connection in `conns` are upgraded; `wait` is the
 /// C library's poll.
 fn poll_mixed(fds: &mut [pollfd], conns: &[Option<Arc<Conn>>], timeout: c_int, mut wait: impl FnMut(&mut [pollfd], c_int) -> c_int) -> c_int {

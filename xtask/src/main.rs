@@ -5,7 +5,7 @@ mod bench;
 mod run;
 mod test;
 
-use run::{cargo, script, script_code, siw_peer};
+use run::{c_tools, cargo, script, script_code};
 use std::process::ExitCode;
 
 const USAGE: &str = "\
@@ -93,12 +93,12 @@ fn main() -> ExitCode {
 }
 
 /// What guests need from the host build: the module (if asked), the user-space binaries, the
-/// sockets preload library and the interop tests' siw peer.
+/// sockets preload library and the test tools in C.
 fn build_guest_side(flavour: &str, module: bool) -> bool {
     (!module || script("build-kmod.sh", &[flavour]))
         && cargo(&["build", "--release", "-p", "libiwarp", "-p", "iwarp-check", "-p", "iwarp-bench", "-p", "wire-check", "--bins", "--examples"])
         && cargo(&["build", "--release", "-p", "iwarp-preload"])
-        && siw_peer()
+        && c_tools()
 }
 
 /// The newcomer's main job.

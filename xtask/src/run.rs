@@ -23,13 +23,18 @@ pub fn cargo(args: &[&str]) -> bool {
     exit_code(Command::new(env!("CARGO")).args(args).current_dir(root())) == 0
 }
 
-/// Compiles `tools/siw-peer/siw-peer.c` (libibverbs, librdmacm) to `target/siw-peer`: the far
-/// end of the interop tests, run in the guest that has siw.
-pub fn siw_peer() -> bool {
-    let (src, out) = (root().join("tools/siw-peer/siw-peer.c"), root().join("target/siw-peer"));
-    let mut cc = Command::new("cc");
-    cc.args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"]).arg(out).arg(src).args(["-libverbs", "-lrdmacm"]);
-    exit_code(&mut cc) == 0
+/// Compiles the test tools written in C: `tools/siw-peer/siw-peer.c` (libibverbs, librdmacm) to
+/// `target/siw-peer`, the far end of the interop tests, run in the guest that has siw; and
+/// `tools/sockets-fortified/sockets-fortified.c` to `target/sockets-fortified`, a reader built
+/// with `_FORTIFY_SOURCE` as Debian builds programs, for the sockets tests.
+pub fn c_tools() -> bool {
+    let cc = |name: &str, flags: &[&str], libs: &[&str]| {
+        let src = root().join(format!("tools/{name}/{name}.c"));
+        let mut cc = Command::new("cc");
+        cc.args(["-O2", "-Wall", "-Wextra", "-Werror"]).args(flags).arg("-o").arg(root().join("target").join(name)).arg(src).args(libs);
+        exit_code(&mut cc) == 0
+    };
+    cc("siw-peer", &[], &["-libverbs", "-lrdmacm"]) && cc("sockets-fortified", &["-D_FORTIFY_SOURCE=2"], &[])
 }
 
 /// Runs `cmd`, echoing it first; its exit status (1 if it could not run or was killed).
