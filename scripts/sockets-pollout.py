@@ -7,6 +7,8 @@ The reader reads slowly, so the writer runs out of credits again and again. A wr
 descriptor was reported writable while it was not (an eventfd always polls writable), and a
 writer relying on it would spin. Each wait must also see the pipe's messages.
 
+With poll, the sender first checks SO_RCVTIMEO and SO_SNDTIMEO on the blocking socket.
+
 Usage: sockets-pollout.py serve PORT | send HOST PORT MIB poll|select|epoll
 Both print the SHA-256 of the stream they read or sent, for the caller to compare.
 """
@@ -15,6 +17,7 @@ import hashlib
 import os
 import select
 import socket
+import struct
 import sys
 import threading
 import time
@@ -68,9 +71,32 @@ def waiter(mode, sock, pipe):
     return wait
 
 
+def timeouts(c, data):
+    """SO_RCVTIMEO and SO_SNDTIMEO on the blocking socket: a read with nothing to read gives
+    up with EAGAIN after its timeout; a write larger than the slow reader can take in its
+    timeout returns what went. Returns how much of `data` went."""
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 300000))
+    t = time.monotonic()
+    try:
+        c.recv(1)
+        sys.exit("send: a read with nothing to read returned")
+    except BlockingIOError:
+        waited = time.monotonic() - t
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 50000))
+    t = time.monotonic()
+    went = c.send(data)
+    took = time.monotonic() - t
+    print(f"send: SO_RCVTIMEO 0.3 s: EAGAIN after {waited:.2f} s; SO_SNDTIMEO 0.05 s: {went} of {len(data)} octets in {took:.2f} s")
+    if not 0.25 <= waited < 5 or not 0 < went < len(data) or took > 5:
+        sys.exit("send: the timeouts were not kept")
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 0))
+    return went
+
+
 def send(host, port, mib, mode):
     data = os.urandom(mib << 20)
     c = socket.create_connection((host, port))
+    first = timeouts(c, data) if mode == "poll" else 0
     c.setblocking(False)
     r, w = os.pipe()
     ticks = 5
@@ -84,7 +110,7 @@ def send(host, port, mib, mode):
 
     threading.Thread(target=ticker, daemon=True).start()
     wait = waiter(mode, c, r)
-    at, waits, eagain, seen, blocked = 0, 0, 0, 0, 0
+    at, waits, eagain, seen, blocked = first, 0, 0, 0, 0
     while at < len(data):
         writable, tick = wait()
         waits += 1

@@ -495,9 +495,9 @@ sock_rules_file() {
     out=$(vm_unserve B rules2)
     upgraded 1 "$out" || { echo "$out"; return 1; }
 }
-# sock_pollout: a non-blocking writer waits with poll, select and epoll (each set mixing the
-# upgraded socket with a pipe) against a slow reader: a socket reported writable always takes a
-# write, and the pipe's ticks are seen.
+# sock_pollout: SO_RCVTIMEO and SO_SNDTIMEO are kept; a non-blocking writer waits with poll,
+# select and epoll (each set mixing the upgraded socket with a pipe) against a slow reader: a
+# socket reported writable always takes a write, and the pipe's ticks are seen.
 sock_pollout() {
     local out mode
     for mode in poll select epoll; do
@@ -704,7 +704,7 @@ tests() {
     t sockets-fork-twice-older-copy-fails sock_fork stale
     t sockets-socat-forking-server-three-clients sock_fork_server
     t sockets-rules-file-by-address sock_rules_file
-    t sockets-nonblocking-writer-poll-select-epoll sock_pollout
+    t sockets-timeouts-and-nonblocking-writer-poll-select-epoll sock_pollout
     t sockets-sendfile-and-gathered-sendmsg sock_gather
     t sockets-fortified-reader sock_fortified
     t sockets-peer-killed-mid-stream sock_peer_killed

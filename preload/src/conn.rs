@@ -22,7 +22,7 @@ use std::net::TcpStream;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Octets of one buffer, send or receive: the largest message.
 const SLOT: usize = 64 << 10;
@@ -494,12 +494,13 @@ impl Conn {
     pub(crate) fn read(&self, out: &mut [u8], peek: bool, wait_all: bool, dont_wait: bool) -> io::Result<usize> {
         let mut st = self.lock_here()?;
         let mut got = 0;
+        let mut until = Deadline::new(self, libc::SO_RCVTIMEO);
         loop {
             self.progress(&mut st);
             got += self.take(&mut st, &mut out[got..], peek);
             let done = got == out.len() || (got > 0 && (!wait_all || peek)) || st.eof || st.broken;
             self.give_back(&mut st, false);
-            if done || dont_wait || self.nonblocking() {
+            if done || dont_wait || self.nonblocking() || until.passed() {
                 let broken = st.broken && st.ready.is_empty() && !st.eof;
                 self.settle(&mut st);
                 return match got {
@@ -551,6 +552,7 @@ impl Conn {
     pub(crate) fn write_from(&self, len: usize, dont_wait: bool, fill: Fill<'_>) -> io::Result<usize> {
         let mut st = self.lock_here()?;
         let mut sent = 0;
+        let mut until = Deadline::new(self, libc::SO_SNDTIMEO);
         loop {
             self.progress(&mut st);
             if st.ended || st.broken {
@@ -576,7 +578,7 @@ impl Conn {
             // the credits we wait for.
             let starved = st.credits < 2;
             self.give_back(&mut st, starved);
-            if sent == len || source_ended || dont_wait || self.nonblocking() {
+            if sent == len || source_ended || dont_wait || self.nonblocking() || until.passed() {
                 self.settle(&mut st);
                 return if sent > 0 || len == 0 || source_ended { Ok(sent) } else { Err(io::Error::from_raw_os_error(libc::EAGAIN)) };
             }
@@ -628,6 +630,42 @@ impl Conn {
             std::thread::sleep(Duration::from_millis(1));
         }
         let _ = self.qp.disconnect();
+    }
+}
+
+/// When a blocking call gives up: the TCP socket's `SO_RCVTIMEO` or `SO_SNDTIMEO`, read when the
+/// call first has to wait (none: never). Then it returns what it has done, or EAGAIN.
+struct Deadline<'a> {
+    conn: &'a Conn,
+    opt: c_int,
+    at: Option<Option<Instant>>,
+}
+
+impl<'a> Deadline<'a> {
+    fn new(conn: &'a Conn, opt: c_int) -> Deadline<'a> {
+        Deadline { conn, opt, at: None }
+    }
+
+    fn passed(&mut self) -> bool {
+        let conn = self.conn;
+        let opt = self.opt;
+        let at = *self.at.get_or_insert_with(|| {
+            let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+            let mut len = std::mem::size_of::<libc::timeval>() as libc::socklen_t;
+            // SAFETY: a timeval and its length, both live, for the C library's getsockopt.
+            let rc = unsafe {
+                real!(getsockopt: unsafe extern "C" fn(c_int, c_int, c_int, *mut c_void, *mut libc::socklen_t) -> c_int)(
+                    conn.shadow.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&raw mut tv).cast(),
+                    &mut len,
+                )
+            };
+            let wait = Duration::new(tv.tv_sec.max(0) as u64, tv.tv_usec.max(0) as u32 * 1000);
+            (rc == 0 && !wait.is_zero()).then(|| Instant::now() + wait)
+        });
+        at.is_some_and(|at| Instant::now() >= at)
     }
 }
 

@@ -18,13 +18,23 @@ use std::collections::BTreeMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// Upgraded descriptors (a `dup` shares its original's connection).
 static CONNS: RwLock<BTreeMap<RawFd, Arc<Conn>>> = RwLock::new(BTreeMap::new());
 /// Whether anything was ever upgraded: until then no call takes the lock.
 static ANY: AtomicBool = AtomicBool::new(false);
+/// The process whose tables these are: this one, or its parent if this is a `vfork` child
+/// sharing the parent's memory (or the child of a fork not seen here). Only the process whose
+/// tables they are changes them: a `vfork` child closing its copies of the descriptors before
+/// `exec` must not close its parent's connections.
+static TABLES_OF: AtomicU32 = AtomicU32::new(0);
+
+fn tables_are_ours() -> bool {
+    let of = TABLES_OF.load(Ordering::Relaxed);
+    of == 0 || of == std::process::id()
+}
 /// Listening descriptors whose port answers the upgrade question, each with the flag that keeps
 /// its answering thread answering (cleared when the listener is closed).
 static LISTENERS: Mutex<BTreeMap<RawFd, Arc<AtomicBool>>> = Mutex::new(BTreeMap::new());
@@ -46,6 +56,9 @@ fn forget(fd: RawFd) -> Option<Arc<Conn>> {
 /// Forgets `fd`'s connection; the last reference to it in this process closes it, or leaves it
 /// to the process that owns it (`Conn`'s `Drop`), whichever thread holds that reference.
 fn release(fd: RawFd) {
+    if !tables_are_ours() {
+        return;
+    }
     if ANY.load(Ordering::Relaxed) {
         readiness::forget(fd);
     }
@@ -162,6 +175,7 @@ fn upgrade(fd: RawFd, role: Role, nonblocking: bool) -> bool {
             let c = Arc::new(c);
             let old = CONNS.write().unwrap_or_else(|e| e.into_inner()).insert(fd, c);
             ANY.store(true, Ordering::Relaxed);
+            let _ = TABLES_OF.compare_exchange(0, std::process::id(), Ordering::Relaxed, Ordering::Relaxed);
             drop(old);
             true
         }
@@ -599,6 +613,9 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     if pid < 0 {
         held.iter().for_each(|h| h.failed());
     }
+    if pid == 0 {
+        TABLES_OF.store(std::process::id(), Ordering::Relaxed);
+    }
     drop(held);
     drop(table);
     drop(watching);
@@ -655,7 +672,7 @@ pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
 
 /// `new` (a duplicate of `fd`) shares `fd`'s connection, if it has one.
 fn share(fd: RawFd, new: RawFd) {
-    if new >= 0 && new != fd {
+    if new >= 0 && new != fd && tables_are_ours() {
         if let Some(c) = conn(fd) {
             let old = CONNS.write().unwrap_or_else(|e| e.into_inner()).insert(new, c);
             // Dropped after the lock: closing a connection calls close(2), which takes it.
