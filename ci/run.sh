@@ -19,4 +19,5 @@ step "cargo xtask test" cargo xtask test
 step "core benchmark ratios" cargo xtask bench core --quick
 step "verbs benchmark: iwarp.ko beside siw and TCP" cargo xtask bench verbs --quick
 step "where the guests' time goes" cargo xtask bench profile --quick
+step "sockets benchmark: iperf3 and sockperf over the library beside TCP" cargo xtask bench sockets --quick
 echo "==> ci: total $SECONDS s"
