@@ -9,7 +9,7 @@ writer relying on it would spin. Each wait must also see the pipe's messages.
 
 With poll, the sender first checks SO_RCVTIMEO and SO_SNDTIMEO on the blocking socket.
 
-Usage: sockets-pollout.py serve PORT | send HOST PORT MIB poll|select|epoll
+Usage: sockets-pollout.py serve PORT | send HOST PORT MIB poll|select|epoll|epoll-et
 Both print the SHA-256 of the stream they read or sent, for the caller to compare.
 """
 import errno
@@ -61,7 +61,7 @@ def waiter(mode, sock, pipe):
 
     else:
         ep = select.epoll()
-        ep.register(sock.fileno(), select.EPOLLOUT)
+        ep.register(sock.fileno(), select.EPOLLOUT | (select.EPOLLET if mode == "epoll-et" else 0))
         ep.register(pipe, select.EPOLLIN)
 
         def wait():
@@ -110,29 +110,39 @@ def send(host, port, mib, mode):
 
     threading.Thread(target=ticker, daemon=True).start()
     wait = waiter(mode, c, r)
-    at, waits, eagain, seen, blocked = first, 0, 0, 0, 0
+    edge = mode == "epoll-et"
+    at, waits, eagain, seen, blocked, idle = first, 0, 0, 0, 0, 0
     while at < len(data):
         writable, tick = wait()
         waits += 1
+        idle += not writable and not tick
         if tick:
             seen += len(os.read(r, 16))
         if not writable:
             continue
-        try:
-            n = c.send(data[at : at + (256 << 10)])
-            at += n
-            # Writing what fits: a short write means it is full again, and the next wait blocks.
-            blocked += n < (256 << 10)
-        except OSError as e:
-            if e.errno != errno.EAGAIN:
-                raise
-            eagain += 1
+        # Level-triggered: one write per report. Edge-triggered: until EAGAIN, as such writers
+        # do; the next report must come when writing is possible again.
+        while at < len(data):
+            try:
+                n = c.send(data[at : at + (256 << 10)])
+                at += n
+                # Writing what fits: a short write means it is full again.
+                blocked += n < (256 << 10)
+            except OSError as e:
+                if e.errno != errno.EAGAIN:
+                    raise
+                eagain += 1
+                break
+            if not edge:
+                break
     stop.set()
     c.setblocking(True)
     c.shutdown(socket.SHUT_WR)
     c.recv(1)
-    print(f"send ({mode}): {waits} waits, {blocked} short writes, {eagain} writes refused after a writable report, {seen} of {ticks} pipe ticks seen")
-    ok = eagain == 0 and blocked > 0 and seen == ticks
+    print(f"send ({mode}): {waits} waits ({idle} ran out, 10 s each), {blocked} short writes, {eagain} writes refused, {seen} of {ticks} pipe ticks seen")
+    # A level-triggered writer told "writable" must be able to write; an edge-triggered one
+    # writes until refused, and must be woken again each time.
+    ok = (edge or eagain == 0) and idle == 0 and blocked > 0 and seen == ticks
     print(hashlib.sha256(data).hexdigest())
     if not ok:
         print(f"send ({mode}): failed")

@@ -496,11 +496,12 @@ sock_rules_file() {
     upgraded 1 "$out" || { echo "$out"; return 1; }
 }
 # sock_pollout: SO_RCVTIMEO and SO_SNDTIMEO are kept; a non-blocking writer waits with poll,
-# select and epoll (each set mixing the upgraded socket with a pipe) against a slow reader: a
-# socket reported writable always takes a write, and the pipe's ticks are seen.
+# select and epoll, level- and edge-triggered (each set mixing the upgraded socket with a pipe),
+# against a slow reader: a socket reported writable always takes a write (edge-triggered, the
+# writer is woken again after each EAGAIN), and the pipe's ticks are seen.
 sock_pollout() {
     local out mode
-    for mode in poll select epoll; do
+    for mode in poll select epoll epoll-et; do
         out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-pollout.py serve $PORT" \
             A "sleep 1; $(socks) timeout 120 python3 $here/scripts/sockets-pollout.py send $B $PORT 32 $mode" 300) || { echo "$out"; return 1; }
         echo "$out"

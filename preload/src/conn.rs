@@ -20,7 +20,7 @@ use std::io;
 use std::mem::ManuallyDrop;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -89,12 +89,21 @@ impl Drop for Shared {
 /// [`Shared`] page).
 #[repr(C)]
 struct Control {
-    /// The process that may use the connection; 0 after a fork, until one of them uses it.
-    owner: AtomicU32,
+    /// Who may use the connection, as one word so that both halves change together: the
+    /// process that owns it (low half; 0 after a fork, until one of them uses it), and the
+    /// count of forks that left it to a new pair of processes (high half, the epoch).
+    owner: AtomicU64,
     /// The processes holding a copy they have not closed.
     holders: AtomicU32,
-    /// Counts the forks that left the connection to a new pair of processes.
-    epoch: AtomicU32,
+}
+
+/// [`Control::owner`]'s halves: (epoch, owner).
+fn owner_parts(word: u64) -> (u32, u32) {
+    ((word >> 32) as u32, word as u32)
+}
+
+fn owner_word(epoch: u32, owner: u32) -> u64 {
+    (u64::from(epoch) << 32) | u64::from(owner)
 }
 
 /// What the verbs objects borrow, owned here and freed after them ([`Conn`]'s `Drop`). Each
@@ -130,6 +139,8 @@ pub(crate) struct Stream {
     ended: bool,
     /// The fork epoch this process's copy of the stream is from ([`Conn::claim`]).
     epoch: u32,
+    /// A write would block (as `settle` last saw it).
+    write_blocked: bool,
 }
 
 /// Writes a message's octets into the send buffer it is given, from the offset it is given into
@@ -139,18 +150,21 @@ pub(crate) type Fill<'a> = &'a mut dyn FnMut(usize, &mut [u8]) -> io::Result<usi
 /// A connection held across a fork ([`Conn::fork_begin`]): its lock, released when this drops.
 pub(crate) struct ForkHold<'a> {
     conn: &'a Conn,
-    _st: std::sync::MutexGuard<'a, Stream>,
-    was_owner: bool,
+    st: std::sync::MutexGuard<'a, Stream>,
+    /// The owner word and our epoch before the fork began a new epoch, if it did.
+    before: Option<(u64, u32)>,
 }
 
 impl ForkHold<'_> {
-    /// The fork failed: there is no child holding a copy, and the connection is still ours if
-    /// it was.
-    pub(crate) fn failed(&self) {
+    /// The fork failed: there is no child holding a copy, and who may use the connection is as
+    /// before (nobody but this process can have claimed it in the epoch begun for the fork).
+    pub(crate) fn failed(&mut self) {
         let ctl = self.conn.control();
         ctl.holders.fetch_sub(1, Ordering::AcqRel);
-        if self.was_owner {
-            ctl.owner.store(std::process::id(), Ordering::Release);
+        if let Some((word, epoch)) = self.before {
+            let (e, _) = owner_parts(word);
+            let _ = ctl.owner.compare_exchange(owner_word(e.wrapping_add(1), 0), word, Ordering::AcqRel, Ordering::Acquire);
+            self.st.epoch = epoch;
         }
     }
 }
@@ -177,6 +191,16 @@ pub(crate) struct Conn {
     /// A descriptor of the TCP socket itself, for the calls that ask about it (getsockopt,
     /// getpeername, ...).
     pub(crate) shadow: OwnedFd,
+    /// Counts of what edge-triggered epoll reports anew ([`Events`]).
+    pub(crate) events: Events,
+}
+
+/// Counts of the events that make an edge for `EPOLLET`: a write that could not go whole (the
+/// program then waits for writability again), and a message or error that arrived.
+#[derive(Default)]
+pub(crate) struct Events {
+    pub(crate) write_blocked: AtomicU32,
+    pub(crate) arrived: AtomicU32,
 }
 
 // SAFETY: the verbs objects are used only under `stream`'s lock (every method takes it first),
@@ -210,7 +234,7 @@ impl Conn {
         let recv_mr = pd.register(unsafe { rbuf.bytes() }, Access::LOCAL_WRITE)?;
         // SAFETY: a fresh page, zeroed, aligned for `Control`, which only atomics touch.
         let ctl = unsafe { &*(control.base as *const Control) };
-        ctl.owner.store(std::process::id(), Ordering::Relaxed);
+        ctl.owner.store(owner_word(0, std::process::id()), Ordering::Relaxed);
         ctl.holders.store(1, Ordering::Relaxed);
         let mut qp =
             d.create_qp(&QpInit { pd, send_cq: scq, recv_cq: rcq, max_recv_wr: RECV_SLOTS, max_send_wr: SEND_SLOTS as u32 + 4, max_sge: 1, max_inline: 0 })?;
@@ -237,9 +261,11 @@ impl Conn {
                 broken: false,
                 ended: false,
                 epoch: 0,
+                write_blocked: false,
             }),
             nonblocking: std::sync::atomic::AtomicBool::new(nonblocking),
             shadow,
+            events: Events::default(),
         };
         {
             let mut st = conn.lock();
@@ -290,9 +316,17 @@ impl Conn {
     /// that fork (`st.epoch` behind) never may: its state is out of date.
     fn claim(&self, st: &Stream) -> bool {
         let (ctl, me) = (self.control(), std::process::id());
-        let owner = ctl.owner.load(Ordering::Acquire);
-        owner == me
-            || (owner == 0 && st.epoch == ctl.epoch.load(Ordering::Acquire) && ctl.owner.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire).is_ok())
+        let mut word = ctl.owner.load(Ordering::Acquire);
+        loop {
+            match owner_parts(word) {
+                (_, owner) if owner == me => return true,
+                (epoch, 0) if epoch == st.epoch => match ctl.owner.compare_exchange(word, owner_word(epoch, me), Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return true,
+                    Err(now) => word = now,
+                },
+                _ => return false,
+            }
+        }
     }
 
     /// The stream's lock, for the process that owns the connection; EIO in the others.
@@ -313,13 +347,21 @@ impl Conn {
         let mut st = self.lock();
         let (ctl, me) = (self.control(), std::process::id());
         ctl.holders.fetch_add(1, Ordering::AcqRel);
-        let owner = ctl.owner.load(Ordering::Acquire);
-        let was_owner = owner == me;
-        if was_owner || (owner == 0 && st.epoch == ctl.epoch.load(Ordering::Acquire)) {
-            st.epoch = ctl.epoch.fetch_add(1, Ordering::AcqRel) + 1;
-            ctl.owner.store(0, Ordering::Release);
+        let mut word = ctl.owner.load(Ordering::Acquire);
+        let before = loop {
+            let (epoch, owner) = owner_parts(word);
+            if owner != me && !(owner == 0 && epoch == st.epoch) {
+                break None;
+            }
+            match ctl.owner.compare_exchange(word, owner_word(epoch.wrapping_add(1), 0), Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break Some((word, st.epoch)),
+                Err(now) => word = now,
+            }
+        };
+        if before.is_some() {
+            st.epoch = st.epoch.wrapping_add(1);
         }
-        ForkHold { conn: self, _st: st, was_owner }
+        ForkHold { conn: self, st, before }
     }
 
     pub(crate) fn nonblocking(&self) -> bool {
@@ -353,6 +395,7 @@ impl Conn {
     }
 
     fn received(&self, st: &mut Stream, wc: &WorkCompletion) {
+        self.events.arrived.fetch_add(1, Ordering::Relaxed);
         let slot = wc.wr_id as usize;
         if wc.status != WcStatus::Success || wc.opcode != WcOpcode::Recv || (wc.byte_len as usize) < HDR {
             st.broken = true;
@@ -438,9 +481,14 @@ impl Conn {
     /// Makes the eventfd say whether there is something to read: signalled while there is, else
     /// cleared and armed for the next solicited completion.
     fn settle(&self, st: &mut Stream) {
+        // A poller waiting for writability sleeps on the eventfd: if another thread took the
+        // credit that unblocks it, the eventfd must still wake it (its readability check then
+        // finds no data, and its writability check the credit).
+        let unblocked = st.write_blocked && Self::writable(st);
+        st.write_blocked = !Self::writable(st);
         loop {
             self.drain_event();
-            if !st.ready.is_empty() || st.eof || st.broken {
+            if !st.ready.is_empty() || st.eof || st.broken || unblocked {
                 signal(self.event_fd());
                 return;
             }
@@ -511,8 +559,12 @@ impl Conn {
             }
             self.settle(&mut st);
             drop(st);
-            sleep_on(self.event_fd(), 100);
-            st = self.lock();
+            sleep_on(self.event_fd(), until.wait_ms(100));
+            // A fork while we slept may have left the connection to another process.
+            st = match self.lock_here() {
+                Ok(st) => st,
+                Err(e) => return if got > 0 { Ok(got) } else { Err(e) },
+            };
         }
     }
 
@@ -579,6 +631,9 @@ impl Conn {
             let starved = st.credits < 2;
             self.give_back(&mut st, starved);
             if sent == len || source_ended || dont_wait || self.nonblocking() || until.passed() {
+                if sent < len && !source_ended {
+                    self.events.write_blocked.fetch_add(1, Ordering::Relaxed);
+                }
                 self.settle(&mut st);
                 return if sent > 0 || len == 0 || source_ended { Ok(sent) } else { Err(io::Error::from_raw_os_error(libc::EAGAIN)) };
             }
@@ -588,8 +643,11 @@ impl Conn {
             let send_event = self.send_cq().event_fd().as_raw_fd();
             drain(send_event);
             let _ = self.send_cq().arm(false);
-            sleep_on(send_event, 2);
-            st = self.lock();
+            sleep_on(send_event, until.wait_ms(2));
+            st = match self.lock_here() {
+                Ok(st) => st,
+                Err(e) => return if sent > 0 { Ok(sent) } else { Err(e) },
+            };
         }
     }
 
@@ -667,6 +725,15 @@ impl<'a> Deadline<'a> {
         });
         at.is_some_and(|at| Instant::now() >= at)
     }
+
+    /// How long to sleep before looking again: `most` milliseconds, or less if the deadline
+    /// comes first.
+    fn wait_ms(&mut self, most: i32) -> i32 {
+        match self.at {
+            Some(Some(at)) => at.saturating_duration_since(Instant::now()).as_millis().min(most as u128) as i32,
+            _ => most,
+        }
+    }
 }
 
 // The eventfd calls below go to the C library itself, not through this library's own `read`,
@@ -741,7 +808,7 @@ impl Drop for Conn {
         let ctl = self.control();
         let last = ctl.holders.fetch_sub(1, Ordering::AcqRel) == 1;
         let me = std::process::id();
-        let mine = ctl.owner.load(Ordering::Acquire) == me || (last && self.claim(&self.lock()));
+        let mine = owner_parts(ctl.owner.load(Ordering::Acquire)).1 == me || (last && self.claim(&self.lock()));
         if mine {
             self.close();
         } else {

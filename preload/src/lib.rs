@@ -495,7 +495,8 @@ pub unsafe extern "C" fn sendfile(out_fd: c_int, in_fd: c_int, offset: *mut libc
         let n = unsafe {
             match start {
                 Some(off) => libc::pread(in_fd, out.as_mut_ptr().cast(), out.len(), off + at as libc::off_t),
-                None => read(in_fd, out.as_mut_ptr().cast(), out.len()),
+                // The C library's own: the stream's lock is held here.
+                None => real!(read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t)(in_fd, out.as_mut_ptr().cast(), out.len()),
             }
         };
         if n < 0 {
@@ -607,11 +608,11 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
             conns.push(c);
         }
     }
-    let held: Vec<_> = conns.iter().map(|c| c.fork_begin()).collect();
+    let mut held: Vec<_> = conns.iter().map(|c| c.fork_begin()).collect();
     // SAFETY: as above; the locks held are released on both sides of it below.
     let pid = unsafe { real() };
     if pid < 0 {
-        held.iter().for_each(|h| h.failed());
+        held.iter_mut().for_each(|h| h.failed());
     }
     if pid == 0 {
         TABLES_OF.store(std::process::id(), Ordering::Relaxed);
@@ -752,8 +753,10 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c
 /// As ioctl(2) with one argument.
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: libc::c_ulong, arg: *mut c_void) -> c_int {
-    if let Some(c) = conn(fd) {
-        if req == libc::FIONBIO && !arg.is_null() {
+    // FIONBIO is tested first: the library's own ioctls (the module's doorbells, under a
+    // stream's lock) must not take the table's.
+    if let Some(c) = (req == libc::FIONBIO).then(|| conn(fd)).flatten() {
+        if !arg.is_null() {
             // SAFETY: FIONBIO takes a pointer to an int.
             c.set_nonblocking(unsafe { *(arg as *const c_int) } != 0);
             return 0;

@@ -11,6 +11,7 @@ use crate::conn::{Conn, Readiness};
 use crate::real::real;
 use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timeval, EPOLLIN, EPOLLOUT, POLLIN, POLLOUT};
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -240,19 +241,30 @@ pub unsafe extern "C" fn select(n: c_int, rd: *mut fd_set, wr: *mut fd_set, ex: 
     count
 }
 
-/// An upgraded descriptor in an epoll set.
+/// An upgraded descriptor in an epoll set. The kernel watches its eventfd without
+/// `EPOLLONESHOT` (kept here instead, as a credit's wake-up must not use the one shot up).
 #[derive(Clone, Copy)]
 struct Watch {
     /// The events the program asked for, flags (EPOLLET, EPOLLONESHOT) included.
     asked: u32,
     data: u64,
-    /// The events the kernel watches: those asked but writability, and readability while a
-    /// credit is awaited ([`Look`]).
+    /// The events the kernel watches ([`kernel_events`]).
     kernel: u32,
-    /// Edge-triggered: writability was reported and has not been lost since.
-    out_reported: bool,
+    /// Edge-triggered: the connection's counts ([`crate::conn::Events`]) when writability and
+    /// readability were last reported; either is reported again only once its count moved.
+    out_mark: Option<u32>,
+    in_mark: Option<u32>,
     /// One-shot: an event was reported, and the program has not re-armed it (EPOLL_CTL_MOD).
     fired: bool,
+}
+
+/// What the kernel is to watch for a descriptor asked `asked`: readability as asked (or also
+/// when a credit is awaited: `wake`), never writability, nothing once a one-shot has fired.
+fn kernel_events(asked: u32, wake: bool, fired: bool) -> u32 {
+    if fired {
+        return 0;
+    }
+    asked & !(EPOUT | EPONESHOT) | if wake { EPIN } else { 0 }
 }
 
 /// Upgraded descriptors in epoll sets, by (epoll descriptor, descriptor).
@@ -293,11 +305,12 @@ pub unsafe extern "C" fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: *mut epo
     }
     // SAFETY: the caller's event.
     let asked = unsafe { *ev };
-    let mut kernel = epoll_event { events: asked.events & !EPOUT, u64: asked.u64 };
+    let mut kernel = epoll_event { events: kernel_events(asked.events, false, false), u64: asked.u64 };
     // SAFETY: as above, with the event the kernel is to watch.
     let rc = unsafe { real(ep, op, fd, &mut kernel) };
     if rc == 0 {
-        watched().insert((ep, fd), Watch { asked: asked.events, data: asked.u64, kernel: kernel.events, out_reported: false, fired: false });
+        let w = Watch { asked: asked.events, data: asked.u64, kernel: kernel.events, out_mark: None, in_mark: None, fired: false };
+        watched().insert((ep, fd), w);
     }
     rc
 }
@@ -310,17 +323,27 @@ pub unsafe extern "C" fn epoll_wait(ep: c_int, events: *mut epoll_event, max: c_
     unsafe { epoll_pwait(ep, events, max, timeout, std::ptr::null()) }
 }
 
+/// One of an epoll set's upgraded descriptors during a wait.
+struct Entry {
+    fd: c_int,
+    conn: Arc<Conn>,
+    watch: Watch,
+    /// Found ready before the wait: readable, writable.
+    now_in: bool,
+    now_out: bool,
+}
+
 /// # Safety
 /// As epoll_pwait(2). Events are matched to upgraded descriptors by their data: an ordinary
 /// descriptor in the same set must not carry the same data as an upgraded one.
 #[no_mangle]
 pub unsafe extern "C" fn epoll_pwait(ep: c_int, events: *mut epoll_event, max: c_int, timeout: c_int, mask: *const sigset_t) -> c_int {
     let real = real!(epoll_pwait: unsafe extern "C" fn(c_int, *mut epoll_event, c_int, c_int, *const sigset_t) -> c_int);
-    let ours: Vec<(c_int, Arc<Conn>)> = {
+    let fds: Vec<(c_int, Arc<Conn>)> = {
         let w = watched();
         w.range((ep, c_int::MIN)..=(ep, c_int::MAX)).filter_map(|(&(_, fd), _)| crate::conn(fd).map(|c| (fd, c))).collect()
     };
-    if ours.is_empty() || events.is_null() || max <= 0 {
+    if fds.is_empty() || events.is_null() || max <= 0 {
         // SAFETY: the caller's arguments, passed on.
         return unsafe { real(ep, events, max, timeout, mask) };
     }
@@ -331,23 +354,12 @@ pub unsafe extern "C" fn epoll_pwait(ep: c_int, events: *mut epoll_event, max: c
     let end = deadline(timeout);
     loop {
         let (mut now, mut short) = (false, false);
-        // What to report of each of ours before the wait, and its watch.
-        let mut report: Vec<(u32, Watch)> = Vec::with_capacity(ours.len());
-        for (fd, c) in &ours {
+        let mut entries: Vec<Entry> = Vec::with_capacity(fds.len());
+        for (fd, conn) in &fds {
             let mut table = watched();
             let Some(w) = table.get_mut(&(ep, *fd)) else { continue };
-            if w.asked & EPONESHOT != 0 && w.fired {
-                continue;
-            }
-            let l = look(c, w.asked & EPIN != 0, w.asked & EPOUT != 0);
-            let mut ev = if l.now_in { EPIN } else { 0 };
-            if l.now_out && !(w.asked & EPET != 0 && w.out_reported) {
-                ev |= EPOUT;
-            }
-            w.out_reported &= l.now_out;
-            now |= ev != 0;
-            short |= l.short;
-            let kernel = w.asked & !EPOUT | if l.wake { EPIN } else { 0 };
+            let l = if w.fired { None } else { Some(look(conn, w.asked & EPIN != 0, w.asked & EPOUT != 0)) };
+            let kernel = kernel_events(w.asked, l.as_ref().is_some_and(|l| l.wake), w.fired);
             if w.kernel != kernel {
                 let mut e = epoll_event { events: kernel, u64: w.data };
                 // SAFETY: the C library's epoll_ctl with a live event.
@@ -355,21 +367,31 @@ pub unsafe extern "C" fn epoll_pwait(ep: c_int, events: *mut epoll_event, max: c
                     w.kernel = kernel;
                 }
             }
-            report.push((ev, *w));
+            let Some(l) = l else { continue };
+            let e = Entry { fd: *fd, conn: conn.clone(), watch: *w, now_in: l.now_in && fresh(w, conn, EPIN), now_out: l.now_out && fresh(w, conn, EPOUT) };
+            now |= e.now_in || e.now_out;
+            short |= l.short;
+            entries.push(e);
         }
         // SAFETY: as above.
         let rc = unsafe { real(ep, out.as_mut_ptr(), max, wait_ms(end, now, short), mask) };
         if rc < 0 {
             return rc;
         }
+        // The kernel's events for ours say only "look again": what is reported is decided here.
         let mut n = rc as usize;
-        // Readability only if asked for and real: a wake-up may have brought credits only.
         let mut i = 0;
         while i < n {
-            if let Some(((_, c), (_, w))) = ours.iter().zip(&report).find(|(_, (_, w))| w.data == out[i].u64) {
-                if out[i].events & EPIN != 0 && (w.asked & EPIN == 0 || !c.readiness().readable) {
-                    out[i].events &= !EPIN;
+            if let Some(e) = entries.iter_mut().find(|e| e.watch.data == out[i].u64) {
+                let got = out[i].events;
+                if got & EPIN != 0 && e.watch.asked & EPIN != 0 && !e.now_in && e.conn.readiness().readable && fresh(&e.watch, &e.conn, EPIN) {
+                    e.now_in = true;
                 }
+                // Errors and hang-ups pass; readability and writability are reported below.
+                out[i].events = got & !(EPIN | EPOUT);
+            } else if fds.iter().any(|(fd, _)| watched().get(&(ep, *fd)).is_some_and(|w| w.data == out[i].u64)) {
+                // One of ours that fired: nothing until the program re-arms it.
+                out[i].events = 0;
             }
             if out[i].events == 0 {
                 out[i] = out[n - 1];
@@ -378,24 +400,30 @@ pub unsafe extern "C" fn epoll_pwait(ep: c_int, events: *mut epoll_event, max: c
                 i += 1;
             }
         }
-        for (ev, w) in report.iter().filter(|(ev, _)| *ev != 0) {
-            match out[..n].iter_mut().find(|e| e.u64 == w.data) {
-                Some(e) => e.events |= *ev,
+        for e in entries.iter().filter(|e| e.now_in || e.now_out) {
+            let ev = if e.now_in { EPIN } else { 0 } | if e.now_out { EPOUT } else { 0 };
+            match out[..n].iter_mut().find(|o| o.u64 == e.watch.data) {
+                Some(o) => o.events |= ev,
                 None if n < room => {
-                    out[n] = epoll_event { events: *ev, u64: w.data };
+                    out[n] = epoll_event { events: ev, u64: e.watch.data };
                     n += 1;
                 }
                 None => continue,
             }
         }
-        // Note what was reported: edge-triggered writability, one-shot firing.
+        // What was reported: edge-triggered marks, one-shot firing.
         let mut table = watched();
-        for e in &out[..n] {
-            if let Some(((fd, _), _)) = ours.iter().zip(&report).find(|(_, (_, w))| w.data == e.u64) {
-                if let Some(w) = table.get_mut(&(ep, *fd)) {
-                    w.out_reported |= e.events & EPOUT != 0;
-                    w.fired = true;
+        for o in &out[..n] {
+            let Some(e) = entries.iter().find(|e| e.watch.data == o.u64) else { continue };
+            if let Some(w) = table.get_mut(&(ep, e.fd)) {
+                let ev = o.events;
+                if ev & EPIN != 0 {
+                    w.in_mark = Some(e.conn.events.arrived.load(Ordering::Relaxed));
                 }
+                if ev & EPOUT != 0 {
+                    w.out_mark = Some(e.conn.events.write_blocked.load(Ordering::Relaxed));
+                }
+                w.fired |= w.asked & EPONESHOT != 0;
             }
         }
         drop(table);
@@ -403,4 +431,14 @@ pub unsafe extern "C" fn epoll_pwait(ep: c_int, events: *mut epoll_event, max: c
             return n as c_int;
         }
     }
+}
+
+/// Whether `what` (EPOLLIN or EPOLLOUT) is news for watch `w`: always when level-triggered;
+/// edge-triggered, only once its count moved since it was last reported.
+fn fresh(w: &Watch, conn: &Conn, what: u32) -> bool {
+    if w.asked & EPET == 0 {
+        return true;
+    }
+    let (mark, count) = if what == EPIN { (w.in_mark, &conn.events.arrived) } else { (w.out_mark, &conn.events.write_blocked) };
+    mark != Some(count.load(Ordering::Relaxed))
 }
