@@ -14,31 +14,25 @@ import os
 import socket
 import sys
 
+from sockets_ends import accept_one, read_hashed
+
 
 def serve(port):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port))
-    s.listen(1)
-    c, _ = s.accept()
+    c = accept_one(port)
     used_r, used_w = os.pipe()
     closed_r, closed_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(used_r)
         os.close(closed_w)
-        h, n = hashlib.sha256(), 0
         d = c.recv(1 << 16)
         os.write(used_w, b"u")
         # The rest only once the parent has tried its copy and closed it.
         os.read(closed_r, 1)
-        while d:
-            h.update(d)
-            n += len(d)
-            d = c.recv(1 << 16)
+        n, digest = read_hashed(c, d)
         c.sendall(b"k")
         print(f"child: read {n} octets, the parent's copy closed", flush=True)
-        print(h.hexdigest(), flush=True)
+        print(digest, flush=True)
         c.close()
         os._exit(0)
     os.close(used_w)
@@ -60,11 +54,7 @@ def serve(port):
 
 
 def stale(port):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port))
-    s.listen(1)
-    c, _ = s.accept()
+    c = accept_one(port)
     go_r, go_w = os.pipe()
     first = os.fork()
     if first == 0:
@@ -78,7 +68,6 @@ def stale(port):
             print(f"first child: reading its out-of-date copy failed: {e}", flush=True)
             os._exit(0 if e.errno == errno.EIO else 1)
     os.close(go_r)
-    h, n = hashlib.sha256(), 0
     d = c.recv(1 << 16)
     second = os.fork()
     if second == 0:
@@ -87,13 +76,10 @@ def stale(port):
     # The connection is open to a claim by this process or the second child, not the first.
     os.write(go_w, b"g")
     _, status = os.waitpid(first, 0)
-    while d:
-        h.update(d)
-        n += len(d)
-        d = c.recv(1 << 16)
+    n, digest = read_hashed(c, d)
     c.sendall(b"k")
     print(f"parent: read {n} octets after both forks")
-    print(h.hexdigest())
+    print(digest)
     if status != 0:
         print(f"parent: the first child's copy did not fail cleanly (status {status})")
         sys.exit(1)

@@ -11,22 +11,13 @@ import socket
 import sys
 import tempfile
 
+from sockets_ends import accept_one, read_hashed
+
 
 def serve(port):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port))
-    s.listen(1)
-    c, _ = s.accept()
-    h, n = hashlib.sha256(), 0
-    while True:
-        d = c.recv(1 << 16)
-        if not d:
-            break
-        h.update(d)
-        n += len(d)
+    n, digest = read_hashed(accept_one(port))
     print(f"serve: read {n} octets")
-    print(h.hexdigest())
+    print(digest)
 
 
 def send(host, port, mib):

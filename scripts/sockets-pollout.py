@@ -22,23 +22,13 @@ import sys
 import threading
 import time
 
+from sockets_ends import accept_one, read_hashed
+
 
 def serve(port):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port))
-    s.listen(1)
-    c, _ = s.accept()
-    h, n = hashlib.sha256(), 0
-    while True:
-        d = c.recv(1 << 16)
-        if not d:
-            break
-        h.update(d)
-        n += len(d)
-        time.sleep(0.002)
+    n, digest = read_hashed(accept_one(port), pause=0.002)
     print(f"serve: read {n} octets slowly")
-    print(h.hexdigest())
+    print(digest)
 
 
 def waiter(mode, sock, pipe):

@@ -444,9 +444,15 @@ sock_plain_peer() {
 # the child serves it and the parent's copy fails; stale, the parent serves it across a second
 # fork and the first child's out-of-date copy fails. Either way the stream arrives whole.
 sock_fork() {
-    local out
-    out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-fork.py $1 $PORT" \
-        A "sleep 1; $(socks) timeout 120 python3 $here/scripts/sockets-fork.py send $B $PORT 8" 300) || { echo "$out"; return 1; }
+    py_ends fork "$1" 8
+}
+# py_ends NAME SERVE MIB [MODE]: scripts/sockets-NAME.py's two ends, both with the library:
+# `SERVE PORT` in B, `send B PORT MIB [MODE]` in A; both print the hash of the stream, which
+# must agree, and both connections must be upgraded.
+py_ends() {
+    local out script="$here/scripts/sockets-$1.py"
+    out=$(vm_pair B "$(socks) timeout 120 python3 $script $2 $PORT" \
+        A "sleep 1; $(socks) timeout 120 python3 $script send $B $PORT $3 ${4:-}" 300) || { echo "$out"; return 1; }
     echo "$out"
     same_hashes "$out" && upgraded 2 "$out"
 }
@@ -500,22 +506,15 @@ sock_rules_file() {
 # against a slow reader: a socket reported writable always takes a write (edge-triggered, the
 # writer is woken again after each EAGAIN), and the pipe's ticks are seen.
 sock_pollout() {
-    local out mode
+    local mode
     for mode in poll select epoll epoll-et; do
-        out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-pollout.py serve $PORT" \
-            A "sleep 1; $(socks) timeout 120 python3 $here/scripts/sockets-pollout.py send $B $PORT 32 $mode" 300) || { echo "$out"; return 1; }
-        echo "$out"
-        same_hashes "$out" && upgraded 2 "$out" || return 1
+        py_ends pollout serve 32 $mode || return 1
     done
 }
 # sock_gather: sendfile (at offsets, and from the file's own offset) and sendmsg with many
 # small vectors, compared by hash.
 sock_gather() {
-    local out
-    out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-gather.py serve $PORT" \
-        A "sleep 1; $(socks) timeout 120 python3 $here/scripts/sockets-gather.py send $B $PORT 16" 300) || { echo "$out"; return 1; }
-    echo "$out"
-    same_hashes "$out" && upgraded 2 "$out"
+    py_ends gather serve 16
 }
 # sock_fortified: a reader built with _FORTIFY_SOURCE (tools/sockets-fortified), whose reads
 # and polls are the C library's __read_chk, __recv_chk and __poll_chk, takes 32 MiB from socat
