@@ -24,6 +24,6 @@ pub use device::{Device, DEVICE_PATH};
 pub use events::{AsyncEvents, Event, QpEvent};
 pub use listen::{ConnectRequest, Listener};
 pub use listing::QpListing;
-pub use mr::{Access, MemoryRegion};
+pub use mr::{Access, MemoryRegion, SourceRegion};
 pub use pd::ProtectionDomain;
 pub use qp::{ConnectOptions, Negotiated, Placement, QpInit, QpState, QueuePair, RecvWr, Remote, Role, RtrTypes, SendOp, SendWr};

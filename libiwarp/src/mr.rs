@@ -74,8 +74,7 @@ impl<'a> MemoryRegion<'a> {
 
     /// A work request entry for bytes `range` of the buffer. Panics if out of range.
     pub fn sge(&self, range: Range<usize>) -> Sge {
-        assert!(range.start <= range.end && range.end <= self.buf.len() && range.len() <= u32::MAX as usize, "SGE range out of the region");
-        Sge { addr: self.addr() + range.start as u64, length: range.len() as u32, lkey: self.lkey() }
+        entry(self.buf, self.lkey(), range)
     }
 
     /// What a peer needs to reach byte `offset` of this region (tell it over a Send or private
@@ -110,4 +109,36 @@ impl Drop for MemoryRegion<'_> {
         // Cannot fail for a live region; if the device is gone, closing it unpins anyway.
         let _ = self.dev.deregister(self.stag());
     }
+}
+
+/// A buffer registered only as a source ([`crate::ProtectionDomain::register_source`]): the
+/// device reads it, nobody writes through it, so it holds a shared borrow.
+pub struct SourceRegion<'a> {
+    dev: &'a Device,
+    buf: &'a [u8],
+    stag: u32,
+}
+
+impl<'a> SourceRegion<'a> {
+    pub(crate) fn new(dev: &'a Device, buf: &'a [u8], stag: u32) -> Self {
+        SourceRegion { dev, buf, stag }
+    }
+
+    /// A work request entry for bytes `range` of the buffer. Panics if out of range.
+    pub fn sge(&self, range: Range<usize>) -> Sge {
+        entry(self.buf, self.stag, range)
+    }
+}
+
+impl Drop for SourceRegion<'_> {
+    fn drop(&mut self) {
+        // As `MemoryRegion`'s.
+        let _ = self.dev.deregister(self.stag);
+    }
+}
+
+/// A work request entry for bytes `range` of the registered `buf`. Panics if out of range.
+fn entry(buf: &[u8], lkey: u32, range: Range<usize>) -> Sge {
+    assert!(range.start <= range.end && range.end <= buf.len() && range.len() <= u32::MAX as usize, "SGE range out of the region");
+    Sge { addr: buf.as_ptr() as u64 + range.start as u64, length: range.len() as u32, lkey }
 }

@@ -3,7 +3,7 @@
 
 use crate::abi::{PdOp, RegMr, IOCTL_ALLOC_PD, IOCTL_REG_MR};
 use crate::device::Device;
-use crate::mr::{Access, MemoryRegion};
+use crate::mr::{Access, MemoryRegion, SourceRegion};
 use crate::sys;
 use std::io;
 use std::os::fd::AsFd;
@@ -38,6 +38,15 @@ impl<'a> ProtectionDomain<'a> {
     pub fn register<'p>(&'p self, buf: &'p mut [u8], access: Access) -> io::Result<MemoryRegion<'p>> {
         let stag = self.register_range(buf.as_mut_ptr() as u64, buf.len() as u64, access.bits())?;
         Ok(MemoryRegion::new(self.dev, buf, stag))
+    }
+
+    /// Registers `buf` as a source only (the device reads it for Sends and Writes; no access for
+    /// the peer, no local writes): a shared borrow is enough, so a caller can send from memory
+    /// it was lent, with zero copy. Dropping the region deregisters it; the caller must not
+    /// drop it before the requests reading it have completed.
+    pub fn register_source<'p>(&'p self, buf: &'p [u8]) -> io::Result<SourceRegion<'p>> {
+        let stag = self.register_range(buf.as_ptr() as u64, buf.len() as u64, Access::NONE.bits())?;
+        Ok(SourceRegion::new(self.dev, buf, stag))
     }
 
     /// Registers a raw address range, for tests of the module's argument checking. The range
