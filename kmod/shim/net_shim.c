@@ -264,11 +264,13 @@ int iwarp_shim_sock_recv_nowait(struct socket *sock, void *buf, size_t len)
  * (MSG_SPLICE_PAGES: TCP takes its own page references and copies nothing). The fragments are
  * @nrec records of @records[i] bytes each; with @eor each record ends its skb (MSG_EOR), so the
  * next starts a new one and, when a record fits the MSS, a TCP segment of its own. One socket
- * lock covers all records. Reports the sequence number just past what TCP has in *@end_seq.
- * Returns the bytes taken or a negative errno.
+ * lock covers all records. With @more, the caller sends more at once: TCP holds the last
+ * record's partial segment too (MSG_MORE), so that it goes out with what follows. Reports the
+ * sequence number just past what TCP has in *@end_seq. Returns the bytes taken or a negative
+ * errno.
  */
 long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, const u32 *records, size_t nrec,
-				bool eor, u32 *end_seq)
+				bool eor, bool more, u32 *end_seq)
 {
 	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL | MSG_SPLICE_PAGES | MSG_DONTWAIT };
 	struct sock *sk = sock->sk;
@@ -285,7 +287,7 @@ long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t 
 
 		/* Cork all but the last record: TCP sends them as the next one follows. */
 		msg.msg_flags &= ~(MSG_EOR | MSG_MORE);
-		msg.msg_flags |= (eor ? MSG_EOR : 0) | (i + 1 < nrec ? MSG_MORE : 0);
+		msg.msg_flags |= (eor ? MSG_EOR : 0) | (i + 1 < nrec || more ? MSG_MORE : 0);
 		iov_iter_truncate(&msg.msg_iter, records[i]);
 		while (msg_data_left(&msg)) {
 			int rc = tcp_sendmsg_locked(sk, &msg, msg_data_left(&msg));

@@ -44,7 +44,7 @@ int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len);
 int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsigned int timeout_ms);
 int iwarp_shim_sock_recv_nowait(struct socket *sock, void *buf, size_t len);
 long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, const u32 *records, size_t nrec,
-				bool eor, u32 *end_seq);
+				bool eor, bool more, u32 *end_seq);
 void iwarp_shim_sock_nodelay(struct socket *sock);
 u32 iwarp_shim_sock_snd_una(struct socket *sock);
 u32 iwarp_shim_sock_mss(struct socket *sock);

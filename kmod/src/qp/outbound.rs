@@ -154,7 +154,7 @@ impl TxSide {
     /// Sends a Terminate right after what TCP has (part of) already, if the socket takes it
     /// now; the queued messages stay for [`TxSide::drain`].
     pub(super) fn terminate(&mut self, sock: &TcpSocket, t: Terminate) -> Result {
-        if !self.batch.push(sock, &mut self.end_seq)? {
+        if !self.batch.push(sock, &mut self.end_seq, false)? {
             return Err(EAGAIN);
         }
         self.current = None;
@@ -162,7 +162,7 @@ impl TxSide {
         let mut out = self.tx.start(Message::Terminate(t), 0).map_err(|_| EINVAL)?;
         self.tx.next_fpdu::<KernelCrc, _>(&mut out, &empty, &mut self.fpdu);
         self.batch.add(&self.fpdu, &empty)?;
-        if self.batch.push(sock, &mut self.end_seq)? {
+        if self.batch.push(sock, &mut self.end_seq, false)? {
             Ok(())
         } else {
             Err(EAGAIN)
@@ -252,9 +252,10 @@ impl Batch {
 
     /// Hands what TCP has not taken yet to it, without waiting; true when all is taken (the
     /// batch is then empty). `end_seq` becomes the sequence number just past what TCP has.
-    fn push(&mut self, sock: &TcpSocket, end_seq: &mut u32) -> Result<bool> {
+    /// With `more`, a message follows at once (see [`TcpSocket::send_frags`]).
+    fn push(&mut self, sock: &TcpSocket, end_seq: &mut u32, more: bool) -> Result<bool> {
         if self.taken < self.frags.len() {
-            let mut left = sock.send_frags(&mut self.frags[self.taken..], &self.records[self.record..], self.aligned, end_seq)?;
+            let mut left = sock.send_frags(&mut self.frags[self.taken..], &self.records[self.record..], self.aligned, more, end_seq)?;
             let mut records = left;
             while records > 0 {
                 let r = &mut self.records[self.record];
@@ -308,7 +309,11 @@ impl QueuePair {
         let sock = self.socket()?;
         let mut completed = Ok(());
         loop {
-            if !side.batch.push(sock, &mut side.end_seq)? {
+            // The batch ends a message with another queued behind it (a Write and its Immediate
+            // Data, or a burst of posts): TCP holds the last partial segment for the next, which
+            // this loop frames and pushes at once, so that both share a segment.
+            let more = side.current.as_ref().is_some_and(|out| out.done()) && matches!(side.queue.get(1), Some(Some(Outbound { msg: Some(_), .. })));
+            if !side.batch.push(sock, &mut side.end_seq, more)? {
                 // The hook's transmit work goes on when TCP frees buffer.
                 return completed.map_err(QpError::from);
             }

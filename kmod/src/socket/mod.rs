@@ -99,9 +99,10 @@ impl TcpSocket {
     /// takes its own page references and copies nothing); when it cannot take all, the hook's
     /// transmit work runs once it can take more. The fragments are records of `records[i]`
     /// octets; with `eor` each record ends its skb, so the next one starts a new skb (and a new
-    /// segment). Returns the octets taken, and sets `end_seq` to the sequence number just past
-    /// what TCP has. Every fragment must be valid during the call.
-    pub(crate) fn send_frags(&self, frags: &mut [PageFrag], records: &[u32], eor: bool, end_seq: &mut u32) -> Result<usize> {
+    /// segment). With `more`, the caller sends more at once: TCP holds the last partial segment
+    /// to send it with that. Returns the octets taken, and sets `end_seq` to the sequence number
+    /// just past what TCP has. Every fragment must be valid during the call.
+    pub(crate) fn send_frags(&self, frags: &mut [PageFrag], records: &[u32], eor: bool, more: bool, end_seq: &mut u32) -> Result<usize> {
         let len: usize = records.iter().map(|&r| r as usize).sum();
         if len != frags.iter().map(|f| f.len() as usize).sum::<usize>() {
             return Err(EINVAL);
@@ -113,7 +114,7 @@ impl TcpSocket {
         // valid for reads of its length and sums to the fragments' octets (checked above);
         // `end_seq` is a live exclusive reference.
         let rc = unsafe {
-            ffi::iwarp_shim_sock_send_pages(self.sock.as_ptr(), PageFrag::as_bio_vecs(frags), frags.len(), records.as_ptr(), records.len(), eor, end_seq)
+            ffi::iwarp_shim_sock_send_pages(self.sock.as_ptr(), PageFrag::as_bio_vecs(frags), frags.len(), records.as_ptr(), records.len(), eor, more, end_seq)
         };
         if rc < 0 {
             return Err(Error::from_errno(rc as i32));
