@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # cargo xtask bench sockets: the same unmodified iperf3 and sockperf between the same two guests,
 # over plain TCP and over the sockets preload library (docs/sockets.md) with markers and CRC
-# (the default) and without (IWARP_SOCKETS_MPA=plain), in one run; prints throughput, the CPU
-# time both guests spent per MB (softirq included), the ping-pong latency and the ratios to
-# TCP. Usage: bench-sockets.sh [--quick]
+# (the default) and without (IWARP_SOCKETS_MPA=plain; large writes zero copy, and copied), in
+# one run; prints throughput, the CPU time both guests spent per MB (softirq included), the
+# ping-pong latency and the ratios to TCP. Usage: bench-sockets.sh [--quick]
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 source "$here/scripts/vm-lib.sh"
@@ -22,8 +22,10 @@ B=$(vm_ip B)
 vm_run A "insmod $ko" >/dev/null && vm_run B "insmod $ko" >/dev/null || { vm_stop; echo "FATAL: insmod failed" >&2; exit 1; }
 status=0
 declare -A R
-configs=("tcp|" "iwarp M+C|LD_PRELOAD=$preload IWARP_SOCKETS=5201,11111"
-    "iwarp plain|LD_PRELOAD=$preload IWARP_SOCKETS=5201,11111 IWARP_SOCKETS_MPA=plain")
+# Without markers and CRCs, large writes go by zero copy (the default) or copied
+# (IWARP_SOCKETS_ZCOPY=off); with them, the module copies to frame, and so does the library.
+lib="LD_PRELOAD=$preload IWARP_SOCKETS=5201,11111"
+configs=("tcp|" "M+C|$lib" "plain|$lib IWARP_SOCKETS_MPA=plain" "plain copy|$lib IWARP_SOCKETS_MPA=plain IWARP_SOCKETS_ZCOPY=off")
 for c in "${configs[@]}"; do
     name=${c%%|*} env=${c#*|}
     echo "---- $name"

@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 
-from sockets_ends import accept_one, read_hashed
+from sockets_ends import accept_one, main, read_hashed
 
 
 def serve(port):
@@ -97,9 +97,4 @@ def send(host, port, mib):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "serve":
-        serve(int(sys.argv[2]))
-    elif sys.argv[1] == "stale":
-        stale(int(sys.argv[2]))
-    else:
-        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    main(send, serve=serve, stale=stale)

@@ -11,13 +11,8 @@ import socket
 import sys
 import tempfile
 
-from sockets_ends import accept_one, read_hashed
+from sockets_ends import main, serve_hashed
 
-
-def serve(port):
-    n, digest = read_hashed(accept_one(port))
-    print(f"serve: read {n} octets")
-    print(digest)
 
 
 def send(host, port, mib):
@@ -54,7 +49,4 @@ def send(host, port, mib):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "serve":
-        serve(int(sys.argv[2]))
-    else:
-        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    main(send, serve=serve_hashed)

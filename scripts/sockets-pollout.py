@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from sockets_ends import accept_one, read_hashed
+from sockets_ends import accept_one, main, read_hashed
 
 
 def serve(port):
@@ -83,6 +83,10 @@ def timeouts(c, data):
     return went
 
 
+# Octets per send: no divisor of a ring's size, so that a full buffer shows as a short write.
+CHUNK = 200_000
+
+
 def send(host, port, mib, mode):
     data = os.urandom(mib << 20)
     c = socket.create_connection((host, port))
@@ -114,10 +118,10 @@ def send(host, port, mib, mode):
         # do; the next report must come when writing is possible again.
         while at < len(data):
             try:
-                n = c.send(data[at : at + (256 << 10)])
+                n = c.send(data[at : at + CHUNK])
                 at += n
                 # Writing what fits: a short write means it is full again.
-                blocked += n < (256 << 10)
+                blocked += n < min(CHUNK, len(data) - at + n)
             except OSError as e:
                 if e.errno != errno.EAGAIN:
                     raise
@@ -140,7 +144,4 @@ def send(host, port, mib, mode):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "serve":
-        serve(int(sys.argv[2]))
-    else:
-        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    main(send, serve=serve)

@@ -1,7 +1,9 @@
-"""What the sockets tests' Python ends share (sockets-fork.py, -pollout.py, -gather.py): one
-accepted connection, and a reader that hashes the whole stream."""
+"""What the sockets tests' Python ends share (sockets-fork.py, -pollout.py, -gather.py,
+-zerocopy.py): one accepted connection, a reader that hashes the whole stream, and the command
+line."""
 import hashlib
 import socket
+import sys
 import time
 
 
@@ -25,3 +27,19 @@ def read_hashed(c, first=b"", pause=0.0):
             time.sleep(pause)
         d = c.recv(1 << 16)
     return n, h.hexdigest()
+
+
+def serve_hashed(port):
+    """Reads the first connection accepted on `port` to its end; prints the count and the hash."""
+    n, digest = read_hashed(accept_one(port))
+    print(f"serve: read {n} octets")
+    print(digest)
+
+
+def main(send, **serves):
+    """Runs the command line `NAME PORT`, NAME one of `serves` (a function of the port), or
+    `send HOST PORT MIB [MORE...]`."""
+    if sys.argv[1] == "send":
+        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:])
+    else:
+        serves[sys.argv[1]](int(sys.argv[2]))

@@ -372,7 +372,8 @@ refused() {
 # --- sockets over iWARP: unmodified Debian programs under the preload library ---------------
 preload="$here/target/release/libiwarp_preload.so"
 # The library's environment for this test's ports; it says on stderr what it upgraded.
-socks() { echo "LD_PRELOAD=$preload IWARP_SOCKETS=$PORT-$((PORT + 9)) IWARP_SOCKETS_LOG=1"; }
+# socks: the library's environment for a test's ends (SOCKS_EXTRA: more of it).
+socks() { echo "LD_PRELOAD=$preload IWARP_SOCKETS=$PORT-$((PORT + 9)) IWARP_SOCKETS_LOG=1 ${SOCKS_EXTRA:-}"; }
 # upgraded N OUTPUT: OUTPUT says N connections were upgraded, and shows it.
 upgraded() {
     local n
@@ -515,6 +516,12 @@ sock_pollout() {
 # small vectors, compared by hash.
 sock_gather() {
     py_ends gather serve 16
+}
+# sock_zero_copy: without markers and CRCs, blocking writes of 64 KiB and more go from the
+# program's buffer, which it refills as soon as each write returns (sockets-zerocopy.py);
+# compared by hash, with most of those octets sent by zero copy as iwarp.ko counts them.
+sock_zero_copy() {
+    SOCKS_EXTRA=IWARP_SOCKETS_MPA=plain py_ends zerocopy serve 48
 }
 # sock_fortified: a reader built with _FORTIFY_SOURCE (tools/sockets-fortified), whose reads
 # and polls are the C library's __read_chk, __recv_chk and __poll_chk, takes 32 MiB from socat
@@ -706,6 +713,7 @@ tests() {
     t sockets-rules-file-by-address sock_rules_file
     t sockets-timeouts-and-nonblocking-writer-poll-select-epoll sock_pollout
     t sockets-sendfile-and-gathered-sendmsg sock_gather
+    t sockets-zero-copy-writes-reusing-the-buffer sock_zero_copy
     t sockets-fortified-reader sock_fortified
     t sockets-peer-killed-mid-stream sock_peer_killed
     t fault-peer-guest-killed peer_killed

@@ -1,21 +1,25 @@
-//! An upgraded connection: a QP over the adopted TCP socket, and on it a byte stream made of
-//! Sends into receive buffers posted ahead, with credit-based flow control (SOVIA's discipline):
-//! a sender spends one credit per message and may send only while the peer has a receive posted
-//! for it; the receiver gives credits back in the header of its own messages, or in a message of
-//! credits alone once half its buffers are free again.
+//! An upgraded connection: a QP over the adopted TCP socket, and on it a byte stream written by
+//! RDMA Write into a ring the reader registered and advertised, each Write followed by Immediate
+//! Data saying how many octets it placed (RFC 7306; rsockets' design). Flow control is in two
+//! kinds of credit (SOVIA's discipline): octets of the peer's ring, which it gives back as it
+//! reads, and receives the peer has posted, which each Immediate Data uses one of and which it
+//! posts again at once. Both come back in every message of the peer's, or in a message of
+//! credits alone once half of either is used (delayed credit updates).
+//!
+//! Small writes are copied into a send ring whose offsets mirror the peer's ring; large ones go
+//! by RDMA Write straight from the application's buffer, registered for the call (zero copy).
 //!
 //! Readiness for `poll`, `select` and `epoll`: the application's descriptor becomes the receive
 //! CQ's eventfd. It is armed for solicited completions only, and only data and end-of-stream
 //! messages are solicited, so it reads as readable when there is something to read (or an error),
 //! and the library signals it itself while received data waits unread.
 
-use libiwarp::{
-    Access, CompletionQueue, ConnectOptions, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, Role, SendOp, SendWr, WcOpcode, WcStatus,
-    WorkCompletion,
-};
 use crate::real::real;
 use libc::{c_int, c_void};
-use std::collections::VecDeque;
+use libiwarp::{
+    Access, CompletionQueue, ConnectOptions, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, Remote, Role, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+    WorkCompletion,
+};
 use std::io;
 use std::mem::ManuallyDrop;
 use std::net::TcpStream;
@@ -24,23 +28,93 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Octets of one buffer, send or receive: the largest message.
-const SLOT: usize = 64 << 10;
-/// Receive buffers posted, and so the credits each side starts with.
-const RECV_SLOTS: u32 = 32;
-/// Send buffers.
-const SEND_SLOTS: usize = 32;
+/// Octets of the receive ring (the window the peer may write ahead of our reads), and of the
+/// send ring, whose offsets mirror the peer's.
+const RING: usize = 2 << 20;
+/// The most one message carries, so that a long write is pipelined.
+const MOST: usize = 256 << 10;
+/// Receives posted, and so the message credits each side starts with.
+const RECVS: u32 = 256;
+/// Octets of each receive's buffer: enough for [`Hello`], the only Send.
+const RECV_BUF: usize = 64;
+/// Send queue entries.
+const SQ: u32 = 64;
 /// The size of the page holding [`Control`].
 const PAGE: usize = 4096;
-/// The message header: kind, three reserved octets, credits given back (little-endian u32).
-const HDR: usize = 8;
+/// Writes of at least this many octets go by zero copy (`IWARP_SOCKETS_ZCOPY`: another size in
+/// octets, or `off`).
+const ZERO_COPY_FROM: usize = 64 << 10;
+// What [`Imm`] carries must fit its fields: ring octets in 24 bits, receives in 12.
+const _: () = assert!(RING < 1 << 24 && MOST <= RING && RECVS < 1 << 12);
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// What a message of Immediate Data says, in its 8 octets: the kind (4 bits), the receives
+/// given back (12), the ring octets given back (24), and the octets the Write before it placed
+/// (24), from the high bits down.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Imm {
+    kind: Kind,
+    recvs: u32,
+    freed: u32,
+    len: u32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u8)]
 enum Kind {
     Data = 0,
     Credit = 1,
     End = 2,
+}
+
+impl Imm {
+    fn encode(self) -> u64 {
+        (u64::from(self.kind as u8) << 60) | (u64::from(self.recvs & 0xfff) << 48) | (u64::from(self.freed & 0xff_ffff) << 24) | u64::from(self.len & 0xff_ffff)
+    }
+
+    fn decode(v: u64) -> Option<Imm> {
+        let kind = match v >> 60 {
+            0 => Kind::Data,
+            1 => Kind::Credit,
+            2 => Kind::End,
+            _ => return None,
+        };
+        Some(Imm { kind, recvs: (v >> 48) as u32 & 0xfff, freed: (v >> 24) as u32 & 0xff_ffff, len: v as u32 & 0xff_ffff })
+    }
+}
+
+/// The one Send of the protocol, each side's first message: where the peer may write.
+/// Octets: `HELLO_MAGIC`, then the ring's length (u32), then its [`Remote`], little-endian.
+struct Hello;
+
+impl Hello {
+    const MAGIC: [u8; 4] = *b"IWS2";
+    const LEN: usize = 8 + Remote::LEN;
+
+    fn emit(ring: Remote, len: usize) -> [u8; Hello::LEN] {
+        let mut b = [0u8; Hello::LEN];
+        b[..4].copy_from_slice(&Hello::MAGIC);
+        b[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+        b[8..].copy_from_slice(&ring.to_bytes());
+        b
+    }
+
+    fn parse(b: &[u8]) -> Option<(Remote, usize)> {
+        if b.len() != Hello::LEN || b[..4] != Hello::MAGIC {
+            return None;
+        }
+        let len = u32::from_le_bytes(b[4..8].try_into().ok()?) as usize;
+        (len > 0).then_some((Remote::from_bytes(&b[8..])?, len))
+    }
+}
+
+/// The size from which writes go by zero copy, if they do.
+fn zero_copy_from() -> Option<usize> {
+    static FROM: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *FROM.get_or_init(|| match std::env::var("IWARP_SOCKETS_ZCOPY") {
+        Ok(v) if v == "off" => None,
+        Ok(v) => Some(v.parse().unwrap_or(ZERO_COPY_FROM)),
+        Err(_) => Some(ZERO_COPY_FROM),
+    })
 }
 
 /// Whether iwarp.ko is here to upgrade to.
@@ -58,9 +132,7 @@ struct Shared {
 impl Shared {
     fn new(len: usize) -> io::Result<Shared> {
         // SAFETY: a fresh anonymous mapping, placed wherever the kernel likes.
-        let base = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
-        };
+        let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0) };
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
@@ -115,22 +187,38 @@ struct Owned {
     pd: *mut ProtectionDomain<'static>,
     send_cq: *mut CompletionQueue<'static>,
     recv_cq: *mut CompletionQueue<'static>,
-    send_buf: Shared,
-    /// Read through `recv_mr`; held so that it is unmapped only after the region goes.
+    send_ring: Shared,
+    /// Read through `ring_mr`; held so that it is unmapped only after the region goes.
     #[allow(dead_code)]
-    recv_buf: Shared,
+    recv_ring: Shared,
+    /// The receives' buffers, read through `recvs_mr`; held likewise.
+    #[allow(dead_code)]
+    recv_bufs: Shared,
     control: Shared,
 }
 
 /// The stream's state.
 pub(crate) struct Stream {
+    /// The peer's ring and its length, from its [`Hello`].
+    peer: Option<(Remote, usize)>,
     /// Receives the peer has posted for us and we have not used.
     credits: u32,
     /// Our receives posted again since we last told the peer.
     returnable: u32,
-    free_send: Vec<usize>,
-    /// Received data not read yet: (buffer, first unread octet, end).
-    ready: VecDeque<(usize, usize, usize)>,
+    /// Octets written into the peer's ring, in all (a position: modulo a ring's length, the
+    /// offset in it, the peer's and our send ring's alike).
+    tx_head: u64,
+    /// Of them, the octets the peer has read, so its ring holds the rest.
+    peer_freed: u64,
+    /// Of them, the octets whose requests have completed, so our send ring holds the rest.
+    send_done: u64,
+    /// Send queue entries not in use.
+    sq_free: u32,
+    /// Octets the peer has written into our ring, in all, and of them the octets read.
+    rx_head: u64,
+    rx_tail: u64,
+    /// Octets read since we last told the peer.
+    unreported: u32,
     /// The peer ended its stream (shutdown or close).
     eof: bool,
     /// The connection broke (an error completion: the peer went away or broke the protocol).
@@ -146,6 +234,10 @@ pub(crate) struct Stream {
 /// Writes a message's octets into the send buffer it is given, from the offset it is given into
 /// the octets to send; returns how many it wrote (0: the source has ended).
 pub(crate) type Fill<'a> = &'a mut dyn FnMut(usize, &mut [u8]) -> io::Result<usize>;
+
+/// Sends one message of a write ([`Conn::writing`]) of at most what is left, given the octets
+/// sent so far; says how many it sent and whether the source ended.
+type Message<'a> = &'a mut dyn FnMut(&Conn, &mut Stream, usize) -> io::Result<(usize, bool)>;
 
 /// A connection held across a fork ([`Conn::fork_begin`]): its lock, released when this drops.
 pub(crate) struct ForkHold<'a> {
@@ -173,8 +265,8 @@ impl ForkHold<'_> {
 pub(crate) struct Readiness {
     pub(crate) readable: bool,
     pub(crate) writable: bool,
-    /// Credits are there but every send buffer is in flight: their completions wake nobody, so
-    /// a poller looks again soon.
+    /// The peer has room but our send ring or queue is full: the completions that free them
+    /// wake nobody, so a poller looks again soon.
     pub(crate) short_of_buffers: bool,
 }
 
@@ -182,12 +274,17 @@ pub(crate) struct Readiness {
 pub(crate) struct Conn {
     qp: ManuallyDrop<QueuePair<'static>>,
     send_mr: ManuallyDrop<MemoryRegion<'static>>,
-    recv_mr: ManuallyDrop<MemoryRegion<'static>>,
+    ring_mr: ManuallyDrop<MemoryRegion<'static>>,
+    recvs_mr: ManuallyDrop<MemoryRegion<'static>>,
     owned: Owned,
     stream: Mutex<Stream>,
     /// The application's O_NONBLOCK (kept here: its descriptor is now the eventfd, whose own
     /// flag the library's waits need set).
     nonblocking: std::sync::atomic::AtomicBool,
+    /// The module sends payload by reference (no markers, no CRCs): a write from the
+    /// application's own buffer is zero copy. With either, it copies to frame, from our send
+    /// ring as readily as from that buffer, which would only add the registration.
+    by_reference: bool,
     /// A descriptor of the TCP socket itself, for the calls that ask about it (getsockopt,
     /// getpeername, ...).
     pub(crate) shadow: OwnedFd,
@@ -219,44 +316,64 @@ impl Conn {
         let d: &'static Device = unsafe { &*dev };
         let pd = Box::into_raw(Box::new(d.alloc_pd()?));
         guard.pd = Some(pd);
-        let send_cq = Box::into_raw(Box::new(d.create_cq(SEND_SLOTS as u32 + 4)?));
+        let send_cq = Box::into_raw(Box::new(d.create_cq(2 * SQ + 4)?));
         guard.cqs.push(send_cq);
-        let recv_cq = Box::into_raw(Box::new(d.create_cq(RECV_SLOTS + 4)?));
+        let recv_cq = Box::into_raw(Box::new(d.create_cq(RECVS + 4)?));
         guard.cqs.push(recv_cq);
-        guard.bufs = Some((Shared::new(SLOT * SEND_SLOTS)?, Shared::new(SLOT * RECV_SLOTS as usize)?, Shared::new(PAGE)?));
+        guard.bufs = Some((Shared::new(RING)?, Shared::new(RING)?, Shared::new(RECV_BUF * RECVS as usize)?, Shared::new(PAGE)?));
         // SAFETY: as `dev`; nothing else refers to these yet.
         let (pd, scq, rcq) = unsafe { (&*pd, &*send_cq, &*recv_cq) };
-        let (sbuf, rbuf, control) = guard.bufs.as_ref().expect("just made");
+        let (sbuf, rbuf, recv_bufs, control) = guard.bufs.as_ref().expect("just made");
         // SAFETY: the regions' references serve only for their addresses and lengths (reads and
-        // writes go through `as_slice` and `send_slot`, never two at once).
-        let send_mr = pd.register(unsafe { sbuf.bytes() }, Access::LOCAL_WRITE)?;
+        // writes go through `as_slice` and `send_ring`, never two at once).
+        let send_mr = pd.register(unsafe { sbuf.bytes() }, Access::NONE)?;
         // SAFETY: as above.
-        let recv_mr = pd.register(unsafe { rbuf.bytes() }, Access::LOCAL_WRITE)?;
+        let ring_mr = pd.register(unsafe { rbuf.bytes() }, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+        // SAFETY: as above.
+        let recvs_mr = pd.register(unsafe { recv_bufs.bytes() }, Access::LOCAL_WRITE)?;
         // SAFETY: a fresh page, zeroed, aligned for `Control`, which only atomics touch.
         let ctl = unsafe { &*(control.base as *const Control) };
         ctl.owner.store(owner_word(0, std::process::id()), Ordering::Relaxed);
         ctl.holders.store(1, Ordering::Relaxed);
-        let mut qp =
-            d.create_qp(&QpInit { pd, send_cq: scq, recv_cq: rcq, max_recv_wr: RECV_SLOTS, max_send_wr: SEND_SLOTS as u32 + 4, max_sge: 1, max_inline: 0 })?;
-        for slot in 0..RECV_SLOTS as usize {
-            qp.post_recv(slot as u64, &[recv_mr.sge(slot * SLOT..(slot + 1) * SLOT)])?;
+        // The module queues a Write with Immediate Data as two messages, each counted against
+        // the send queue's depth: room for twice the requests we post.
+        let max_send_wr = 2 * SQ + 2;
+        let mut qp = d.create_qp(&QpInit { pd, send_cq: scq, recv_cq: rcq, max_recv_wr: RECVS, max_send_wr, max_sge: 1, max_inline: Hello::LEN as u32 })?;
+        for slot in 0..RECVS as usize {
+            qp.post_recv(slot as u64, &[recvs_mr.sge(slot * RECV_BUF..(slot + 1) * RECV_BUF)])?;
         }
         let mut opts = ConnectOptions::new(role);
+        // Immediate Data (RFC 7306) tells the reader what each Write placed.
+        opts.extensions = true;
         if std::env::var("IWARP_SOCKETS_MPA").as_deref() == Ok("plain") {
             opts.markers = false;
             opts.crc = false;
         }
-        qp.adopt(stream, &opts)?;
+        let negotiated = qp.adopt(stream, &opts)?;
+        if !negotiated.extensions {
+            return Err(io::Error::from_raw_os_error(libc::EPROTO));
+        }
+        let by_reference = !negotiated.crc && !negotiated.tx_markers;
+        // Each side's first message says where to write. A responder's waits in the module for
+        // the initiator's (RFC 5044 7.1.2), so a server may speak first.
+        qp.post_send_inline(0, SendOp::Send { solicited: false }, &Hello::emit(ring_mr.remote(0), RING), true)?;
         let conn = Conn {
             qp: ManuallyDrop::new(qp),
             send_mr: ManuallyDrop::new(send_mr),
-            recv_mr: ManuallyDrop::new(recv_mr),
+            ring_mr: ManuallyDrop::new(ring_mr),
+            recvs_mr: ManuallyDrop::new(recvs_mr),
             owned: guard.take(),
             stream: Mutex::new(Stream {
-                credits: RECV_SLOTS,
+                peer: None,
+                credits: RECVS - 1,
                 returnable: 0,
-                free_send: (0..SEND_SLOTS).rev().collect(),
-                ready: VecDeque::new(),
+                tx_head: 0,
+                peer_freed: 0,
+                send_done: 0,
+                sq_free: SQ - 1,
+                rx_head: 0,
+                rx_tail: 0,
+                unreported: 0,
                 eof: false,
                 broken: false,
                 ended: false,
@@ -264,17 +381,10 @@ impl Conn {
                 write_blocked: false,
             }),
             nonblocking: std::sync::atomic::AtomicBool::new(nonblocking),
+            by_reference,
             shadow,
             events: Events::default(),
         };
-        {
-            let mut st = conn.lock();
-            if role == Role::Initiator {
-                // A responder sends nothing before the initiator's first message (RFC 5044
-                // 7.1.2): a credit message lets a server that speaks first do so.
-                conn.control_message(&mut st, Kind::Credit)?;
-            }
-        }
         // The application's descriptor becomes the eventfd; its close-on-exec flag is kept.
         let cloexec = crate::fcntl_real(app_fd, libc::F_GETFD, 0);
         // SAFETY: plain descriptor calls on descriptors this process owns.
@@ -378,8 +488,10 @@ impl Conn {
         loop {
             let n = self.send_cq().poll(&mut wcs);
             for wc in &wcs[..n] {
+                st.sq_free += 1;
                 if wc.status == WcStatus::Success {
-                    st.free_send.push(wc.wr_id as usize);
+                    // Completions come in order: each request's id is the position past it.
+                    st.send_done = st.send_done.max(wc.wr_id);
                 } else {
                     st.broken = true;
                 }
@@ -394,88 +506,150 @@ impl Conn {
         }
     }
 
+    /// A receive completed: the peer's Hello, or Immediate Data saying what its Write before it
+    /// placed, or handing credits back, or ending the stream. Anything else, or a Write that
+    /// would overrun what we have not read, breaks the connection.
     fn received(&self, st: &mut Stream, wc: &WorkCompletion) {
         self.events.arrived.fetch_add(1, Ordering::Relaxed);
         let slot = wc.wr_id as usize;
-        if wc.status != WcStatus::Success || wc.opcode != WcOpcode::Recv || (wc.byte_len as usize) < HDR {
+        if wc.status != WcStatus::Success || wc.opcode != WcOpcode::Recv {
             st.broken = true;
             return;
         }
-        let buf = &self.recv_mr.as_slice()[slot * SLOT..];
-        st.credits += u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
-        match buf[0] {
-            k if k == Kind::Data as u8 && wc.byte_len as usize > HDR => st.ready.push_back((slot, slot * SLOT + HDR, slot * SLOT + wc.byte_len as usize)),
-            k if k == Kind::End as u8 => {
-                st.eof = true;
-                self.repost(st, slot);
+        let well_formed = match wc.imm {
+            None => {
+                let at = slot * RECV_BUF;
+                match Hello::parse(self.recvs_mr.as_slice().get(at..at + wc.byte_len as usize).unwrap_or(&[])) {
+                    Some(peer) if st.peer.is_none() => {
+                        st.peer = Some(peer);
+                        true
+                    }
+                    _ => false,
+                }
             }
-            _ => self.repost(st, slot),
+            Some(v) => match Imm::decode(v) {
+                Some(imm) => {
+                    st.credits += imm.recvs;
+                    st.peer_freed += u64::from(imm.freed);
+                    match imm.kind {
+                        Kind::Data => self.placed(st, imm.len as usize),
+                        Kind::End => {
+                            st.eof = true;
+                            true
+                        }
+                        Kind::Credit => true,
+                    }
+                }
+                None => false,
+            },
+        };
+        if !well_formed || st.peer_freed > st.tx_head || st.credits > RECVS {
+            st.broken = true;
+            return;
         }
-    }
-
-    fn repost(&self, st: &mut Stream, slot: usize) {
-        if self.qp.post_recv(slot as u64, &[self.recv_mr.sge(slot * SLOT..(slot + 1) * SLOT)]).is_ok() {
+        if self.qp.post_recv(slot as u64, &[self.recvs_mr.sge(slot * RECV_BUF..(slot + 1) * RECV_BUF)]).is_ok() {
             st.returnable += 1;
         } else {
             st.broken = true;
         }
     }
 
-    /// Sends one message of `kind` with `payload` (at most a buffer), handing back our credits.
-    /// The caller has checked for a free buffer and a credit.
-    /// Sends a message of `kind` with no payload (credits, end of stream).
-    fn control_message(&self, st: &mut Stream, kind: Kind) -> io::Result<()> {
-        self.message_with(st, kind, 0, &mut |_| Ok(0)).map(drop)
+    /// The peer's Write of `len` octets is in our ring, at the head: whether that fits what it
+    /// may write (no wrap within a message, nothing over what we have not read).
+    fn placed(&self, st: &mut Stream, len: usize) -> bool {
+        let at = (st.rx_head % RING as u64) as usize;
+        let fits = len > 0 && at + len <= RING && st.rx_head + len as u64 - st.rx_tail <= RING as u64 && !st.eof;
+        if fits {
+            st.rx_head += len as u64;
+        }
+        fits
     }
 
-    /// Sends one message of `kind` whose payload, at most `len` octets, `fill` writes into the
-    /// send buffer, returning how many; a data message `fill` leaves empty is not sent.
-    /// Returns the payload's length.
-    fn message_with(&self, st: &mut Stream, kind: Kind, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>) -> io::Result<usize> {
-        let slot = st.free_send.pop().ok_or_else(|| io::Error::from_raw_os_error(libc::EAGAIN))?;
-        // SAFETY: a slot is written only while it is free (not posted), under the stream's lock;
-        // the region's own reference serves only for its address and length.
-        let buf = unsafe { &mut self.owned.send_buf.bytes()[slot * SLOT..(slot + 1) * SLOT] };
-        buf[0] = kind as u8;
-        buf[1..4].fill(0);
-        buf[4..8].copy_from_slice(&st.returnable.to_le_bytes());
-        let n = match fill(&mut buf[HDR..HDR + len]) {
-            Ok(0) if kind == Kind::Data => {
-                st.free_send.push(slot);
-                return Ok(0);
+    /// Octets we may write into the peer's ring now in one message: as many as both rings have
+    /// free before the end of either, at most [`MOST`]. 0 before the peer's Hello.
+    fn room(st: &Stream) -> usize {
+        let Some((_, peer_len)) = st.peer else { return 0 };
+        let peer_free = peer_len as u64 - (st.tx_head - st.peer_freed);
+        let send_free = RING as u64 - (st.tx_head - st.send_done);
+        let to_ends = (peer_len as u64 - st.tx_head % peer_len as u64).min(RING as u64 - st.tx_head % RING as u64);
+        peer_free.min(send_free).min(to_ends).min(MOST as u64) as usize
+    }
+
+    /// Whether a data message of `entries` send requests may go now: ring room, send queue
+    /// entries, and a receive of the peer's to spare (the last is kept for credits alone).
+    fn can_send(st: &Stream, entries: u32) -> bool {
+        st.credits >= 2 && st.sq_free >= entries && Self::room(st) > 0
+    }
+
+    /// Posts Immediate Data of `kind` saying `len` (the octets of the Write just before it, if
+    /// any), handing back our credits; `write`: that Write and this go as one request, from
+    /// bytes `write` of our send ring. The caller has checked for a receive of the peer's and a
+    /// send queue entry.
+    fn post_imm(&self, st: &mut Stream, kind: Kind, len: usize, write: Option<Sge>) -> io::Result<()> {
+        let imm = Imm { kind, recvs: st.returnable, freed: st.unreported, len: len as u32 }.encode();
+        let solicited = kind != Kind::Credit;
+        let op = match (write, st.peer) {
+            (Some(_), Some((ring, peer_len))) => {
+                SendOp::WriteImm { remote: Remote { addr: ring.addr + st.tx_head % peer_len as u64, rkey: ring.rkey }, imm, solicited }
             }
-            Ok(n) => n.min(len),
-            Err(e) => {
-                st.free_send.push(slot);
-                return Err(e);
-            }
+            (Some(_), None) => return Err(io::Error::from_raw_os_error(libc::EAGAIN)),
+            (None, _) => SendOp::Immediate { imm, solicited },
         };
-        let wr = SendWr {
-            wr_id: slot as u64,
-            op: SendOp::Send { solicited: kind != Kind::Credit },
-            sge: &[self.send_mr.sge(slot * SLOT..slot * SLOT + HDR + n)],
-            signaled: true,
-        };
+        let sge = write.as_slice();
+        let wr = SendWr { wr_id: st.tx_head + len as u64, op, sge, signaled: true };
         match self.qp.post_send(&wr) {
             Ok(()) => {
+                st.tx_head += len as u64;
                 st.credits -= 1;
+                st.sq_free -= 1;
                 st.returnable = 0;
-                Ok(n)
+                st.unreported = 0;
+                Ok(())
             }
             Err(e) => {
-                st.free_send.push(slot);
                 st.broken = true;
                 Err(e)
             }
         }
     }
 
-    /// Gives credits back in a message of their own once half our buffers are free again, or
-    /// when `starved` (we wait for credits ourselves, and the peer may be waiting for ours).
+    /// Sends a message of `kind` with no data (credits, end of stream).
+    fn control_message(&self, st: &mut Stream, kind: Kind) -> io::Result<()> {
+        self.post_imm(st, kind, 0, None)
+    }
+
+    /// Sends one data message of at most `len` octets, which `fill` writes into the send ring,
+    /// returning how many (0: none, and nothing is sent). Returns that count.
+    fn copied_message(&self, st: &mut Stream, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>) -> io::Result<usize> {
+        let at = (st.tx_head % RING as u64) as usize;
+        let len = len.min(Self::room(st));
+        // SAFETY: these octets of the send ring are free (no request in flight reads them:
+        // `room` counts from the oldest incomplete one), written under the stream's lock; the
+        // region's own reference serves only for its address and length.
+        let buf = unsafe { &mut self.owned.send_ring.bytes()[at..at + len] };
+        let n = fill(buf)?.min(len);
+        if n > 0 {
+            self.post_imm(st, Kind::Data, n, Some(self.send_mr.sge(at..at + n)))?;
+        }
+        Ok(n)
+    }
+
+    /// Gives credits back in a message of their own once half our ring or half our receives are
+    /// free again, or when `starved` (we wait for credits ourselves, and the peer may be waiting
+    /// for ours).
     fn give_back(&self, st: &mut Stream, starved: bool) {
-        if (st.returnable >= RECV_SLOTS / 2 || (starved && st.returnable > 0)) && st.credits >= 1 && !st.free_send.is_empty() && !st.broken {
+        // Handing back one receive costs the peer one: when both sides wait to write, that
+        // would go back and forth for ever, giving neither anything.
+        let owed = st.returnable > 1 || st.unreported > 0;
+        let due = st.returnable >= RECVS / 2 || st.unreported as usize >= RING / 2 || (starved && owed);
+        if due && st.credits >= 1 && st.sq_free >= 1 && !st.broken {
             let _ = self.control_message(st, Kind::Credit);
         }
+    }
+
+    /// Whether we wait for the peer's credits (not our own completions) to write.
+    fn starved(st: &Stream) -> bool {
+        st.credits < 2 || st.peer.is_some_and(|(_, len)| st.tx_head - st.peer_freed >= len as u64)
     }
 
     /// Makes the eventfd say whether there is something to read: signalled while there is, else
@@ -488,7 +662,7 @@ impl Conn {
         st.write_blocked = !Self::writable(st);
         loop {
             self.drain_event();
-            if !st.ready.is_empty() || st.eof || st.broken || unblocked {
+            if Self::readable(st) || unblocked {
                 signal(self.event_fd());
                 return;
             }
@@ -499,17 +673,22 @@ impl Conn {
                 continue;
             }
             // A completion may have landed before the arm.
-            let before = (st.ready.len(), st.eof, st.broken, st.credits);
+            let before = (st.rx_head, st.eof, st.broken, st.credits, st.peer_freed, st.peer.is_some());
             self.progress(st);
-            if (st.ready.len(), st.eof, st.broken, st.credits) == before {
+            if (st.rx_head, st.eof, st.broken, st.credits, st.peer_freed, st.peer.is_some()) == before {
                 return;
             }
         }
     }
 
+    /// Whether a read would return now (data, the end, or an error).
+    fn readable(st: &Stream) -> bool {
+        st.rx_head > st.rx_tail || st.eof || st.broken
+    }
+
     /// Whether a write would go out now, or fail at once (EPIPE, on a broken or ended stream).
     fn writable(st: &Stream) -> bool {
-        st.broken || st.ended || (st.credits >= 2 && !st.free_send.is_empty())
+        st.broken || st.ended || Self::can_send(st, 1)
     }
 
     /// What `poll` should say of the descriptor now. Readability is exact: a wake-up that
@@ -523,14 +702,11 @@ impl Conn {
         };
         self.progress(&mut st);
         // As a blocked writer would (`write`).
-        let starved = st.credits < 2;
+        let starved = Self::starved(&st);
         self.give_back(&mut st, starved);
         self.settle(&mut st);
-        Readiness {
-            readable: !st.ready.is_empty() || st.eof || st.broken,
-            writable: Self::writable(&st),
-            short_of_buffers: st.credits >= 2 && st.free_send.is_empty(),
-        }
+        let writable = Self::writable(&st);
+        Readiness { readable: Self::readable(&st), writable, short_of_buffers: !writable && st.peer.is_some() && !Self::starved(&st) }
     }
 
     fn drain_event(&self) {
@@ -549,7 +725,7 @@ impl Conn {
             let done = got == out.len() || (got > 0 && (!wait_all || peek)) || st.eof || st.broken;
             self.give_back(&mut st, false);
             if done || dont_wait || self.nonblocking() || until.passed() {
-                let broken = st.broken && st.ready.is_empty() && !st.eof;
+                let broken = st.broken && st.rx_head == st.rx_tail && !st.eof;
                 self.settle(&mut st);
                 return match got {
                     0 if broken => Err(io::Error::from_raw_os_error(libc::ECONNRESET)),
@@ -568,29 +744,32 @@ impl Conn {
         }
     }
 
-    /// Copies received data into `out`; reposts the buffers emptied (unless peeking).
+    /// Copies received data from the ring into `out`, and frees it there (unless peeking).
     fn take(&self, st: &mut Stream, out: &mut [u8], peek: bool) -> usize {
+        let ring = self.ring_mr.as_slice();
         let mut got = 0;
-        let mut i = 0;
-        while got < out.len() && i < st.ready.len() {
-            let (slot, from, end) = st.ready[i];
-            let n = (end - from).min(out.len() - got);
-            out[got..got + n].copy_from_slice(&self.recv_mr.as_slice()[from..from + n]);
+        let mut tail = st.rx_tail;
+        while got < out.len() && tail < st.rx_head {
+            let at = (tail % RING as u64) as usize;
+            let n = ((st.rx_head - tail) as usize).min(RING - at).min(out.len() - got);
+            out[got..got + n].copy_from_slice(&ring[at..at + n]);
             got += n;
-            if peek {
-                i += 1;
-            } else if from + n == end {
-                st.ready.pop_front();
-                self.repost(st, slot);
-            } else {
-                st.ready[0].1 += n;
-            }
+            tail += n as u64;
+        }
+        if !peek {
+            st.unreported += (tail - st.rx_tail) as u32;
+            st.rx_tail = tail;
         }
         got
     }
 
     /// Writes `data`: all of it, unless non-blocking (then what fits now; EAGAIN if nothing).
+    /// A blocking write of [`zero_copy_from`] octets or more goes from `data` itself, where the
+    /// module sends by reference.
     pub(crate) fn write(&self, data: &[u8], dont_wait: bool) -> io::Result<usize> {
+        if self.by_reference && zero_copy_from().is_some_and(|from| data.len() >= from) && !dont_wait && !self.nonblocking() {
+            return self.write_zero_copy(data);
+        }
         self.write_from(data.len(), dont_wait, &mut |at, out| {
             out.copy_from_slice(&data[at..at + out.len()]);
             Ok(out.len())
@@ -598,10 +777,69 @@ impl Conn {
     }
 
     /// Writes `len` octets that `fill` gives (from its offset into them, as many as fit in its
-    /// buffer; fewer, or 0, where its source ends), straight into the send buffers: each message
+    /// buffer; fewer, or 0, where its source ends), straight into the send ring: each message
     /// carries as much as it holds, however the octets are split in the caller's vectors or
     /// file. All of it, unless non-blocking (then what fits now; EAGAIN if nothing).
     pub(crate) fn write_from(&self, len: usize, dont_wait: bool, fill: Fill<'_>) -> io::Result<usize> {
+        self.writing(len, dont_wait, 1, &mut |conn, st, sent| {
+            let n = conn.copied_message(st, len - sent, &mut |out| fill(sent, out))?;
+            Ok((n, n == 0))
+        })
+    }
+
+    /// Writes `data` by RDMA Write from `data` itself, registered for the call, then waits until
+    /// every request reading it has completed (TCP took the octets, or, without markers and
+    /// CRC, the peer acknowledged them), so that the caller may reuse it.
+    fn write_zero_copy(&self, data: &[u8]) -> io::Result<usize> {
+        // SAFETY: see `Owned`.
+        let pd = unsafe { &*self.owned.pd };
+        let Ok(source) = pd.register_source(data) else {
+            return self.write_from(data.len(), false, &mut |at, out| {
+                out.copy_from_slice(&data[at..at + out.len()]);
+                Ok(out.len())
+            });
+        };
+        let mut last = None;
+        let result = self.writing(data.len(), false, 2, &mut |conn, st, sent| {
+            let (ring, peer_len) = st.peer.expect("room needs the peer's Hello");
+            let n = (data.len() - sent).min(Self::room(st));
+            let wr = SendWr {
+                wr_id: st.tx_head,
+                op: SendOp::Write(Remote { addr: ring.addr + st.tx_head % peer_len as u64, rkey: ring.rkey }),
+                sge: &[source.sge(sent..sent + n)],
+                signaled: true,
+            };
+            if let Err(e) = conn.qp.post_send(&wr) {
+                st.broken = true;
+                return Err(e);
+            }
+            st.sq_free -= 1;
+            last = Some(st.tx_head + n as u64);
+            conn.post_imm(st, Kind::Data, n, None)?;
+            Ok((n, false))
+        });
+        // The requests reading `data` must be done before the caller may touch it: TCP may
+        // send its pages again until the peer acknowledged them. As long as TCP takes (a
+        // broken connection completes them at once, with errors), unless a fork left the
+        // connection to another process, whose completions these would be.
+        while let Some(end) = last {
+            let Ok(mut st) = self.lock_here() else { break };
+            self.progress(&mut st);
+            if st.send_done >= end || st.broken && st.sq_free == SQ {
+                break;
+            }
+            drop(st);
+            self.sleep_on_send(100);
+        }
+        drop(source);
+        result
+    }
+
+    /// The loop of a write of `len` octets: `message` sends one message of at most what is left
+    /// (given the octets sent so far) and says how many it sent and whether the source ended,
+    /// whenever [`Conn::can_send`] with `entries` send requests; otherwise the write waits, or
+    /// returns what it did (non-blocking, or a timeout).
+    fn writing(&self, len: usize, dont_wait: bool, entries: u32, message: Message<'_>) -> io::Result<usize> {
         let mut st = self.lock_here()?;
         let mut sent = 0;
         let mut until = Deadline::new(self, libc::SO_SNDTIMEO);
@@ -612,14 +850,15 @@ impl Conn {
                 return if sent > 0 { Ok(sent) } else { Err(io::Error::from_raw_os_error(libc::EPIPE)) };
             }
             let mut source_ended = false;
-            while sent < len && st.credits >= 2 && !st.free_send.is_empty() {
-                let n = (len - sent).min(SLOT - HDR);
-                match self.message_with(&mut st, Kind::Data, n, &mut |out| fill(sent, out)) {
-                    Ok(0) => {
-                        source_ended = true;
-                        break;
+            while sent < len && Self::can_send(&st, entries) {
+                match message(self, &mut st, sent) {
+                    Ok((k, ended)) => {
+                        sent += k;
+                        if ended {
+                            source_ended = true;
+                            break;
+                        }
                     }
-                    Ok(k) => sent += k,
                     Err(e) => {
                         self.settle(&mut st);
                         return if sent > 0 { Ok(sent) } else { Err(e) };
@@ -628,7 +867,7 @@ impl Conn {
             }
             // Out of credits, we hand ours back now: the peer may be waiting for them to send
             // the credits we wait for.
-            let starved = st.credits < 2;
+            let starved = Self::starved(&st);
             self.give_back(&mut st, starved);
             if sent == len || source_ended || dont_wait || self.nonblocking() || until.passed() {
                 if sent < len && !source_ended {
@@ -639,16 +878,21 @@ impl Conn {
             }
             self.settle(&mut st);
             drop(st);
-            // Send completions wake us; credits come on the receive CQ, polled again soon.
-            let send_event = self.send_cq().event_fd().as_raw_fd();
-            drain(send_event);
-            let _ = self.send_cq().arm(false);
-            sleep_on(send_event, until.wait_ms(2));
+            self.sleep_on_send(until.wait_ms(2));
             st = match self.lock_here() {
                 Ok(st) => st,
                 Err(e) => return if sent > 0 { Ok(sent) } else { Err(e) },
             };
         }
+    }
+
+    /// Sleeps until a send completion or `ms` milliseconds (credits come on the receive CQ,
+    /// polled again when this returns).
+    fn sleep_on_send(&self, ms: i32) {
+        let send_event = self.send_cq().event_fd().as_raw_fd();
+        drain(send_event);
+        let _ = self.send_cq().arm(false);
+        sleep_on(send_event, ms);
     }
 
     /// Ends our stream (shutdown's SHUT_WR, or close): the peer reads EOF after the data.
@@ -658,13 +902,14 @@ impl Conn {
             return Ok(());
         }
         st.ended = true;
-        // Waits (bounded) for a credit and a buffer: the end must follow the data, not replace it.
+        // Waits (bounded) for a credit and a queue entry: the end must follow the data, not
+        // replace it.
         for _ in 0..5000 {
             self.progress(&mut st);
             if st.broken {
                 return Err(io::Error::from_raw_os_error(libc::EPIPE));
             }
-            if st.credits >= 1 && !st.free_send.is_empty() {
+            if st.credits >= 1 && st.sq_free >= 1 {
                 return self.control_message(&mut st, Kind::End);
             }
             drop(st);
@@ -681,7 +926,7 @@ impl Conn {
         for _ in 0..5000 {
             let mut st = self.lock();
             self.progress(&mut st);
-            if st.free_send.len() == SEND_SLOTS || st.broken {
+            if st.sq_free == SQ || st.broken {
                 break;
             }
             drop(st);
@@ -768,14 +1013,14 @@ struct OwnedGuard {
     dev: *mut Device,
     pd: Option<*mut ProtectionDomain<'static>>,
     cqs: Vec<*mut CompletionQueue<'static>>,
-    bufs: Option<(Shared, Shared, Shared)>,
+    bufs: Option<(Shared, Shared, Shared, Shared)>,
 }
 
 impl OwnedGuard {
     fn take(mut self) -> Owned {
-        let (send_buf, recv_buf, control) = self.bufs.take().expect("made before a Conn");
+        let (send_ring, recv_ring, recv_bufs, control) = self.bufs.take().expect("made before a Conn");
         let [send_cq, recv_cq] = self.cqs[..] else { unreachable!("both CQs are made before a Conn") };
-        let owned = Owned { dev: self.dev, pd: self.pd.take().expect("made before a Conn"), send_cq, recv_cq, send_buf, recv_buf, control };
+        let owned = Owned { dev: self.dev, pd: self.pd.take().expect("made before a Conn"), send_cq, recv_cq, send_ring, recv_ring, recv_bufs, control };
         self.cqs.clear();
         self.dev = std::ptr::null_mut();
         owned
@@ -825,11 +1070,45 @@ impl Drop for Conn {
         unsafe {
             ManuallyDrop::drop(&mut self.qp);
             ManuallyDrop::drop(&mut self.send_mr);
-            ManuallyDrop::drop(&mut self.recv_mr);
+            ManuallyDrop::drop(&mut self.ring_mr);
+            ManuallyDrop::drop(&mut self.recvs_mr);
             drop(Box::from_raw(self.owned.send_cq));
             drop(Box::from_raw(self.owned.recv_cq));
             drop(Box::from_raw(self.owned.pd));
             drop(Box::from_raw(self.owned.dev));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn immediate_data_round_trips_at_each_field_limit() {
+        for imm in [
+            Imm { kind: Kind::Data, recvs: 0, freed: 0, len: 1 },
+            Imm { kind: Kind::Credit, recvs: RECVS, freed: RING as u32, len: 0 },
+            Imm { kind: Kind::End, recvs: 0xfff, freed: 0xff_ffff, len: 0xff_ffff },
+        ] {
+            assert_eq!(Imm::decode(imm.encode()), Some(imm));
+        }
+        // Kinds 3 to 15 are nobody's.
+        assert_eq!(Imm::decode(3 << 60), None);
+        assert_eq!(Imm::decode(u64::MAX), None);
+    }
+
+    #[test]
+    fn hello_parses_what_it_emits_and_nothing_else() {
+        let ring = Remote { addr: 0x7f00_1234_5000, rkey: 0xabcd_0102 };
+        let b = Hello::emit(ring, RING);
+        assert_eq!(Hello::parse(&b), Some((ring, RING)));
+        assert_eq!(Hello::parse(&b[..Hello::LEN - 1]), None);
+        let mut bad = b;
+        bad[0] ^= 1;
+        assert_eq!(Hello::parse(&bad), None);
+        let mut empty = b;
+        empty[4..8].fill(0);
+        assert_eq!(Hello::parse(&empty), None);
     }
 }

@@ -370,7 +370,15 @@ pub unsafe extern "C" fn __recv_chk(fd: c_int, buf: *mut c_void, n: size_t, size
 /// # Safety
 /// As __recvfrom_chk (recvfrom(2) into a buffer of `size` octets).
 #[no_mangle]
-pub unsafe extern "C" fn __recvfrom_chk(fd: c_int, buf: *mut c_void, n: size_t, size: size_t, flags: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> ssize_t {
+pub unsafe extern "C" fn __recvfrom_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    size: size_t,
+    flags: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> ssize_t {
     if n > size {
         chk_fail();
     }

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const QUERY: &[u8; 16] = b"IWARP-SOCKETS/1?";
-const ANSWER: &[u8; 16] = b"IWARP-SOCKETS/1!";
+const QUERY: &[u8; 16] = b"IWARP-SOCKETS/2?";
+const ANSWER: &[u8; 16] = b"IWARP-SOCKETS/2!";
 /// Tries, and how long each waits for the answer.
 const TRIES: u32 = 3;
 const WAIT: Duration = Duration::from_millis(50);

@@ -35,9 +35,7 @@ pub(crate) struct Rule {
 impl Rule {
     fn matches(&self, side: Side, at: SocketAddrV4) -> bool {
         let mask = u32::MAX.checked_shl(32 - u32::from(self.bits)).unwrap_or(0);
-        self.side.is_none_or(|s| s == side)
-            && u32::from(*at.ip()) & mask == u32::from(self.net) & mask
-            && (self.ports.0..=self.ports.1).contains(&at.port())
+        self.side.is_none_or(|s| s == side) && u32::from(*at.ip()) & mask == u32::from(self.net) & mask && (self.ports.0..=self.ports.1).contains(&at.port())
     }
 }
 
