@@ -7,6 +7,7 @@ Both print the SHA-256 of the stream they read or sent, for the caller to compar
 """
 import hashlib
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -40,11 +41,21 @@ def send(host, port, mib):
             if n != len(block):
                 c.sendall(block[n:])
     c.shutdown(socket.SHUT_WR)
+    # A write after the end fails with EPIPE and raises SIGPIPE, unless MSG_NOSIGNAL, as TCP's.
+    pipes = []
+    signal.signal(signal.SIGPIPE, lambda *_: pipes.append(1))
+    for flags in (0, socket.MSG_NOSIGNAL):
+        try:
+            c.send(b"x", flags)
+            sys.exit("send: a write after shutdown went")
+        except BrokenPipeError:
+            pass
     c.recv(1)
+    print(f"send: after shutdown, EPIPE twice and {len(pipes)} SIGPIPE (want 1)")
     print(f"send: {sent} octets by sendfile at offsets, {at} from the file's offset (which moved {moved}), {len(rest)} by sendmsg")
     print(hashlib.sha256(data).hexdigest())
-    if sent != half or moved != quarter:
-        print("send: sendfile's counts or the file's offset are wrong")
+    if sent != half or moved != quarter or len(pipes) != 1:
+        print("send: sendfile's counts, the file's offset or SIGPIPE are wrong")
         sys.exit(1)
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Non-blocking writers waiting for writability (the sockets preload library's poll, select and
-epoll), each in a set with an ordinary descriptor (a pipe another thread writes to now and then).
+epoll, and ppoll, pselect and epoll_pwait2, which Python has not and ctypes calls), each in a
+set with an ordinary descriptor (a pipe another thread writes to now and then).
 
 The reader reads slowly, so the writer runs out of credits again and again. A writer told
 "writable" must be able to write: a write that fails with EAGAIN after a wake-up means the
@@ -9,9 +10,11 @@ writer relying on it would spin. Each wait must also see the pipe's messages.
 
 With poll, the sender first checks SO_RCVTIMEO and SO_SNDTIMEO on the blocking socket.
 
-Usage: sockets-pollout.py serve PORT | send HOST PORT MIB poll|select|epoll|epoll-et
+Usage: sockets-pollout.py serve PORT | send HOST PORT MIB MODE, MODE one of poll, select, epoll,
+epoll-et, ppoll, pselect, epoll_pwait2
 Both print the SHA-256 of the stream they read or sent, for the caller to compare.
 """
+import ctypes
 import errno
 import hashlib
 import os
@@ -31,9 +34,68 @@ def serve(port):
     print(digest)
 
 
+class Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class PollFd(ctypes.Structure):
+    _fields_ = [("fd", ctypes.c_int), ("events", ctypes.c_short), ("revents", ctypes.c_short)]
+
+
+class EpollEvent(ctypes.Structure):
+    # Packed on x86-64, as the kernel's.
+    _pack_ = 1
+    _fields_ = [("events", ctypes.c_uint32), ("data", ctypes.c_uint64)]
+
+
+def c_waiter(mode, sock, pipe):
+    """`waiter` for the calls Python has not, through the C library's names (which the preload
+    library stands in for)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    s, ten = sock.fileno(), Timespec(10, 0)
+
+    def check(n):
+        if n < 0:
+            raise OSError(ctypes.get_errno(), f"{mode} failed")
+
+    if mode == "ppoll":
+        fds = (PollFd * 2)((s, select.POLLOUT, 0), (pipe, select.POLLIN, 0))
+
+        def wait():
+            check(libc.ppoll(fds, 2, ctypes.byref(ten), None))
+            return bool(fds[0].revents & select.POLLOUT), bool(fds[1].revents & select.POLLIN)
+
+    elif mode == "pselect":
+        bits = 8 * ctypes.sizeof(ctypes.c_ulong)
+
+        def wait():
+            r, w = (ctypes.c_ulong * 16)(), (ctypes.c_ulong * 16)()
+            r[pipe // bits] |= 1 << (pipe % bits)
+            w[s // bits] |= 1 << (s % bits)
+            check(libc.pselect(max(s, pipe) + 1, r, w, None, ctypes.byref(ten), None))
+            return bool(w[s // bits] >> (s % bits) & 1), bool(r[pipe // bits] >> (pipe % bits) & 1)
+
+    else:
+        ep = select.epoll()
+        ep.register(s, select.EPOLLOUT)
+        ep.register(pipe, select.EPOLLIN)
+        events = (EpollEvent * 4)()
+
+        def wait():
+            n = libc.epoll_pwait2(ep.fileno(), events, 4, ctypes.byref(ten), None)
+            check(n)
+            # Python's register puts the descriptor in the data's low half.
+            ev = {e.data & 0xFFFFFFFF: e.events for e in events[:n]}
+            return bool(ev.get(s, 0) & select.EPOLLOUT), bool(ev.get(pipe, 0) & select.EPOLLIN)
+
+    return wait
+
+
 def waiter(mode, sock, pipe):
     """A function waiting for the socket to be writable or the pipe readable, returning
     (socket writable, pipe readable)."""
+    if mode in ("ppoll", "pselect", "epoll_pwait2"):
+        return c_waiter(mode, sock, pipe)
     if mode == "poll":
         p = select.poll()
         p.register(sock, select.POLLOUT)

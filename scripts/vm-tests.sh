@@ -508,7 +508,7 @@ sock_rules_file() {
 # writer is woken again after each EAGAIN), and the pipe's ticks are seen.
 sock_pollout() {
     local mode
-    for mode in poll select epoll epoll-et; do
+    for mode in poll select epoll epoll-et ppoll pselect epoll_pwait2; do
         py_ends pollout serve 32 $mode || return 1
     done
 }

@@ -84,6 +84,16 @@ fn report(r: io::Result<usize>) -> ssize_t {
     }
 }
 
+/// A write's result as the C library reports it. A broken stream also raises SIGPIPE in the
+/// calling thread, as TCP's send does, unless `flags` hold MSG_NOSIGNAL.
+fn report_sent(r: io::Result<usize>, flags: c_int) -> ssize_t {
+    if flags & libc::MSG_NOSIGNAL == 0 && r.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::EPIPE)) {
+        // SAFETY: signals the calling thread, as the kernel does.
+        unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGPIPE) };
+    }
+    report(r)
+}
+
 pub(crate) fn fcntl_real(fd: RawFd, cmd: c_int, arg: libc::c_ulong) -> c_int {
     let f = real!(fcntl: unsafe extern "C" fn(c_int, c_int, libc::c_ulong) -> c_int);
     // SAFETY: the C library's fcntl with an integer argument (the commands used here take one).
@@ -392,7 +402,7 @@ pub unsafe extern "C" fn __recvfrom_chk(
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
     match conn(fd) {
         // SAFETY: the caller's buffer of `n` octets.
-        Some(c) => report(c.write(unsafe { slice(buf, n) }, flags & libc::MSG_DONTWAIT != 0)),
+        Some(c) => report_sent(c.write(unsafe { slice(buf, n) }, flags & libc::MSG_DONTWAIT != 0), flags),
         // SAFETY: the caller's arguments, passed on.
         None => unsafe { real!(send: unsafe extern "C" fn(c_int, *const c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags) },
     }
@@ -418,7 +428,7 @@ pub unsafe extern "C" fn sendto(fd: c_int, buf: *const c_void, n: size_t, flags:
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     match conn(fd) {
         // SAFETY: the caller's buffer of `n` octets.
-        Some(c) => report(c.write(unsafe { slice(buf, n) }, false)),
+        Some(c) => report_sent(c.write(unsafe { slice(buf, n) }, false), 0),
         // SAFETY: the caller's arguments, passed on.
         None => unsafe { real!(write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t)(fd, buf, n) },
     }
@@ -517,7 +527,7 @@ pub unsafe extern "C" fn sendfile(out_fd: c_int, in_fd: c_int, offset: *mut libc
         // SAFETY: as above.
         unsafe { *offset = off + *n as libc::off_t };
     }
-    report(r)
+    report_sent(r, 0)
 }
 
 /// # Safety
@@ -546,7 +556,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     match conn(fd) {
         // SAFETY: the caller's vectors.
-        Some(c) => report(unsafe { vecs(iov, n) }.and_then(|v| writev_conn(&c, v, 0))),
+        Some(c) => report_sent(unsafe { vecs(iov, n) }.and_then(|v| writev_conn(&c, v, 0)), 0),
         // SAFETY: the caller's arguments, passed on.
         None => unsafe { real!(writev: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n) },
     }
@@ -580,7 +590,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     // SAFETY: the caller's message header and its vectors.
     let m = unsafe { &*msg };
     // SAFETY: as above.
-    report(unsafe { vecs(m.msg_iov, m.msg_iovlen) }.and_then(|v| writev_conn(&c, v, flags)))
+    report_sent(unsafe { vecs(m.msg_iov, m.msg_iovlen) }.and_then(|v| writev_conn(&c, v, flags)), flags)
 }
 
 /// # Safety

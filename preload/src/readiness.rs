@@ -1,15 +1,15 @@
-//! `poll`, `select` and `epoll` over sets that mix upgraded and ordinary descriptors. An
-//! upgraded descriptor is its receive CQ's eventfd, which the kernel reports readable exactly
-//! when the library has data or an end for it ([`Conn`]), but always writable. So writability is
-//! taken out of what the kernel is asked and decided here, from credits and free send buffers
-//! ([`Conn::readiness`]); a poller waiting for it is woken by the credit's completion, and a
-//! wake-up that brought no data is not reported as readable.
+//! `poll`, `select` and `epoll` (and `ppoll`, `pselect`, `epoll_pwait2`) over sets that mix
+//! upgraded and ordinary descriptors. An upgraded descriptor is its receive CQ's eventfd, which
+//! the kernel reports readable exactly when the library has data or an end for it ([`Conn`]),
+//! but always writable. So writability is taken out of what the kernel is asked and decided
+//! here, from credits and ring room ([`Conn::readiness`]); a poller waiting for it is woken by
+//! the credit's completion, and a wake-up that brought no data is not reported as readable.
 //!
 //! With none of the calls' descriptors upgraded, each goes straight to the C library.
 
 use crate::conn::{Conn, Readiness};
 use crate::real::real;
-use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timeval, EPOLLIN, EPOLLOUT, POLLIN, POLLOUT};
+use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timespec, timeval, EPOLLIN, EPOLLOUT, POLLIN, POLLOUT};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -67,11 +67,40 @@ fn look(c: &Conn, want_in: bool, want_out: bool) -> Look {
     l
 }
 
+/// Milliseconds of a `timespec` timeout, rounded up (-1: none, for null); None if it is not a
+/// valid one (EINVAL).
+fn timespec_ms(t: *const timespec) -> Option<c_int> {
+    if t.is_null() {
+        return Some(-1);
+    }
+    // SAFETY: the caller's timeout, not null.
+    let t = unsafe { &*t };
+    if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
+        return None;
+    }
+    Some(t.tv_sec.saturating_mul(1000).saturating_add((t.tv_nsec + 999_999) / 1_000_000).min(i32::MAX as libc::time_t) as c_int)
+}
+
+/// A wait of `ms` milliseconds (-1: none) as a `timespec` for the calls that take one.
+fn ms_timespec(ms: c_int) -> Option<timespec> {
+    (ms >= 0).then(|| timespec { tv_sec: (ms / 1000) as libc::time_t, tv_nsec: (ms % 1000) as libc::c_long * 1_000_000 })
+}
+
+/// The C library's ppoll, waiting `ms` milliseconds with the signal mask `mask` (null: none).
+fn ppoll_ms(set: &mut [pollfd], ms: c_int, mask: *const sigset_t) -> c_int {
+    let real = real!(ppoll: unsafe extern "C" fn(*mut pollfd, nfds_t, *const timespec, *const sigset_t) -> c_int);
+    let t = ms_timespec(ms);
+    // SAFETY: a live array of `set.len()` descriptors, a live timeout or null, the caller's mask.
+    unsafe { real(set.as_mut_ptr(), set.len() as nfds_t, t.as_ref().map_or(std::ptr::null(), |t| t), mask) }
+}
+
+/// `poll` or `ppoll` on the caller's `n` descriptors at `fds`, waiting `timeout` milliseconds
+/// (None: an invalid timeout) with the signal mask `mask`; `passthrough` is the C library's own
+/// call, for sets with no upgraded descriptor.
+///
 /// # Safety
-/// As poll(2).
-#[no_mangle]
-pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
-    let real = real!(poll: unsafe extern "C" fn(*mut pollfd, nfds_t, c_int) -> c_int);
+/// `fds` is null or the caller's array of `n` descriptors.
+unsafe fn poll_any(fds: *mut pollfd, n: nfds_t, timeout: Option<c_int>, mask: *const sigset_t, passthrough: impl FnOnce() -> c_int) -> c_int {
     let conns: Vec<Option<Arc<Conn>>> = if fds.is_null() {
         Vec::new()
     } else {
@@ -79,15 +108,44 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
         unsafe { std::slice::from_raw_parts(fds, n as usize) }.iter().map(|p| crate::conn(p.fd)).collect()
     };
     if conns.iter().all(Option::is_none) {
-        // SAFETY: the caller's arguments, passed on.
-        return unsafe { real(fds, n, timeout) };
+        return passthrough();
     }
+    let Some(timeout) = timeout else {
+        crate::set_errno(libc::EINVAL);
+        return -1;
+    };
     // SAFETY: as above, not null here.
     let fds = unsafe { std::slice::from_raw_parts_mut(fds, n as usize) };
-    poll_mixed(fds, &conns, timeout, |set, ms| {
-        // SAFETY: a live array of `set.len()` descriptors.
-        unsafe { real(set.as_mut_ptr(), set.len() as nfds_t, ms) }
-    })
+    poll_mixed(fds, &conns, timeout, |set, ms| ppoll_ms(set, ms, mask))
+}
+
+/// # Safety
+/// As poll(2).
+#[no_mangle]
+pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
+    let real = real!(poll: unsafe extern "C" fn(*mut pollfd, nfds_t, c_int) -> c_int);
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { poll_any(fds, n, Some(timeout), std::ptr::null(), || real(fds, n, timeout)) }
+}
+
+/// # Safety
+/// As ppoll(2) (a timeout below a millisecond is waited as one).
+#[no_mangle]
+pub unsafe extern "C" fn ppoll(fds: *mut pollfd, n: nfds_t, timeout: *const timespec, mask: *const sigset_t) -> c_int {
+    let real = real!(ppoll: unsafe extern "C" fn(*mut pollfd, nfds_t, *const timespec, *const sigset_t) -> c_int);
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { poll_any(fds, n, timespec_ms(timeout), mask, || real(fds, n, timeout, mask)) }
+}
+
+/// # Safety
+/// As __ppoll_chk (ppoll(2) on an array of `size` octets, what fortified programs call).
+#[no_mangle]
+pub unsafe extern "C" fn __ppoll_chk(fds: *mut pollfd, n: nfds_t, timeout: *const timespec, mask: *const sigset_t, size: usize) -> c_int {
+    if (size / std::mem::size_of::<pollfd>()) < n as usize {
+        crate::chk_fail();
+    }
+    // SAFETY: as ppoll.
+    unsafe { ppoll(fds, n, timeout, mask) }
 }
 
 /// # Safety
@@ -178,14 +236,18 @@ impl Set {
     }
 }
 
+/// Whether any descriptor below `n` in the read or write set is upgraded.
+fn any_upgraded(n: c_int, r: &Set, w: &Set) -> bool {
+    (0..n.max(0)).any(|fd| (r.has(fd) || w.has(fd)) && crate::conn(fd).is_some())
+}
+
 /// # Safety
 /// As select(2).
 #[no_mangle]
 pub unsafe extern "C" fn select(n: c_int, rd: *mut fd_set, wr: *mut fd_set, ex: *mut fd_set, tv: *mut timeval) -> c_int {
     let real = real!(select: unsafe extern "C" fn(c_int, *mut fd_set, *mut fd_set, *mut fd_set, *mut timeval) -> c_int);
     let (r, w, e) = (Set(rd), Set(wr), Set(ex));
-    let upgraded = (0..n.max(0)).any(|fd| (r.has(fd) || w.has(fd)) && crate::conn(fd).is_some());
-    if !upgraded {
+    if !any_upgraded(n, &r, &w) {
         // SAFETY: the caller's arguments, passed on.
         return unsafe { real(n, rd, wr, ex, tv) };
     }
@@ -200,6 +262,37 @@ pub unsafe extern "C" fn select(n: c_int, rd: *mut fd_set, wr: *mut fd_set, ex: 
         }
         (t.tv_sec.saturating_mul(1000).saturating_add((t.tv_usec + 999) / 1000)).min(i32::MAX as libc::time_t) as c_int
     };
+    let started = Instant::now();
+    let count = select_mixed(n, &r, &w, &e, timeout, std::ptr::null());
+    if count >= 0 && !tv.is_null() {
+        // Linux's select leaves the time not slept in the timeout.
+        let left = Duration::from_millis(timeout as u64).saturating_sub(started.elapsed());
+        // SAFETY: the caller's timeout.
+        unsafe { *tv = timeval { tv_sec: left.as_secs() as libc::time_t, tv_usec: left.subsec_micros() as libc::suseconds_t } };
+    }
+    count
+}
+
+/// # Safety
+/// As pselect(2) (a timeout below a millisecond is waited as one).
+#[no_mangle]
+pub unsafe extern "C" fn pselect(n: c_int, rd: *mut fd_set, wr: *mut fd_set, ex: *mut fd_set, timeout: *const timespec, mask: *const sigset_t) -> c_int {
+    let real = real!(pselect: unsafe extern "C" fn(c_int, *mut fd_set, *mut fd_set, *mut fd_set, *const timespec, *const sigset_t) -> c_int);
+    let (r, w, e) = (Set(rd), Set(wr), Set(ex));
+    if !any_upgraded(n, &r, &w) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe { real(n, rd, wr, ex, timeout, mask) };
+    }
+    let Some(timeout) = timespec_ms(timeout) else {
+        crate::set_errno(libc::EINVAL);
+        return -1;
+    };
+    select_mixed(n, &r, &w, &e, timeout, mask)
+}
+
+/// `select` over the sets `r`, `w` and `e` of `n` descriptors, some upgraded, waiting `timeout`
+/// milliseconds (-1: no limit) with the signal mask `mask`.
+fn select_mixed(n: c_int, r: &Set, w: &Set, e: &Set, timeout: c_int, mask: *const sigset_t) -> c_int {
     // As poll: each descriptor in any set, asked for what its sets ask.
     let mut fds = Vec::new();
     for fd in 0..n {
@@ -208,13 +301,8 @@ pub unsafe extern "C" fn select(n: c_int, rd: *mut fd_set, wr: *mut fd_set, ex: 
             fds.push(pollfd { fd, events, revents: 0 });
         }
     }
-    let started = Instant::now();
     let conns: Vec<_> = fds.iter().map(|p| crate::conn(p.fd)).collect();
-    let poll_real = real!(poll: unsafe extern "C" fn(*mut pollfd, nfds_t, c_int) -> c_int);
-    let rc = poll_mixed(&mut fds, &conns, timeout, |set, ms| {
-        // SAFETY: the C library's poll, on a live array of `set.len()` descriptors.
-        unsafe { poll_real(set.as_mut_ptr(), set.len() as nfds_t, ms) }
-    });
+    let rc = poll_mixed(&mut fds, &conns, timeout, |set, ms| ppoll_ms(set, ms, mask));
     if rc < 0 {
         return rc;
     }
@@ -222,7 +310,7 @@ pub unsafe extern "C" fn select(n: c_int, rd: *mut fd_set, wr: *mut fd_set, ex: 
         crate::set_errno(libc::EBADF);
         return -1;
     }
-    for s in [&r, &w, &e] {
+    for s in [r, w, e] {
         s.clear(n);
     }
     let mut count = 0;
@@ -231,12 +319,6 @@ pub unsafe extern "C" fn select(n: c_int, rd: *mut fd_set, wr: *mut fd_set, ex: 
         count += c_int::from(p.events & POLLIN != 0 && (p.revents & POLLIN != 0 || err) && r.add(p.fd));
         count += c_int::from(p.events & POLLOUT != 0 && (p.revents & POLLOUT != 0 || err) && w.add(p.fd));
         count += c_int::from(p.events & libc::POLLPRI != 0 && p.revents & libc::POLLPRI != 0 && e.add(p.fd));
-    }
-    if !tv.is_null() {
-        // Linux's select leaves the time not slept in the timeout.
-        let left = Duration::from_millis(timeout as u64).saturating_sub(started.elapsed());
-        // SAFETY: the caller's timeout.
-        unsafe { *tv = timeval { tv_sec: left.as_secs() as libc::time_t, tv_usec: left.subsec_micros() as libc::suseconds_t } };
     }
     count
 }
@@ -339,14 +421,45 @@ struct Entry {
 #[no_mangle]
 pub unsafe extern "C" fn epoll_pwait(ep: c_int, events: *mut epoll_event, max: c_int, timeout: c_int, mask: *const sigset_t) -> c_int {
     let real = real!(epoll_pwait: unsafe extern "C" fn(c_int, *mut epoll_event, c_int, c_int, *const sigset_t) -> c_int);
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { epoll_any(ep, events, max, Some(timeout), mask, || real(ep, events, max, timeout, mask)) }
+}
+
+/// # Safety
+/// As epoll_pwait2(2), and as [`epoll_pwait`] (a timeout below a millisecond is waited as one).
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait2(ep: c_int, events: *mut epoll_event, max: c_int, timeout: *const timespec, mask: *const sigset_t) -> c_int {
+    let real = real!(epoll_pwait2: unsafe extern "C" fn(c_int, *mut epoll_event, c_int, *const timespec, *const sigset_t) -> c_int);
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { epoll_any(ep, events, max, timespec_ms(timeout), mask, || real(ep, events, max, timeout, mask)) }
+}
+
+/// An epoll wait on `ep` for at most `max` events at `events`, of `timeout` milliseconds (None:
+/// an invalid timeout) with the signal mask `mask`; `passthrough` is the C library's own call,
+/// for sets with no upgraded descriptor.
+///
+/// # Safety
+/// `events` is null or the caller's array of `max` events.
+unsafe fn epoll_any(
+    ep: c_int,
+    events: *mut epoll_event,
+    max: c_int,
+    timeout: Option<c_int>,
+    mask: *const sigset_t,
+    passthrough: impl FnOnce() -> c_int,
+) -> c_int {
+    let real = real!(epoll_pwait: unsafe extern "C" fn(c_int, *mut epoll_event, c_int, c_int, *const sigset_t) -> c_int);
     let fds: Vec<(c_int, Arc<Conn>)> = {
         let w = watched();
         w.range((ep, c_int::MIN)..=(ep, c_int::MAX)).filter_map(|(&(_, fd), _)| crate::conn(fd).map(|c| (fd, c))).collect()
     };
     if fds.is_empty() || events.is_null() || max <= 0 {
-        // SAFETY: the caller's arguments, passed on.
-        return unsafe { real(ep, events, max, timeout, mask) };
+        return passthrough();
     }
+    let Some(timeout) = timeout else {
+        crate::set_errno(libc::EINVAL);
+        return -1;
+    };
     let ctl = real!(epoll_ctl: unsafe extern "C" fn(c_int, c_int, c_int, *mut epoll_event) -> c_int);
     // SAFETY: the caller's array of `max` events.
     let out = unsafe { std::slice::from_raw_parts_mut(events, max as usize) };
