@@ -40,6 +40,6 @@ def main(send, **serves):
     """Runs the command line `NAME PORT`, NAME one of `serves` (a function of the port), or
     `send HOST PORT MIB [MORE...]`."""
     if sys.argv[1] == "send":
-        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:])
+        send(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]) if "." in sys.argv[4] else int(sys.argv[4]), *sys.argv[5:])
     else:
         serves[sys.argv[1]](int(sys.argv[2]))

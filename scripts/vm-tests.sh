@@ -517,6 +517,20 @@ sock_pollout() {
 sock_gather() {
     py_ends gather serve 16
 }
+# sock_coalesce: writes of 100 octets, 256 KiB of them, faster than a link of 256 kbit/s
+# (netem on A's side) takes them (the debug kernel's sender makes about 600 a second): they
+# must be coalesced, the sender's library counting at close at least two writes per data
+# message; compared by hash.
+sock_coalesce() {
+    local out rc=0 counts
+    vm_netem A "rate 256kbit" || return 1
+    out=$(py_ends coalesce serve 0.25) || rc=1
+    vm_netem A || rc=1
+    echo "$out"
+    counts=$(sed -n 's/.*connection closed: \([0-9]*\) writes sent in \([0-9]*\) data messages.*/\1 \2/p' <<<"$out" | sort -n | tail -1)
+    echo "the sender's writes and data messages: ${counts:-none logged}"
+    [ $rc = 0 ] && [ -n "$counts" ] && awk -v c="$counts" 'BEGIN { split(c, n, " "); exit !(n[1] >= 2 * n[2] && n[2] > 0) }'
+}
 # sock_zero_copy: without markers and CRCs, blocking writes of 64 KiB and more go from the
 # program's buffer, which it refills as soon as each write returns (sockets-zerocopy.py);
 # compared by hash, with most of those octets sent by zero copy as iwarp.ko counts them.
@@ -714,6 +728,7 @@ tests() {
     t sockets-timeouts-and-nonblocking-writer-poll-select-epoll sock_pollout
     t sockets-sendfile-and-gathered-sendmsg sock_gather
     t sockets-zero-copy-writes-reusing-the-buffer sock_zero_copy
+    t sockets-small-writes-coalesced-on-a-slow-link sock_coalesce
     t sockets-fortified-reader sock_fortified
     t sockets-peer-killed-mid-stream sock_peer_killed
     t fault-peer-guest-killed peer_killed

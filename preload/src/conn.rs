@@ -8,6 +8,9 @@
 //!
 //! Small writes are copied into a send ring whose offsets mirror the peer's ring; large ones go
 //! by RDMA Write straight from the application's buffer, registered for the call (zero copy).
+//! Small writes made while a data message is in flight are coalesced: they wait in the send
+//! ring, and go as one message when it completes (TCP took it), sent by whichever call of the
+//! library's sees that first, or by its [`crate::flusher`] thread.
 //!
 //! Readiness for `poll`, `select` and `epoll`: the application's descriptor becomes the receive
 //! CQ's eventfd. It is armed for solicited completions only, and only data and end-of-stream
@@ -17,8 +20,8 @@
 use crate::real::real;
 use libc::{c_int, c_void};
 use libiwarp::{
-    Access, CompletionQueue, ConnectOptions, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, Remote, Role, SendOp, SendWr, Sge, WcOpcode, WcStatus,
-    WorkCompletion,
+    Access, CompletionQueue, ConnectOptions, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, RecvWr, Remote, Role, SendOp, SendWr, Sge, WcOpcode,
+    WcStatus, WorkCompletion,
 };
 use std::io;
 use std::mem::ManuallyDrop;
@@ -219,6 +222,15 @@ pub(crate) struct Stream {
     rx_tail: u64,
     /// Octets read since we last told the peer.
     unreported: u32,
+    /// Octets written into our send ring at `tx_head` and not sent yet: small writes coalesced
+    /// while a data message is in flight ([`Conn::flush`]).
+    pending: usize,
+    /// Calls that wrote, and the data messages they made (logged at close: what coalescing
+    /// saved).
+    writes: u64,
+    messages: u64,
+    /// [`Conn::close`] ran.
+    closed: bool,
     /// The peer ended its stream (shutdown or close).
     eof: bool,
     /// The connection broke (an error completion: the peer went away or broke the protocol).
@@ -290,6 +302,11 @@ pub(crate) struct Conn {
     pub(crate) shadow: OwnedFd,
     /// Counts of what edge-triggered epoll reports anew ([`Events`]).
     pub(crate) events: Events,
+    /// This connection, for the flusher to find it ([`Conn::into_shared`]).
+    me: std::sync::Weak<Conn>,
+    /// The flusher watches it: set by the write that makes octets wait, cleared by the flusher
+    /// when none do.
+    watched: std::sync::atomic::AtomicBool,
 }
 
 /// Counts of the events that make an edge for `EPOLLET`: a write that could not go whole (the
@@ -374,6 +391,10 @@ impl Conn {
                 rx_head: 0,
                 rx_tail: 0,
                 unreported: 0,
+                pending: 0,
+                writes: 0,
+                messages: 0,
+                closed: false,
                 eof: false,
                 broken: false,
                 ended: false,
@@ -384,6 +405,8 @@ impl Conn {
             by_reference,
             shadow,
             events: Events::default(),
+            me: std::sync::Weak::new(),
+            watched: std::sync::atomic::AtomicBool::new(false),
         };
         // The application's descriptor becomes the eventfd; its close-on-exec flag is kept.
         let cloexec = crate::fcntl_real(app_fd, libc::F_GETFD, 0);
@@ -396,6 +419,14 @@ impl Conn {
         }
         conn.settle(&mut conn.lock());
         Ok(conn)
+    }
+
+    /// The connection, shared, knowing itself (for the flusher).
+    pub(crate) fn into_shared(mut self) -> std::sync::Arc<Conn> {
+        std::sync::Arc::new_cyclic(|me| {
+            self.me = me.clone();
+            self
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Stream> {
@@ -455,6 +486,11 @@ impl Conn {
     /// whichever does first owns it.
     pub(crate) fn fork_begin(&self) -> ForkHold<'_> {
         let mut st = self.lock();
+        if self.owned_here() {
+            // Octets waiting go now: after the fork, neither process's flusher may send them
+            // until one of them claims the connection.
+            let _ = self.flush(&mut st);
+        }
         let (ctl, me) = (self.control(), std::process::id());
         ctl.holders.fetch_add(1, Ordering::AcqRel);
         let mut word = ctl.owner.load(Ordering::Acquire);
@@ -485,6 +521,7 @@ impl Conn {
     /// Takes every completion there is.
     fn progress(&self, st: &mut Stream) {
         let mut wcs = [WorkCompletion::EMPTY; 16];
+        let mut reposts = Vec::new();
         loop {
             let n = self.send_cq().poll(&mut wcs);
             for wc in &wcs[..n] {
@@ -498,18 +535,26 @@ impl Conn {
             }
             let m = self.recv_cq().poll(&mut wcs);
             for wc in &wcs[..m] {
-                self.received(st, wc);
+                self.received(st, wc, &mut reposts);
             }
             if n == 0 && m == 0 {
                 break;
             }
+        }
+        if !reposts.is_empty() {
+            self.repost(st, &reposts);
+        }
+        // The message that held back the waiting octets is done: they go now.
+        if st.pending > 0 && st.send_done >= st.tx_head {
+            let _ = self.flush(st);
         }
     }
 
     /// A receive completed: the peer's Hello, or Immediate Data saying what its Write before it
     /// placed, or handing credits back, or ending the stream. Anything else, or a Write that
     /// would overrun what we have not read, breaks the connection.
-    fn received(&self, st: &mut Stream, wc: &WorkCompletion) {
+    /// Its receive goes into `reposts`, to be posted again.
+    fn received(&self, st: &mut Stream, wc: &WorkCompletion, reposts: &mut Vec<usize>) {
         self.events.arrived.fetch_add(1, Ordering::Relaxed);
         let slot = wc.wr_id as usize;
         if wc.status != WcStatus::Success || wc.opcode != WcOpcode::Recv {
@@ -547,8 +592,15 @@ impl Conn {
             st.broken = true;
             return;
         }
-        if self.qp.post_recv(slot as u64, &[self.recvs_mr.sge(slot * RECV_BUF..(slot + 1) * RECV_BUF)]).is_ok() {
-            st.returnable += 1;
+        reposts.push(slot);
+    }
+
+    /// Posts the receives `slots` again, with one system call.
+    fn repost(&self, st: &mut Stream, slots: &[usize]) {
+        let sges: Vec<[Sge; 1]> = slots.iter().map(|&slot| [self.recvs_mr.sge(slot * RECV_BUF..(slot + 1) * RECV_BUF)]).collect();
+        let wrs: Vec<RecvWr<'_>> = slots.iter().zip(&sges).map(|(&slot, sge)| RecvWr { wr_id: slot as u64, sge }).collect();
+        if self.qp.post_recvs(&wrs).is_ok() {
+            st.returnable += slots.len() as u32;
         } else {
             st.broken = true;
         }
@@ -567,12 +619,18 @@ impl Conn {
 
     /// Octets we may write into the peer's ring now in one message: as many as both rings have
     /// free before the end of either, at most [`MOST`]. 0 before the peer's Hello.
+    /// Octets waiting to be sent ([`Stream::pending`]) count as written, and what is added to
+    /// them must join them in one message: before either ring's end, at most [`MOST`] in all.
     fn room(st: &Stream) -> usize {
         let Some((_, peer_len)) = st.peer else { return 0 };
-        let peer_free = peer_len as u64 - (st.tx_head - st.peer_freed);
-        let send_free = RING as u64 - (st.tx_head - st.send_done);
-        let to_ends = (peer_len as u64 - st.tx_head % peer_len as u64).min(RING as u64 - st.tx_head % RING as u64);
-        peer_free.min(send_free).min(to_ends).min(MOST as u64) as usize
+        let (peer_len, ring) = (peer_len as u64, RING as u64);
+        let at = st.tx_head + st.pending as u64;
+        let peer_free = peer_len - (at - st.peer_freed);
+        let send_free = ring - (at - st.send_done);
+        let to_ends = (peer_len - at % peer_len).min(ring - at % ring);
+        // Waiting octets that end at a ring's end can have nothing added.
+        let to_ends = if st.pending > 0 && (at.is_multiple_of(peer_len) || at.is_multiple_of(ring)) { 0 } else { to_ends };
+        peer_free.min(send_free).min(to_ends).min((MOST - st.pending) as u64) as usize
     }
 
     /// Whether a data message of `entries` send requests may go now: ring room, send queue
@@ -599,6 +657,7 @@ impl Conn {
         let wr = SendWr { wr_id: st.tx_head + len as u64, op, sge, signaled: true };
         match self.qp.post_send(&wr) {
             Ok(()) => {
+                st.messages += u64::from(kind == Kind::Data);
                 st.tx_head += len as u64;
                 st.credits -= 1;
                 st.sq_free -= 1;
@@ -620,18 +679,74 @@ impl Conn {
 
     /// Sends one data message of at most `len` octets, which `fill` writes into the send ring,
     /// returning how many (0: none, and nothing is sent). Returns that count.
+    /// While a data message is in flight, the octets wait to join the next message instead
+    /// ([`Stream::pending`]).
     fn copied_message(&self, st: &mut Stream, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>) -> io::Result<usize> {
-        let at = (st.tx_head % RING as u64) as usize;
+        let at = ((st.tx_head + st.pending as u64) % RING as u64) as usize;
         let len = len.min(Self::room(st));
         // SAFETY: these octets of the send ring are free (no request in flight reads them:
         // `room` counts from the oldest incomplete one), written under the stream's lock; the
         // region's own reference serves only for its address and length.
         let buf = unsafe { &mut self.owned.send_ring.bytes()[at..at + len] };
         let n = fill(buf)?.min(len);
-        if n > 0 {
-            self.post_imm(st, Kind::Data, n, Some(self.send_mr.sge(at..at + n)))?;
+        st.pending += n;
+        if st.pending > 0 && (st.send_done >= st.tx_head || Self::room(st) == 0) {
+            self.flush(st)?;
+        } else if st.pending > 0 && !self.watched.swap(true, Ordering::AcqRel) {
+            crate::flusher::watch(self.me.clone());
         }
         Ok(n)
+    }
+
+    /// Sends the octets waiting in the send ring as one message, if a receive of the peer's
+    /// and a send queue entry are free (else they wait for the next look).
+    fn flush(&self, st: &mut Stream) -> io::Result<()> {
+        if st.pending == 0 || st.credits < 2 || st.sq_free < 1 || st.broken {
+            return Ok(());
+        }
+        let (at, n) = ((st.tx_head % RING as u64) as usize, st.pending);
+        self.post_imm(st, Kind::Data, n, Some(self.send_mr.sge(at..at + n)))?;
+        st.pending = 0;
+        Ok(())
+    }
+
+    /// The flusher's look at a connection with octets waiting: sends them if the message before
+    /// them completed, and arms the send CQ for the completion it waits for. Whether some still
+    /// wait; if none do (or the connection is broken, or not this process's: the flusher never
+    /// claims one after a fork), it is no longer watched ([`Conn::watched`]), under the lock
+    /// the next write takes to make octets wait again.
+    pub(crate) fn flush_waiting(&self) -> bool {
+        let mut st = self.lock();
+        let still = self.owned_here() && {
+            drain(self.send_event());
+            let _ = self.send_cq().arm(false);
+            self.progress(&mut st);
+            st.pending > 0 && !st.broken
+        };
+        if !still {
+            self.watched.store(false, Ordering::Release);
+        }
+        still
+    }
+
+    /// Whether the flusher watches this connection (or is about to).
+    pub(crate) fn watched(&self) -> bool {
+        self.watched.load(Ordering::Acquire)
+    }
+
+    /// In a fork's child: the parent's flusher watched the connection, not this process's.
+    pub(crate) fn forked(&self) {
+        self.watched.store(false, Ordering::Release);
+    }
+
+    /// Whether this process owns the connection now (without claiming it).
+    fn owned_here(&self) -> bool {
+        owner_parts(self.control().owner.load(Ordering::Acquire)).1 == std::process::id()
+    }
+
+    /// The send CQ's eventfd, signalled by a completion once armed.
+    pub(crate) fn send_event(&self) -> RawFd {
+        self.send_cq().event_fd().as_raw_fd()
     }
 
     /// Gives credits back in a message of their own once half our ring or half our receives are
@@ -801,6 +916,11 @@ impl Conn {
         };
         let mut last = None;
         let result = self.writing(data.len(), false, 2, &mut |conn, st, sent| {
+            if st.pending > 0 {
+                // What earlier writes left waiting goes first.
+                conn.flush(st)?;
+                return Ok((0, false));
+            }
             let (ring, peer_len) = st.peer.expect("room needs the peer's Hello");
             let n = (data.len() - sent).min(Self::room(st));
             let wr = SendWr {
@@ -841,6 +961,7 @@ impl Conn {
     /// returns what it did (non-blocking, or a timeout).
     fn writing(&self, len: usize, dont_wait: bool, entries: u32, message: Message<'_>) -> io::Result<usize> {
         let mut st = self.lock_here()?;
+        st.writes += 1;
         let mut sent = 0;
         let mut until = Deadline::new(self, libc::SO_SNDTIMEO);
         loop {
@@ -889,7 +1010,7 @@ impl Conn {
     /// Sleeps until a send completion or `ms` milliseconds (credits come on the receive CQ,
     /// polled again when this returns).
     fn sleep_on_send(&self, ms: i32) {
-        let send_event = self.send_cq().event_fd().as_raw_fd();
+        let send_event = self.send_event();
         drain(send_event);
         let _ = self.send_cq().arm(false);
         sleep_on(send_event, ms);
@@ -909,7 +1030,8 @@ impl Conn {
             if st.broken {
                 return Err(io::Error::from_raw_os_error(libc::EPIPE));
             }
-            if st.credits >= 1 && st.sq_free >= 1 {
+            self.flush(&mut st)?;
+            if st.pending == 0 && st.credits >= 1 && st.sq_free >= 1 {
                 return self.control_message(&mut st, Kind::End);
             }
             drop(st);
@@ -919,9 +1041,21 @@ impl Conn {
         Err(io::Error::from_raw_os_error(libc::ETIMEDOUT))
     }
 
-    /// Closes (when the last descriptor of the connection goes, in `Drop`): ends the stream,
+    /// The program closed its last descriptor of the connection: the process that owns it ends
+    /// the stream and disconnects now, before `close` returns, not when the last reference
+    /// goes (the flusher may hold one for a moment).
+    pub(crate) fn finish(&self) {
+        if self.owned_here() {
+            self.close();
+        }
+    }
+
+    /// Closes (when the last descriptor of the connection goes, in `Drop`, or [`Conn::finish`]): ends the stream,
     /// waits (bounded) until every message sent has completed, then disconnects.
     fn close(&self) {
+        if std::mem::replace(&mut self.lock().closed, true) {
+            return;
+        }
         let _ = self.end();
         for _ in 0..5000 {
             let mut st = self.lock();
@@ -931,6 +1065,10 @@ impl Conn {
             }
             drop(st);
             std::thread::sleep(Duration::from_millis(1));
+        }
+        if crate::logging() {
+            let st = self.lock();
+            eprintln!("iwarp-preload: connection closed: {} writes sent in {} data messages", st.writes, st.messages);
         }
         let _ = self.qp.disconnect();
     }

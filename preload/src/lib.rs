@@ -5,6 +5,7 @@
 //! library's own; on an upgraded one, to its [`conn::Conn`]. Design: `docs/sockets.md`.
 
 mod conn;
+mod flusher;
 mod probe;
 mod readiness;
 mod real;
@@ -62,10 +63,20 @@ fn release(fd: RawFd) {
     if ANY.load(Ordering::Relaxed) {
         readiness::forget(fd);
     }
-    drop(forget(fd));
+    if let Some(c) = forget(fd) {
+        if !CONNS.read().unwrap_or_else(|e| e.into_inner()).values().any(|o| Arc::ptr_eq(o, &c)) {
+            // Its last descriptor: closed before `close` returns.
+            c.finish();
+        }
+    }
     if let Some(open) = LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).remove(&fd) {
         open.store(false, Ordering::Relaxed);
     }
+}
+
+/// Whether to say on stderr what happens to connections (`IWARP_SOCKETS_LOG`).
+pub(crate) fn logging() -> bool {
+    std::env::var_os("IWARP_SOCKETS_LOG").is_some()
 }
 
 fn set_errno(e: c_int) {
@@ -179,10 +190,10 @@ fn upgrade(fd: RawFd, role: Role, nonblocking: bool) -> bool {
     let _ = stream.set_nonblocking(false);
     match Conn::upgrade(stream, shadow, role, fd, nonblocking) {
         Ok(c) => {
-            if std::env::var_os("IWARP_SOCKETS_LOG").is_some() {
+            if logging() {
                 eprintln!("iwarp-preload: descriptor {fd} upgraded ({})", if role == Role::Initiator { "connected" } else { "accepted" });
             }
-            let c = Arc::new(c);
+            let c = c.into_shared();
             let old = CONNS.write().unwrap_or_else(|e| e.into_inner()).insert(fd, c);
             ANY.store(true, Ordering::Relaxed);
             let _ = TABLES_OF.compare_exchange(0, std::process::id(), Ordering::Relaxed, Ordering::Relaxed);
@@ -627,6 +638,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         }
     }
     let mut held: Vec<_> = conns.iter().map(|c| c.fork_begin()).collect();
+    let flushing = flusher::hold();
     // SAFETY: as above; the locks held are released on both sides of it below.
     let pid = unsafe { real() };
     if pid < 0 {
@@ -634,7 +646,9 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     }
     if pid == 0 {
         TABLES_OF.store(std::process::id(), Ordering::Relaxed);
+        conns.iter().for_each(|c| c.forked());
     }
+    drop(flushing);
     drop(held);
     drop(table);
     drop(watching);

@@ -1,0 +1,84 @@
+//! Sends what small writes left waiting ([`Conn`]'s coalescing) when the program makes no call
+//! of ours that would: a thread of the library's, as TCP has the kernel's softirq. It watches
+//! the send CQs of the connections with octets waiting, and sends them once the message before
+//! them completes. It starts when first needed, in each process (a fork's child starts its own).
+
+use crate::conn::Conn;
+use crate::real::real;
+use libc::{c_int, c_void, nfds_t, pollfd};
+use std::os::fd::RawFd;
+use std::sync::{Mutex, MutexGuard, Weak};
+
+/// How long the thread sleeps at most while octets wait: a completion it cannot see (a
+/// credit, which comes on the receive CQ, or one another thread's wait took) is found this
+/// late at worst.
+const LOOK_MS: c_int = 10;
+
+struct Flusher {
+    /// The process whose thread this is (0: none yet).
+    pid: u32,
+    /// Wakes the thread: an eventfd.
+    kick: RawFd,
+    /// The connections with octets waiting.
+    conns: Vec<Weak<Conn>>,
+}
+
+static FLUSHER: Mutex<Flusher> = Mutex::new(Flusher { pid: 0, kick: -1, conns: Vec::new() });
+
+fn flusher() -> MutexGuard<'static, Flusher> {
+    FLUSHER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The flusher's lock, held across `fork` (after the streams' locks, as writers take it).
+pub(crate) fn hold() -> impl Drop {
+    flusher()
+}
+
+/// `conn` has octets waiting: the thread watches it until they are sent.
+pub(crate) fn watch(conn: Weak<Conn>) {
+    let mut f = flusher();
+    let me = std::process::id();
+    if f.pid != me {
+        // SAFETY: a new eventfd, non-blocking and closed on exec, owned by the thread.
+        let kick = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if kick < 0 || std::thread::Builder::new().name("iwarp-flusher".into()).spawn(move || run(kick)).is_err() {
+            return;
+        }
+        if f.kick >= 0 {
+            // A fork's child: the parent's eventfd and what it watched are the parent's.
+            // SAFETY: this process's copy of the parent's eventfd, used by nothing here.
+            unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(f.kick) };
+        }
+        *f = Flusher { pid: me, kick, conns: Vec::new() };
+    }
+    if !f.conns.iter().any(|w| w.ptr_eq(&conn)) {
+        f.conns.push(conn);
+    }
+    // Always: the thread may have found nothing waiting a moment ago, and be about to sleep.
+    let one = 1u64;
+    // SAFETY: writes 8 bytes from a live u64 to the thread's eventfd.
+    unsafe { real!(write: unsafe extern "C" fn(c_int, *const c_void, usize) -> isize)(f.kick, (&raw const one).cast(), 8) };
+}
+
+fn run(kick: RawFd) {
+    let poll = real!(poll: unsafe extern "C" fn(*mut pollfd, nfds_t, c_int) -> c_int);
+    loop {
+        let conns: Vec<_> = flusher().conns.iter().filter_map(Weak::upgrade).collect();
+        let mut fds = vec![pollfd { fd: kick, events: libc::POLLIN, revents: 0 }];
+        for c in &conns {
+            if c.flush_waiting() {
+                fds.push(pollfd { fd: c.send_event(), events: libc::POLLIN, revents: 0 });
+            }
+        }
+        // Under the flusher's lock: a write that makes octets wait again marks the connection
+        // watched before it takes this lock to add it.
+        flusher().conns.retain(|w| w.upgrade().is_some_and(|c| c.watched()));
+        drop(conns);
+        let wait = if fds.len() > 1 { LOOK_MS } else { -1 };
+        // SAFETY: a live array of `fds.len()` descriptors.
+        unsafe { poll(fds.as_mut_ptr(), fds.len() as nfds_t, wait) };
+        let mut n = 0u64;
+        // SAFETY: reads 8 bytes into a live u64 (EAGAIN when not kicked).
+        unsafe { real!(read: unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize)(kick, (&raw mut n).cast(), 8) };
+    }
+}
