@@ -516,7 +516,7 @@ pub unsafe extern "C" fn sendfile(out_fd: c_int, in_fd: c_int, offset: *mut libc
         // SAFETY: the caller's arguments, passed on.
         return unsafe { real!(sendfile: unsafe extern "C" fn(c_int, c_int, *mut libc::off_t, size_t) -> ssize_t)(out_fd, in_fd, offset, count) };
     };
-    // The file is read straight into the send buffers: one copy, as write's.
+    // The file is read straight into the send ring: one copy, as write's.
     // SAFETY: the caller's offset, if any.
     let start = if offset.is_null() { None } else { Some(unsafe { *offset }) };
     let r = c.write_from(count, false, &mut |at, out| {

@@ -15,7 +15,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long a poller waits between looks while its only obstacle is send buffers in flight.
+/// How long a poller waits between looks while its only obstacle is its own requests in flight
+/// (send ring or queue full).
 const BUFFER_WAIT_MS: c_int = 2;
 
 /// When a wait ends: `None` never.
@@ -44,8 +45,8 @@ fn expired(deadline: Option<Instant>) -> bool {
 /// What an upgraded descriptor is found to be before a wait: ready now for what is asked
 /// (`now_in`, `now_out`); else whether the wait must watch it for readability, which a credit's
 /// completion signals (`wake`), or look again soon (`short`): a descriptor signalled for unread
-/// data the poller does not ask for cannot signal a credit as well, nor can send buffers
-/// coming back.
+/// data the poller does not ask for cannot signal a credit as well, nor can our own send
+/// requests completing.
 struct Look {
     now_in: bool,
     now_out: bool,
