@@ -229,8 +229,6 @@ pub(crate) struct Stream {
     /// saved).
     writes: u64,
     messages: u64,
-    /// [`Conn::close`] ran.
-    closed: bool,
     /// The peer ended its stream (shutdown or close).
     eof: bool,
     /// The connection broke (an error completion: the peer went away or broke the protocol).
@@ -394,7 +392,6 @@ impl Conn {
                 pending: 0,
                 writes: 0,
                 messages: 0,
-                closed: false,
                 eof: false,
                 broken: false,
                 ended: false,
@@ -1041,21 +1038,9 @@ impl Conn {
         Err(io::Error::from_raw_os_error(libc::ETIMEDOUT))
     }
 
-    /// The program closed its last descriptor of the connection: the process that owns it ends
-    /// the stream and disconnects now, before `close` returns, not when the last reference
-    /// goes (the flusher may hold one for a moment).
-    pub(crate) fn finish(&self) {
-        if self.owned_here() {
-            self.close();
-        }
-    }
-
-    /// Closes (when the last descriptor of the connection goes, in `Drop`, or [`Conn::finish`]): ends the stream,
+    /// Closes (when the last descriptor of the connection goes, in `Drop`): ends the stream,
     /// waits (bounded) until every message sent has completed, then disconnects.
     fn close(&self) {
-        if std::mem::replace(&mut self.lock().closed, true) {
-            return;
-        }
         let _ = self.end();
         for _ in 0..5000 {
             let mut st = self.lock();

@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard, Weak};
 /// late at worst.
 const LOOK_MS: c_int = 10;
 
-struct Flusher {
+pub(crate) struct Flusher {
     /// The process whose thread this is (0: none yet).
     pid: u32,
     /// Wakes the thread: an eventfd.
@@ -30,8 +30,19 @@ fn flusher() -> MutexGuard<'static, Flusher> {
 }
 
 /// The flusher's lock, held across `fork` (after the streams' locks, as writers take it).
-pub(crate) fn hold() -> impl Drop {
+pub(crate) fn hold() -> MutexGuard<'static, Flusher> {
     flusher()
+}
+
+/// In a fork's child, under [`hold`]: the parent's thread and what it watched are the
+/// parent's; this process starts its own when needed. Its copy of the parent's eventfd is
+/// closed now, before the program can reuse the number.
+pub(crate) fn forked(f: &mut Flusher) {
+    if f.kick >= 0 {
+        // SAFETY: this process's copy of the parent's eventfd, used by nothing here.
+        unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(f.kick) };
+    }
+    *f = Flusher { pid: 0, kick: -1, conns: Vec::new() };
 }
 
 /// `conn` has octets waiting: the thread watches it until they are sent.
@@ -43,11 +54,6 @@ pub(crate) fn watch(conn: Weak<Conn>) {
         let kick = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if kick < 0 || std::thread::Builder::new().name("iwarp-flusher".into()).spawn(move || run(kick)).is_err() {
             return;
-        }
-        if f.kick >= 0 {
-            // A fork's child: the parent's eventfd and what it watched are the parent's.
-            // SAFETY: this process's copy of the parent's eventfd, used by nothing here.
-            unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(f.kick) };
         }
         *f = Flusher { pid: me, kick, conns: Vec::new() };
     }
@@ -63,9 +69,12 @@ pub(crate) fn watch(conn: Weak<Conn>) {
 fn run(kick: RawFd) {
     let poll = real!(poll: unsafe extern "C" fn(*mut pollfd, nfds_t, c_int) -> c_int);
     loop {
-        let conns: Vec<_> = flusher().conns.iter().filter_map(Weak::upgrade).collect();
+        let conns = flusher().conns.clone();
         let mut fds = vec![pollfd { fd: kick, events: libc::POLLIN, revents: 0 }];
-        for c in &conns {
+        for w in &conns {
+            // Held only for the look: the program's close of its last descriptor ends the
+            // connection itself, not this thread later.
+            let Some(c) = w.upgrade() else { continue };
             if c.flush_waiting() {
                 fds.push(pollfd { fd: c.send_event(), events: libc::POLLIN, revents: 0 });
             }
@@ -73,7 +82,6 @@ fn run(kick: RawFd) {
         // Under the flusher's lock: a write that makes octets wait again marks the connection
         // watched before it takes this lock to add it.
         flusher().conns.retain(|w| w.upgrade().is_some_and(|c| c.watched()));
-        drop(conns);
         let wait = if fds.len() > 1 { LOOK_MS } else { -1 };
         // SAFETY: a live array of `fds.len()` descriptors.
         unsafe { poll(fds.as_mut_ptr(), fds.len() as nfds_t, wait) };

@@ -63,12 +63,7 @@ fn release(fd: RawFd) {
     if ANY.load(Ordering::Relaxed) {
         readiness::forget(fd);
     }
-    if let Some(c) = forget(fd) {
-        if !CONNS.read().unwrap_or_else(|e| e.into_inner()).values().any(|o| Arc::ptr_eq(o, &c)) {
-            // Its last descriptor: closed before `close` returns.
-            c.finish();
-        }
-    }
+    drop(forget(fd));
     if let Some(open) = LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).remove(&fd) {
         open.store(false, Ordering::Relaxed);
     }
@@ -638,7 +633,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         }
     }
     let mut held: Vec<_> = conns.iter().map(|c| c.fork_begin()).collect();
-    let flushing = flusher::hold();
+    let mut flushing = flusher::hold();
     // SAFETY: as above; the locks held are released on both sides of it below.
     let pid = unsafe { real() };
     if pid < 0 {
@@ -647,6 +642,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     if pid == 0 {
         TABLES_OF.store(std::process::id(), Ordering::Relaxed);
         conns.iter().for_each(|c| c.forked());
+        flusher::forked(&mut flushing);
     }
     drop(flushing);
     drop(held);
