@@ -150,16 +150,13 @@ hostile() {
     [ -n "$sent" ] && [ "$sent" = "$got" ] || { echo "the module sent $sent Terminates, $got reached the peer"; return 1; }
 }
 # capture FILE FILTER [COUNT]: captures the bridge in the run's namespace into FILE (at most
-# COUNT packets), in the background, once tcpdump listens; CAPTURE_PID is tcpdump's. Each packet
-# is handed to tcpdump as it comes (--immediate-mode): otherwise libpcap holds packets in a
-# ring block for up to a second, and a capture stopped before the block is read loses them (a
-# short test's whole capture came out empty in CI).
+# COUNT packets), in the background, once tcpdump listens; CAPTURE_PID is tcpdump's.
 capture() {
     local pcap=$1 count=()
     [ -n "${3:-}" ] && count=(-c "$3")
     # A log left by an earlier capture into FILE would pass for this one's "listening on".
     rm -f "$pcap.log"
-    ip netns exec "$VM_NS" tcpdump -i br0 -U --immediate-mode -B 8192 "${count[@]}" -w "$pcap" "$2" 2>"$pcap.log" &
+    ip netns exec "$VM_NS" tcpdump -i br0 -U -B 8192 "${count[@]}" -w "$pcap" "$2" 2>"$pcap.log" &
     CAPTURE_PID=$!
     # Under load (CI's two cores busy) tcpdump can take seconds to listen; a test that starts
     # before it does leaves an empty capture (a CI run failed so), hence the generous bound.
