@@ -162,15 +162,16 @@ capture() {
     # before it does leaves an empty capture (a CI run failed so), hence the generous bound.
     for _ in $(seq 300); do grep -q "listening on" "$pcap.log" && break; sleep 0.1; done
 }
-# checked PID FILE PORTS [OPTION...]: stops the capture tcpdump PID makes into FILE (half a
-# second after the test, for its last packets) and checks it with tools/wire-check (every FPDU
+# checked PID FILE PORTS [OPTION...]: stops the capture tcpdump PID makes into FILE (1.2 s
+# after the test: libpcap hands packets over in ring blocks that retire after a second, and a
+# short test stopped sooner left an empty capture twice in CI) and checks it with tools/wire-check (every FPDU
 # of every connection on PORTS, markers and CRCs, and Wireshark's dissectors on every segment
 # that holds whole FPDUs), passing OPTIONs on; --cut when tcpdump had stopped by itself at its
 # packet bound. IWARP_WIRE_KEEP=DIR keeps there the captures that fail.
 checked() {
     local pid=$1 pcap=$2 ports=$3 cut= rc=0
     shift 3
-    sleep 0.5
+    sleep 1.2
     kill "$pid" 2>/dev/null || cut=--cut
     wait "$pid"
     if ! "$wirecheck" "$pcap" "$ports" --tshark $cut "$@"; then
