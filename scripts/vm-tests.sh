@@ -164,9 +164,9 @@ capture() {
 }
 # checked PID FILE PORTS [OPTION...]: stops the capture tcpdump PID makes into FILE (1.2 s
 # after the test: libpcap hands packets over in ring blocks that retire after a second, and a
-# short test stopped sooner left an empty capture twice in CI) and checks it with tools/wire-check (every FPDU
-# of every connection on PORTS, markers and CRCs, and Wireshark's dissectors on every segment
-# that holds whole FPDUs), passing OPTIONs on; --cut when tcpdump had stopped by itself at its
+# short test stopped sooner left an empty capture twice in CI) and checks it with
+# tools/wire-check (every FPDU of every connection on PORTS, markers and CRCs, and Wireshark's
+# dissectors on every segment that holds whole FPDUs), passing OPTIONs on; --cut when tcpdump had stopped by itself at its
 # packet bound. IWARP_WIRE_KEEP=DIR keeps there the captures that fail.
 checked() {
     local pid=$1 pcap=$2 ports=$3 cut= rc=0
