@@ -518,7 +518,6 @@ impl Conn {
     /// Takes every completion there is.
     fn progress(&self, st: &mut Stream) {
         let mut wcs = [WorkCompletion::EMPTY; 16];
-        let mut reposts = Vec::new();
         loop {
             let n = self.send_cq().poll(&mut wcs);
             for wc in &wcs[..n] {
@@ -531,32 +530,34 @@ impl Conn {
                 }
             }
             let m = self.recv_cq().poll(&mut wcs);
+            let (mut reposts, mut k) = ([0usize; 16], 0);
             for wc in &wcs[..m] {
-                self.received(st, wc, &mut reposts);
+                if self.received(st, wc) {
+                    reposts[k] = wc.wr_id as usize;
+                    k += 1;
+                }
             }
+            self.repost(st, &reposts[..k]);
             if n == 0 && m == 0 {
                 break;
             }
         }
-        if !reposts.is_empty() {
-            self.repost(st, &reposts);
-        }
         // The message that held back the waiting octets is done: they go now.
-        if st.pending > 0 && st.send_done >= st.tx_head {
+        if st.pending > 0 && !Self::in_flight(st) {
             let _ = self.flush(st);
         }
     }
 
     /// A receive completed: the peer's Hello, or Immediate Data saying what its Write before it
     /// placed, or handing credits back, or ending the stream. Anything else, or a Write that
-    /// would overrun what we have not read, breaks the connection.
-    /// Its receive goes into `reposts`, to be posted again.
-    fn received(&self, st: &mut Stream, wc: &WorkCompletion, reposts: &mut Vec<usize>) {
+    /// would overrun what we have not read, breaks the connection; else its receive is to be
+    /// posted again (true).
+    fn received(&self, st: &mut Stream, wc: &WorkCompletion) -> bool {
         self.events.arrived.fetch_add(1, Ordering::Relaxed);
         let slot = wc.wr_id as usize;
         if wc.status != WcStatus::Success || wc.opcode != WcOpcode::Recv {
             st.broken = true;
-            return;
+            return false;
         }
         let well_formed = match wc.imm {
             None => {
@@ -587,16 +588,19 @@ impl Conn {
         };
         if !well_formed || st.peer_freed > st.tx_head || st.credits > RECVS {
             st.broken = true;
-            return;
+            return false;
         }
-        reposts.push(slot);
+        true
     }
 
-    /// Posts the receives `slots` again, with one system call.
+    /// Posts the receives `slots` (at most 16) again, with one system call.
     fn repost(&self, st: &mut Stream, slots: &[usize]) {
-        let sges: Vec<[Sge; 1]> = slots.iter().map(|&slot| [self.recvs_mr.sge(slot * RECV_BUF..(slot + 1) * RECV_BUF)]).collect();
-        let wrs: Vec<RecvWr<'_>> = slots.iter().zip(&sges).map(|(&slot, sge)| RecvWr { wr_id: slot as u64, sge }).collect();
-        if self.qp.post_recvs(&wrs).is_ok() {
+        if slots.is_empty() {
+            return;
+        }
+        let sges: [[Sge; 1]; 16] = std::array::from_fn(|i| [self.recvs_mr.sge(slots.get(i).map_or(0..0, |&s| s * RECV_BUF..(s + 1) * RECV_BUF))]);
+        let wrs: [RecvWr<'_>; 16] = std::array::from_fn(|i| RecvWr { wr_id: slots.get(i).map_or(0, |&s| s as u64), sge: &sges[i] });
+        if self.qp.post_recvs(&wrs[..slots.len()]).is_ok() {
             st.returnable += slots.len() as u32;
         } else {
             st.broken = true;
@@ -614,10 +618,9 @@ impl Conn {
         fits
     }
 
-    /// Octets we may write into the peer's ring now in one message: as many as both rings have
-    /// free before the end of either, at most [`MOST`]. 0 before the peer's Hello.
-    /// Octets waiting to be sent ([`Stream::pending`]) count as written, and what is added to
-    /// them must join them in one message: before either ring's end, at most [`MOST`] in all.
+    /// Octets we may add to the next message now (0 before the peer's Hello): as many as both
+    /// rings have free before the end of either, at most [`MOST`] in the message. Octets
+    /// waiting to be sent ([`Stream::pending`]) count as written, and start the message.
     fn room(st: &Stream) -> usize {
         let Some((_, peer_len)) = st.peer else { return 0 };
         let (peer_len, ring) = (peer_len as u64, RING as u64);
@@ -628,6 +631,11 @@ impl Conn {
         // Waiting octets that end at a ring's end can have nothing added.
         let to_ends = if st.pending > 0 && (at.is_multiple_of(peer_len) || at.is_multiple_of(ring)) { 0 } else { to_ends };
         peer_free.min(send_free).min(to_ends).min((MOST - st.pending) as u64) as usize
+    }
+
+    /// Whether a data message we sent has not completed yet (TCP has not taken it).
+    fn in_flight(st: &Stream) -> bool {
+        st.send_done < st.tx_head
     }
 
     /// Whether a data message of `entries` send requests may go now: ring room, send queue
@@ -643,10 +651,8 @@ impl Conn {
     fn post_imm(&self, st: &mut Stream, kind: Kind, len: usize, write: Option<Sge>) -> io::Result<()> {
         let imm = Imm { kind, recvs: st.returnable, freed: st.unreported, len: len as u32 }.encode();
         let solicited = kind != Kind::Credit;
-        let op = match (write, st.peer) {
-            (Some(_), Some((ring, peer_len))) => {
-                SendOp::WriteImm { remote: Remote { addr: ring.addr + st.tx_head % peer_len as u64, rkey: ring.rkey }, imm, solicited }
-            }
+        let op = match (write, Self::peer_at_head(st)) {
+            (Some(_), Some(remote)) => SendOp::WriteImm { remote, imm, solicited },
             (Some(_), None) => return Err(io::Error::from_raw_os_error(libc::EAGAIN)),
             (None, _) => SendOp::Immediate { imm, solicited },
         };
@@ -669,15 +675,19 @@ impl Conn {
         }
     }
 
+    /// Where the next octets go in the peer's ring (none before its Hello).
+    fn peer_at_head(st: &Stream) -> Option<Remote> {
+        st.peer.map(|(ring, len)| Remote { addr: ring.addr + st.tx_head % len as u64, rkey: ring.rkey })
+    }
+
     /// Sends a message of `kind` with no data (credits, end of stream).
     fn control_message(&self, st: &mut Stream, kind: Kind) -> io::Result<()> {
         self.post_imm(st, kind, 0, None)
     }
 
-    /// Sends one data message of at most `len` octets, which `fill` writes into the send ring,
-    /// returning how many (0: none, and nothing is sent). Returns that count.
-    /// While a data message is in flight, the octets wait to join the next message instead
-    /// ([`Stream::pending`]).
+    /// Writes at most `len` octets into the send ring with `fill`, which returns how many (0:
+    /// none), and sends them in a data message, unless a data message is in flight: then they
+    /// wait to join the next one ([`Stream::pending`]). Returns that count.
     fn copied_message(&self, st: &mut Stream, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>) -> io::Result<usize> {
         let at = ((st.tx_head + st.pending as u64) % RING as u64) as usize;
         let len = len.min(Self::room(st));
@@ -687,7 +697,7 @@ impl Conn {
         let buf = unsafe { &mut self.owned.send_ring.bytes()[at..at + len] };
         let n = fill(buf)?.min(len);
         st.pending += n;
-        if st.pending > 0 && (st.send_done >= st.tx_head || Self::room(st) == 0) {
+        if st.pending > 0 && (!Self::in_flight(st) || Self::room(st) == 0) {
             self.flush(st)?;
         } else if st.pending > 0 && !self.watched.swap(true, Ordering::AcqRel) {
             crate::flusher::watch(self.me.clone());
@@ -715,8 +725,7 @@ impl Conn {
     pub(crate) fn flush_waiting(&self) -> bool {
         let mut st = self.lock();
         let still = self.owned_here() && {
-            drain(self.send_event());
-            let _ = self.send_cq().arm(false);
+            self.arm_send();
             self.progress(&mut st);
             st.pending > 0 && !st.broken
         };
@@ -785,9 +794,10 @@ impl Conn {
                 continue;
             }
             // A completion may have landed before the arm.
-            let before = (st.rx_head, st.eof, st.broken, st.credits, st.peer_freed, st.peer.is_some());
+            let seen = |st: &Stream| (st.rx_head, st.eof, st.broken, st.credits, st.peer_freed, st.peer.is_some());
+            let before = seen(st);
             self.progress(st);
-            if (st.rx_head, st.eof, st.broken, st.credits, st.peer_freed, st.peer.is_some()) == before {
+            if seen(st) == before {
                 return;
             }
         }
@@ -880,7 +890,9 @@ impl Conn {
     /// module sends by reference.
     pub(crate) fn write(&self, data: &[u8], dont_wait: bool) -> io::Result<usize> {
         if self.by_reference && zero_copy_from().is_some_and(|from| data.len() >= from) && !dont_wait && !self.nonblocking() {
-            return self.write_zero_copy(data);
+            if let Some(r) = self.write_zero_copy(data) {
+                return r;
+            }
         }
         self.write_from(data.len(), dont_wait, &mut |at, out| {
             out.copy_from_slice(&data[at..at + out.len()]);
@@ -901,16 +913,12 @@ impl Conn {
 
     /// Writes `data` by RDMA Write from `data` itself, registered for the call, then waits until
     /// every request reading it has completed (TCP took the octets, or, without markers and
-    /// CRC, the peer acknowledged them), so that the caller may reuse it.
-    fn write_zero_copy(&self, data: &[u8]) -> io::Result<usize> {
+    /// CRC, the peer acknowledged them), so that the caller may reuse it. None if `data`
+    /// cannot be registered (it is then copied).
+    fn write_zero_copy(&self, data: &[u8]) -> Option<io::Result<usize>> {
         // SAFETY: see `Owned`.
         let pd = unsafe { &*self.owned.pd };
-        let Ok(source) = pd.register_source(data) else {
-            return self.write_from(data.len(), false, &mut |at, out| {
-                out.copy_from_slice(&data[at..at + out.len()]);
-                Ok(out.len())
-            });
-        };
+        let source = pd.register_source(data).ok()?;
         let mut last = None;
         let result = self.writing(data.len(), false, 2, &mut |conn, st, sent| {
             if st.pending > 0 {
@@ -918,14 +926,9 @@ impl Conn {
                 conn.flush(st)?;
                 return Ok((0, false));
             }
-            let (ring, peer_len) = st.peer.expect("room needs the peer's Hello");
+            let remote = Self::peer_at_head(st).expect("room needs the peer's Hello");
             let n = (data.len() - sent).min(Self::room(st));
-            let wr = SendWr {
-                wr_id: st.tx_head,
-                op: SendOp::Write(Remote { addr: ring.addr + st.tx_head % peer_len as u64, rkey: ring.rkey }),
-                sge: &[source.sge(sent..sent + n)],
-                signaled: true,
-            };
+            let wr = SendWr { wr_id: st.tx_head, op: SendOp::Write(remote), sge: &[source.sge(sent..sent + n)], signaled: true };
             if let Err(e) = conn.qp.post_send(&wr) {
                 st.broken = true;
                 return Err(e);
@@ -949,7 +952,7 @@ impl Conn {
             self.sleep_on_send(100);
         }
         drop(source);
-        result
+        Some(result)
     }
 
     /// The loop of a write of `len` octets: `message` sends one message of at most what is left
@@ -1007,10 +1010,14 @@ impl Conn {
     /// Sleeps until a send completion or `ms` milliseconds (credits come on the receive CQ,
     /// polled again when this returns).
     fn sleep_on_send(&self, ms: i32) {
-        let send_event = self.send_event();
-        drain(send_event);
+        self.arm_send();
+        sleep_on(self.send_event(), ms);
+    }
+
+    /// Clears the send CQ's eventfd and arms it for the next completion.
+    fn arm_send(&self) {
+        drain(self.send_event());
         let _ = self.send_cq().arm(false);
-        sleep_on(send_event, ms);
     }
 
     /// Ends our stream (shutdown's SHUT_WR, or close): the peer reads EOF after the data.

@@ -138,13 +138,18 @@ pub unsafe extern "C" fn ppoll(fds: *mut pollfd, n: nfds_t, timeout: *const time
     unsafe { poll_any(fds, n, timespec_ms(timeout), mask, || real(fds, n, timeout, mask)) }
 }
 
+/// The fortified calls' check: `n` descriptors fit the caller's array of `size` octets.
+fn check_fds(n: nfds_t, size: usize) {
+    if (size / std::mem::size_of::<pollfd>()) < n as usize {
+        crate::chk_fail();
+    }
+}
+
 /// # Safety
 /// As __ppoll_chk (ppoll(2) on an array of `size` octets, what fortified programs call).
 #[no_mangle]
 pub unsafe extern "C" fn __ppoll_chk(fds: *mut pollfd, n: nfds_t, timeout: *const timespec, mask: *const sigset_t, size: usize) -> c_int {
-    if (size / std::mem::size_of::<pollfd>()) < n as usize {
-        crate::chk_fail();
-    }
+    check_fds(n, size);
     // SAFETY: as ppoll.
     unsafe { ppoll(fds, n, timeout, mask) }
 }
@@ -153,9 +158,7 @@ pub unsafe extern "C" fn __ppoll_chk(fds: *mut pollfd, n: nfds_t, timeout: *cons
 /// As __poll_chk (poll(2) on an array of `size` octets, what fortified programs call).
 #[no_mangle]
 pub unsafe extern "C" fn __poll_chk(fds: *mut pollfd, n: nfds_t, timeout: c_int, size: usize) -> c_int {
-    if (size / std::mem::size_of::<pollfd>()) < n as usize {
-        crate::chk_fail();
-    }
+    check_fds(n, size);
     // SAFETY: as poll.
     unsafe { poll(fds, n, timeout) }
 }
