@@ -3,6 +3,11 @@
 //! [`crate::ddp`]'s contract; operands are big-endian on the wire and applied to the value as the
 //! responder's memory holds it.
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
+
+use crate::ddp::{be32, be64};
 use crate::rdmap::Error;
 
 /// Length of the Atomic Request header.
@@ -11,6 +16,8 @@ pub const REQUEST_LEN: usize = 52;
 pub const RESPONSE_LEN: usize = 12;
 /// Octets an atomic operation reads and writes (at a 64-bit aligned address).
 pub const OPERAND_LEN: u32 = 8;
+/// The alignment of an operand in the target's memory: its length.
+const OPERAND_ALIGN: u64 = OPERAND_LEN as u64;
 
 /// The operations (RFC 7306 section 5.1, AOpCode).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +64,7 @@ impl Request {
     /// Whether the target is 64-bit aligned (tagged offsets are virtual addresses here), as
     /// RFC 7306 section 5.1 requires.
     pub fn aligned(&self) -> bool {
-        self.to % OPERAND_LEN as u64 == 0
+        self.to % OPERAND_ALIGN == 0
     }
 
     /// The value the target holds after the operation, given the one it held.
@@ -80,15 +87,22 @@ impl Request {
         if b.len() < REQUEST_LEN {
             return Err(Error::Truncated);
         }
-        let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let be64 = |i: usize| (be32(i) as u64) << 32 | be32(i + 4) as u64;
         // The 28 bits before the operation code are reserved: ignored on receipt.
         let op = match b[3] & 0x0f {
             0 => Op::FetchAdd,
             2 => Op::CompareSwap,
             other => return Err(Error::AtomicOpcode(other)),
         };
-        Ok(Request { op, id: be32(4), stag: be32(8), to: be64(12), data: be64(20), data_mask: be64(28), compare: be64(36), compare_mask: be64(44) })
+        Ok(Request {
+            op,
+            id: be32(b, 4),
+            stag: be32(b, 8),
+            to: be64(b, 12),
+            data: be64(b, 20),
+            data_mask: be64(b, 28),
+            compare: be64(b, 36),
+            compare_mask: be64(b, 44),
+        })
     }
 
     /// The 52-octet header.

@@ -3,6 +3,10 @@
 //! what they mean is checked in [`crate::rx`]. As in smoltcp's `wire`: `parse` checks the length
 //! first and cannot panic after; `emit` checks its buffer and never panics.
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
+
 /// Length of a tagged DDP header (including the RDMAP control byte).
 pub const TAGGED_LEN: usize = 14;
 /// Length of an untagged DDP header (including the RDMAP control byte and the 32-bit ULP field).
@@ -82,11 +86,10 @@ impl Header {
         if b.len() < Self::wire_len_from_first(first) {
             return Err(Error::Truncated);
         }
-        let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let buf = if first & T_FLAG != 0 {
-            Buffer::Tagged { stag: be32(2), to: (be32(6) as u64) << 32 | be32(10) as u64 }
+            Buffer::Tagged { stag: be32(b, 2), to: be64(b, 6) }
         } else {
-            Buffer::Untagged { ulp: be32(2), qn: be32(6), msn: be32(10), mo: be32(14) }
+            Buffer::Untagged { ulp: be32(b, 2), qn: be32(b, 6), msn: be32(b, 10), mo: be32(b, 14) }
         };
         Ok(Header { last: first & L_FLAG != 0, version: first & DV_MASK, ulp_ctrl: b[1], buf })
     }
@@ -113,6 +116,21 @@ impl Header {
         }
         Ok(self.wire_len())
     }
+}
+
+/// The big-endian 32-bit value at `at` in `b` (whose length the caller checked): header fields
+/// at fixed offsets, read without arithmetic on them.
+pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
+    let mut v = [0u8; 4];
+    v.copy_from_slice(&b[at..][..4]);
+    u32::from_be_bytes(v)
+}
+
+/// The big-endian 64-bit value at `at` in `b` (see [`be32`]).
+pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
+    let mut v = [0u8; 8];
+    v.copy_from_slice(&b[at..][..8]);
+    u64::from_be_bytes(v)
 }
 
 #[cfg(test)]

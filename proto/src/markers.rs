@@ -66,7 +66,7 @@ impl Markers {
         if !self.enabled() {
             return None;
         }
-        let n = self.interval as u64;
+        let n = u64::from(self.interval);
         // The RFC interval is a power of two: no division on the per-FPDU path.
         Some(if n.is_power_of_two() { (pos + n - 1) & !(n - 1) } else { pos.div_ceil(n) * n })
     }
@@ -83,7 +83,7 @@ impl Markers {
     #[inline]
     pub fn runs(self, start: u64, body_len: u32) -> Runs {
         let next_marker = self.next_at_or_after(start).unwrap_or(u64::MAX);
-        Runs { interval: self.interval as u64, next_marker, pos: start, body_off: 0, body_len }
+        Runs { interval: u64::from(self.interval), next_marker, pos: start, body_off: 0, body_len }
     }
 
     /// Octets on the wire of an FPDU starting at `start` with `body_len` body octets.
@@ -119,13 +119,13 @@ impl Iterator for Runs {
         }
         if self.pos == self.next_marker {
             let pos = self.pos;
-            self.pos += MARKER_LEN as u64;
+            self.pos += u64::from(MARKER_LEN);
             self.next_marker += self.interval;
             return Some(Run::Marker { pos });
         }
-        let len = (self.next_marker - self.pos).min((self.body_len - self.body_off) as u64) as u32;
+        let len = (self.next_marker - self.pos).min(u64::from(self.body_len - self.body_off)) as u32;
         let run = Run::Body { pos: self.pos, body_off: self.body_off, len };
-        self.pos += len as u64;
+        self.pos += u64::from(len);
         self.body_off += len;
         Some(run)
     }
@@ -169,7 +169,7 @@ impl Markers {
     #[inline]
     pub fn len_at(self, start: u64) -> u64 {
         if self.at(start) {
-            start + MARKER_LEN as u64
+            start + u64::from(MARKER_LEN)
         } else {
             start
         }
@@ -178,12 +178,12 @@ impl Markers {
     /// The first octet of the FPDU a marker at `pos` lies in (its leading marker, if it has
     /// one), or `None` if the marker points before the stream start.
     pub fn decode(self, pos: u64, marker: [u8; 4]) -> Option<u64> {
-        let ptr = fpduptr(marker) as u64;
+        let ptr = u64::from(fpduptr(marker));
         if ptr == 0 {
             return Some(pos);
         }
         let len_at = pos.checked_sub(ptr)?;
-        Some(if len_at >= MARKER_LEN as u64 && self.at(len_at - MARKER_LEN as u64) { len_at - MARKER_LEN as u64 } else { len_at })
+        Some(if len_at >= u64::from(MARKER_LEN) && self.at(len_at - u64::from(MARKER_LEN)) { len_at - u64::from(MARKER_LEN) } else { len_at })
     }
 }
 

@@ -3,6 +3,12 @@
 //! [`crate::terminate`], the Atomic headers in [`crate::atomic`]; all parse under the same
 //! contract as [`crate::ddp`] and fail with this layer's [`Error`].
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
+
+use crate::ddp::{be32, be64};
+
 /// The only RDMAP version (RV) defined.
 pub const VERSION: u8 = 1;
 /// Length of the RDMA Read Request header that forms a Read Request's whole payload.
@@ -180,9 +186,7 @@ impl ReadRequest {
         if b.len() < READ_REQUEST_LEN {
             return Err(Error::Truncated);
         }
-        let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let be64 = |i: usize| (be32(i) as u64) << 32 | be32(i + 4) as u64;
-        Ok(ReadRequest { sink_stag: be32(0), sink_to: be64(4), size: be32(12), src_stag: be32(16), src_to: be64(20) })
+        Ok(ReadRequest { sink_stag: be32(b, 0), sink_to: be64(b, 4), size: be32(b, 12), src_stag: be32(b, 16), src_to: be64(b, 20) })
     }
 
     /// The 28-octet header.

@@ -2,6 +2,10 @@
 //! Error codes are from RFC 5040 section 7 (RDMAP), RFC 5041 section 7 (DDP) and RFC 5044
 //! section 8 / RFC 6581 (MPA).
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
+
 use crate::ddp;
 use crate::rdmap::{Error, READ_REQUEST_LEN};
 
@@ -149,12 +153,16 @@ impl Terminate {
     }
 
     /// Length of the payload on the wire (at most [`MAX_LEN`]).
+    // Sums of constants and the echoed header's length (at most the longest DDP header).
+    #[allow(clippy::arithmetic_side_effects)]
     pub fn wire_len(&self) -> usize {
         let echo = if self.ddp_len > 0 || self.segment_len.is_some() { 2 + self.ddp_len as usize } else { 0 };
         4 + echo + self.rdma_hdr.map_or(0, |_| READ_REQUEST_LEN)
     }
 
     /// Writes the payload into `out` and returns its length.
+    // Offsets within `wire_len()`, checked against `out` first.
+    #[allow(clippy::arithmetic_side_effects)]
     pub fn emit(&self, out: &mut [u8]) -> Result<usize, Error> {
         if out.len() < self.wire_len() {
             return Err(Error::Truncated);
@@ -184,35 +192,39 @@ impl Terminate {
     /// Parses a received Terminate payload (one whose echoed headers are cut short is
     /// [`Error::Truncated`]).
     pub fn parse(b: &[u8]) -> Result<Terminate, Error> {
-        let at = |range: core::ops::Range<usize>| b.get(range).ok_or(Error::Truncated);
-        if b.len() < 4 {
-            return Err(Error::Truncated);
-        }
-        let hdrct = b[2];
-        let mut t = Terminate { code: (b[0] >> 4, b[0] & 0x0f, b[1]), ..Terminate::new(Cause::RdmapCatastrophic) };
-        let mut n = 4;
+        // What is left of `b`, taken from the front.
+        let mut rest = b;
+        let fixed = take(&mut rest, 4)?;
+        let hdrct = fixed[2];
+        let mut t = Terminate { code: (fixed[0] >> 4, fixed[0] & 0x0f, fixed[1]), ..Terminate::new(Cause::RdmapCatastrophic) };
         if hdrct & (HDRCT_M | HDRCT_D) != 0 {
-            let len = at(n..n + 2)?;
+            let len = take(&mut rest, 2)?;
             if hdrct & HDRCT_M != 0 {
                 t.segment_len = Some(u16::from_be_bytes([len[0], len[1]]));
             }
-            n += 2;
         }
         if hdrct & HDRCT_D != 0 {
-            let dlen = ddp::Header::wire_len_from_first(*b.get(n).ok_or(Error::Truncated)?);
-            t = t.with_segment(t.segment_len.unwrap_or(0), at(n..n + dlen)?);
+            let first = *rest.first().ok_or(Error::Truncated)?;
+            let ddp = take(&mut rest, ddp::Header::wire_len_from_first(first))?;
+            t = t.with_segment(t.segment_len.unwrap_or(0), ddp);
             if hdrct & HDRCT_M == 0 {
                 t.segment_len = None;
             }
-            n += dlen;
         }
         if hdrct & HDRCT_R != 0 {
             let mut r = [0u8; READ_REQUEST_LEN];
-            r.copy_from_slice(at(n..n + READ_REQUEST_LEN)?);
+            r.copy_from_slice(take(&mut rest, READ_REQUEST_LEN)?);
             t.rdma_hdr = Some(r);
         }
         Ok(t)
     }
+}
+
+/// The first `n` octets of `rest`, which then starts after them.
+fn take<'a>(rest: &mut &'a [u8], n: usize) -> Result<&'a [u8], Error> {
+    let (head, tail) = rest.split_at_checked(n).ok_or(Error::Truncated)?;
+    *rest = tail;
+    Ok(head)
 }
 
 #[cfg(test)]

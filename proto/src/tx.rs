@@ -7,7 +7,7 @@ use crate::crc::Crc32c;
 use crate::ddp::{self, Buffer, Header};
 use crate::markers::{self, pad_len, Markers, MARKER_LEN};
 use crate::rdmap::{self, queue, Opcode, ReadRequest, MAX_INLINE};
-use crate::terminate::Terminate;
+use crate::terminate::{self, Terminate};
 
 /// Control octets one FPDU can need: length field, largest header with inline payload, pad,
 /// CRC, and the markers of a 64 KiB FPDU at the smallest sane interval we allow for big FPDUs.
@@ -33,7 +33,7 @@ impl Config {
     /// pad and CRC, and the markers it holds wherever it starts.
     pub fn max_wire_len(&self) -> u32 {
         let body = 2 + self.mulpdu + 3 + 4;
-        let starts = self.markers.interval().max(4) as u64;
+        let starts = u64::from(self.markers.interval().max(4));
         (0..starts).step_by(4).map(|start| self.markers.wire_len(start, body)).max().unwrap_or(body)
     }
 }
@@ -113,7 +113,7 @@ impl Payload for [u8] {
 
 impl Payload for [&[u8]] {
     fn for_each(&self, off: u64, len: u32, f: &mut dyn FnMut(&[u8])) {
-        let (mut skip, mut left) = (off, len as u64);
+        let (mut skip, mut left) = (off, u64::from(len));
         for s in self {
             if left == 0 {
                 break;
@@ -270,6 +270,14 @@ impl Outgoing {
     }
 }
 
+/// The smallest MULPDU that frames every message: the longest untagged header and inline part,
+/// an Atomic Request's or a Terminate's that echoes a Read Request. A connection whose segments
+/// hold less cannot carry RDMAP.
+pub const MIN_MULPDU: u32 = {
+    let inline = if atomic::REQUEST_LEN > terminate::MAX_LEN { atomic::REQUEST_LEN } else { terminate::MAX_LEN };
+    (ddp::UNTAGGED_LEN + inline) as u32
+};
+
 /// Why a message cannot be sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TxError {
@@ -319,7 +327,7 @@ impl Transmitter {
         let wraps = match msg {
             Message::Write { to, .. } | Message::ReadResponse { to, .. } => to.checked_add(len).is_none(),
             Message::ReadRequest(_) | Message::Terminate(_) | Message::Immediate { .. } | Message::AtomicRequest(_) | Message::AtomicResponse(_) => len != 0,
-            Message::Send { .. } => len > u32::MAX as u64,
+            Message::Send { .. } => len > u64::from(u32::MAX),
         };
         if wraps {
             return Err(TxError::BadLength);
@@ -360,9 +368,9 @@ impl Transmitter {
         // A marker every `interval` wire octets means one per `interval - 4` body octets.
         let max_ulpdu =
             self.cfg.mulpdu.min(if self.cfg.markers.enabled() { (MAX_MARKERS as u32 - 2) * (self.cfg.markers.interval() - MARKER_LEN) - 8 } else { u32::MAX });
-        let room = max_ulpdu as u64 - hdr_len as u64 - inline as u64;
+        let room = u64::from(max_ulpdu) - hdr_len as u64 - inline as u64;
         let chunk = (out.len - out.sent).min(room) as u32;
-        let last = out.sent + chunk as u64 == out.len;
+        let last = out.sent + u64::from(chunk) == out.len;
         let buf = match out.msg {
             Message::Write { stag, to } | Message::ReadResponse { stag, to } => Buffer::Tagged { stag, to: to + out.sent },
             Message::Send { invalidate, .. } => Buffer::Untagged { ulp: invalidate.unwrap_or(0), qn: queue::SEND, msn: out.msn, mo: out.sent as u32 },
@@ -385,16 +393,16 @@ impl Transmitter {
             len_at: markers.len_at(self.pos),
             pos: self.pos,
             next_marker: markers.next_at_or_after(self.pos).unwrap_or(u64::MAX),
-            interval: markers.interval() as u64,
+            interval: u64::from(markers.interval()),
         };
         w.ctl(&pre[..pre_len as usize]);
         w.payload(out.sent, chunk);
         // Pad, then the CRC field, filled in when the FPDU is sealed.
         w.ctl(&[0u8; 7][..pad as usize + 4]);
-        debug_assert_eq!(w.pos - self.pos, markers.wire_len(self.pos, body_len) as u64);
+        debug_assert_eq!(w.pos - self.pos, u64::from(markers.wire_len(self.pos, body_len)));
         fpdu.wire_len = (w.pos - self.pos) as u32;
-        self.pos += fpdu.wire_len as u64;
-        out.sent += chunk as u64;
+        self.pos += u64::from(fpdu.wire_len);
+        out.sent += u64::from(chunk);
         out.done = last;
     }
 }
@@ -418,7 +426,7 @@ impl Framer<'_> {
     fn room(&mut self) -> u64 {
         if self.pos == self.next_marker {
             self.fpdu.push_ctl(&markers::encode(self.pos, self.len_at));
-            self.pos += MARKER_LEN as u64;
+            self.pos += u64::from(MARKER_LEN);
             self.next_marker += self.interval;
         }
         self.next_marker - self.pos
@@ -437,10 +445,10 @@ impl Framer<'_> {
     /// Payload octets `[off, off + len)` (referenced).
     fn payload(&mut self, mut off: u64, mut len: u32) {
         while len > 0 {
-            let take = self.room().min(len as u64) as u32;
+            let take = self.room().min(u64::from(len)) as u32;
             self.fpdu.push(Piece::Payload { off, len: take });
-            self.pos += take as u64;
-            off += take as u64;
+            self.pos += u64::from(take);
+            off += u64::from(take);
             len -= take;
         }
     }

@@ -2,6 +2,10 @@
 //! 512 octets of private data, the first 4 of which carry IRD/ORD when the enhanced (H) flag is
 //! set (MPA revision 2).
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
+
 /// Key of a request frame.
 pub const REQUEST_KEY: &[u8; 16] = b"MPA ID Req Frame";
 /// Key of a reply frame.
@@ -126,11 +130,11 @@ impl<'a> Frame<'a> {
         if (reject && expect == Kind::Request) || (has_enhanced && (rev < 2 || pd_len < ENHANCED_LEN)) {
             return Err(FrameError::BadFlags);
         }
-        let total = HEADER_LEN + pd_len;
-        if b.len() < total {
+        // At most HEADER_LEN + MAX_PRIVATE (checked above).
+        let total = HEADER_LEN.saturating_add(pd_len);
+        let Some(mut private) = b.get(HEADER_LEN..total) else {
             return Err(FrameError::Incomplete(total));
-        }
-        let mut private = &b[HEADER_LEN..total];
+        };
         let enhanced = has_enhanced.then(|| {
             let ird = u16::from_be_bytes([private[0], private[1]]);
             let ord = u16::from_be_bytes([private[2], private[3]]);
@@ -148,12 +152,16 @@ impl<'a> Frame<'a> {
     }
 
     /// Length of the frame on the wire.
+    // Constants and our own private data's length (at most MAX_PRIVATE, checked by emit).
+    #[allow(clippy::arithmetic_side_effects)]
     pub fn wire_len(&self) -> usize {
         HEADER_LEN + self.enhanced.map_or(0, |_| ENHANCED_LEN) + if self.extensions { EXTENSIONS_TOKEN.len() } else { 0 } + self.private.len()
     }
 
     /// Writes the frame into `out` and returns its length; `None` if `out` is too small or the
     /// private data too long.
+    // Offsets within `wire_len()`, checked against `out` first.
+    #[allow(clippy::arithmetic_side_effects)]
     pub fn emit(&self, out: &mut [u8]) -> Option<usize> {
         let total = self.wire_len();
         if total - HEADER_LEN > MAX_PRIVATE || out.len() < total {

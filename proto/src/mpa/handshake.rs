@@ -7,6 +7,10 @@
 //! Initiator: send the request, receive the reply, done. Responder: receive the request, decide
 //! (the application may look at the request first), send the reply or a reject, done.
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
+
 use super::frame::{Frame, FrameError, Kind, RtrTypes, HEADER_LEN, MAX_PRIVATE};
 use super::negotiate::{Connection, Local, Refused};
 use crate::crc::Crc32c;
@@ -122,7 +126,8 @@ impl Handshake {
             return Step::Done;
         }
         match Frame::parse(&self.inbound[..self.have], self.expected()) {
-            Err(FrameError::Incomplete(total)) => Step::Receive(total - self.have),
+            // More than `have` is incomplete.
+            Err(FrameError::Incomplete(total)) => Step::Receive(total.saturating_sub(self.have)),
             // receive() settles whole frames at once, so a whole one here awaits the answer.
             _ => Step::Decide,
         }
@@ -135,7 +140,7 @@ impl Handshake {
 
     /// `n` octets of [`Handshake::transmit`] went out.
     pub fn sent(&mut self, n: usize) {
-        self.out_sent = (self.out_sent + n).min(self.out_len);
+        self.out_sent = self.out_sent.saturating_add(n).min(self.out_len);
         if self.out_sent == self.out_len && self.outcome.is_none() {
             self.outcome = self.after_send.take();
         }
@@ -146,9 +151,11 @@ impl Handshake {
     /// initiator settles the connection; a malformed frame ends the exchange.
     pub fn receive(&mut self, bytes: &[u8]) -> usize {
         let Step::Receive(want) = self.step() else { return 0 };
+        // `want` is what the frame lacks, so `have + n` stays within the buffer of the longest.
         let n = want.min(bytes.len());
-        self.inbound[self.have..self.have + n].copy_from_slice(&bytes[..n]);
-        self.have += n;
+        let end = self.have.saturating_add(n);
+        self.inbound[self.have..end].copy_from_slice(&bytes[..n]);
+        self.have = end;
         match (Frame::parse(&self.inbound[..self.have], self.expected()), self.initiator) {
             (Err(FrameError::Incomplete(_)), _) => {}
             (Err(_), _) => self.outcome = Some(Outcome::Failed(Cause::MpaInvalidFrame)),

@@ -24,7 +24,7 @@ pub(crate) struct Located {
 impl Located {
     /// Stream offset one past its last octet.
     pub(crate) fn end(&self) -> u64 {
-        self.start + self.wire_len as u64
+        self.start + u64::from(self.wire_len)
     }
 }
 
@@ -38,7 +38,7 @@ pub(crate) fn locate(data: &Pieces<'_>, markers: Markers, start: u64) -> Option<
         return None;
     }
     let ulpdu_len = u16::from_be_bytes(data.read(at));
-    let body_len = 2 + ulpdu_len as u32 + pad_len(ulpdu_len as u32) + 4;
+    let body_len = 2 + u32::from(ulpdu_len) + pad_len(u32::from(ulpdu_len)) + 4;
     Some(Located { start, ulpdu_len, body_len, wire_len: markers.wire_len(start, body_len), len_at: at })
 }
 
@@ -52,8 +52,8 @@ pub(crate) fn read_body(data: &Pieces<'_>, markers: Markers, start: u64, body_le
         if lo >= hi {
             continue;
         }
-        let wire = pos + (lo - body_off) as u64;
-        if wire < data.start() || wire + (hi - lo) as u64 > data.end() {
+        let wire = pos + u64::from(lo - body_off);
+        if wire < data.start() || wire + u64::from(hi - lo) > data.end() {
             return None;
         }
         data.copy_to(wire, &mut out[(lo - from) as usize..(hi - from) as usize]);
@@ -83,7 +83,7 @@ pub(crate) fn check_markers(data: &Pieces<'_>, markers: Markers, f: &Located) ->
         if markers::fpduptr(data.read(pos)) != markers::pointer(pos, f.len_at) {
             return Err(Cause::MpaMarker);
         }
-        pos += markers.interval() as u64;
+        pos += u64::from(markers.interval());
     }
     Ok(())
 }
@@ -105,7 +105,7 @@ pub(crate) fn check_crc<C: Crc32c>(data: &Pieces<'_>, f: &Located) -> Result<(),
 /// offset `payload_from` (after the length field and DDP header), in order.
 #[inline]
 pub(crate) fn for_each_payload<'a>(data: &Pieces<'a>, markers: Markers, fp: &Located, payload_from: u32, mut f: impl FnMut(u32, &'a [u8])) {
-    let to = 2 + fp.ulpdu_len as u32;
+    let to = 2 + u32::from(fp.ulpdu_len);
     for run in markers.runs(fp.start, fp.body_len) {
         let Run::Body { pos, body_off, len } = run else { continue };
         let (lo, hi) = (body_off.max(payload_from), (body_off + len).min(to));
@@ -113,7 +113,7 @@ pub(crate) fn for_each_payload<'a>(data: &Pieces<'a>, markers: Markers, fp: &Loc
             continue;
         }
         let mut at = lo - payload_from;
-        data.for_each(pos + (lo - body_off) as u64, (hi - lo) as u64, |s| {
+        data.for_each(pos + u64::from(lo - body_off), u64::from(hi - lo), |s| {
             f(at, s);
             at += s.len() as u32;
         });

@@ -318,7 +318,7 @@ impl Receiver {
                 },
                 _ => {}
             }
-            m += markers.interval() as u64;
+            m += u64::from(markers.interval());
         }
     }
 
@@ -338,7 +338,7 @@ impl Receiver {
                 let ok = fpdu::check_markers(data, markers, &f).is_ok() && (!self.cfg.crc || fpdu::check_crc::<C>(data, &f).is_ok());
                 if !ok {
                     // A guess that fails is only a sender that does not align.
-                    self.early.bad += (found != Found::Alignment) as u64;
+                    self.early.bad += u64::from(found != Found::Alignment);
                     return RunEnd::Failed(f.start);
                 }
                 let Ok(seg) = self.segment(data, &f) else {
@@ -381,7 +381,7 @@ impl Receiver {
         let h = Header::parse(hdr).map_err(|_| fail(Cause::DdpCatastrophic))?;
         let tagged = matches!(h.buf, Buffer::Tagged { .. });
         let hdr_len = h.wire_len() as u32;
-        let payload_len = f.ulpdu_len as u32 - hdr_len;
+        let payload_len = u32::from(f.ulpdu_len) - hdr_len;
         if h.version != ddp::VERSION {
             return Err(fail(if tagged { Cause::DdpTaggedVersion } else { Cause::DdpUntaggedVersion }));
         }
@@ -395,7 +395,7 @@ impl Receiver {
             .ok_or_else(|| fail(Cause::RdmapOpcode))?;
         match h.buf {
             Buffer::Tagged { to, .. } => {
-                to.checked_add(payload_len as u64).ok_or_else(|| fail(Cause::DdpToWrap))?;
+                to.checked_add(u64::from(payload_len)).ok_or_else(|| fail(Cause::DdpToWrap))?;
             }
             Buffer::Untagged { qn, mo, .. } => {
                 if Some(qn) != op.queue() {
@@ -452,7 +452,7 @@ impl Receiver {
     /// Checks the target with the sink and places the payload.
     fn place<S: Sink>(&self, data: &Pieces<'_>, f: &Located, seg: &Segment, sink: &mut S) -> Result<(), Cause> {
         let target = |off: u32| match seg.buf {
-            Buffer::Tagged { stag, to } => Target::Tagged { stag, to: to + off as u64 },
+            Buffer::Tagged { stag, to } => Target::Tagged { stag, to: to + u64::from(off) },
             Buffer::Untagged { msn, mo, .. } => Target::Untagged { msn, mo: mo + off },
         };
         if seg.op.is_immediate() {

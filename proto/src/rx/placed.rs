@@ -12,6 +12,12 @@ pub struct Placed {
     n: usize,
 }
 
+impl Default for Placed {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Placed {
     /// An empty record.
     pub const fn new() -> Placed {
@@ -25,7 +31,7 @@ impl Placed {
 
     /// Whether `[start, start + len)` overlaps anything recorded.
     pub fn overlaps(&self, start: u64, len: u32) -> bool {
-        (0..self.n).any(|i| start < self.starts[i] + self.lens[i] as u64 && self.starts[i] < start + len as u64)
+        (0..self.n).any(|i| start < self.starts[i] + u64::from(self.lens[i]) && self.starts[i] < start + u64::from(len))
     }
 
     /// Records an FPDU; the caller checked `has_room` and `!overlaps`.
@@ -37,7 +43,7 @@ impl Placed {
 
     /// Whether a recorded FPDU ends exactly at `pos` (so an FPDU starts there).
     pub fn ends_at(&self, pos: u64) -> bool {
-        (0..self.n).any(|i| self.starts[i] + self.lens[i] as u64 == pos)
+        (0..self.n).any(|i| self.starts[i] + u64::from(self.lens[i]) == pos)
     }
 
     /// Removes and returns the length of the FPDU recorded at exactly `start`.
