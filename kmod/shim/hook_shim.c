@@ -288,7 +288,7 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 					   bool doorbell)
 {
 	struct sock *sk = sock->sk;
-	struct iwarp_hook *h = kzalloc(sizeof(*h), GFP_KERNEL);
+	struct iwarp_hook *h = kzalloc(sizeof(*h), GFP_KERNEL_ACCOUNT);
 
 	if (!h)
 		return ERR_PTR(-ENOMEM);

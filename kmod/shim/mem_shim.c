@@ -4,6 +4,14 @@
  * RLIMIT_MEMLOCK through mm->pinned_vm as the RDMA core does (CAP_IPC_LOCK is exempt).
  * The mm is held until the pages are unpinned, so the charge is returned to the right mm
  * even when the process has exited (file release after exit).
+ *
+ * What a caller makes the module allocate is charged to its memory cgroup. Allocations in sizes
+ * it chooses (rings, work-request arrays, page arrays of regions) fail with ENOMEM past the
+ * cgroup's limit instead of waking the cgroup's OOM killer (as io_uring's rings). The
+ * fixed-size objects (the kernel crate's Arc and KBox take only GFP_KERNEL_ACCOUNT, which at
+ * the limit does wake it) stay far below IWARP_CHARGED_ROOM octets per call, and every
+ * allocation of the first kind, and every call that makes objects, first proves that much room
+ * is left in the cgroup: so the cgroup's limit shows as ENOMEM, never as its OOM killer.
  */
 #include <linux/capability.h>
 #include <linux/err.h>
@@ -16,6 +24,24 @@
 #include <linux/vmalloc.h>
 
 #include "shim.h"
+
+#define IWARP_GFP_CHARGED (GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | __GFP_NOWARN)
+#define IWARP_CHARGED_ROOM (128 * 1024)
+
+/* 0 if the caller's memory cgroup has IWARP_CHARGED_ROOM octets to spare now, else -ENOMEM. */
+int iwarp_shim_charged_room(void)
+{
+	void *p = kvmalloc(IWARP_CHARGED_ROOM, IWARP_GFP_CHARGED);
+
+	if (!p)
+		return -ENOMEM;
+	kvfree(p);
+	return 0;
+}
+
+#if BITS_PER_LONG != 64
+#error "the ABI's 64-bit user addresses and lengths are used as unsigned long and usize: a 32-bit kernel would truncate them"
+#endif
 
 #ifdef CONFIG_HIGHMEM
 #error "pages are sent and checksummed through their kernel addresses; it needs every page mapped (no HIGHMEM)"
@@ -56,9 +82,13 @@ struct iwarp_pinned *iwarp_shim_pin_user(u64 addr, u64 len, bool writable)
 	last = (end - 1) >> PAGE_SHIFT;
 	npages = last - first + 1;
 
-	p = kvzalloc(struct_size(p, pages, npages), GFP_KERNEL);
+	p = kvzalloc(struct_size(p, pages, npages), IWARP_GFP_CHARGED);
 	if (!p)
 		return ERR_PTR(-ENOMEM);
+	if (iwarp_shim_charged_room()) {
+		kvfree(p);
+		return ERR_PTR(-ENOMEM);
+	}
 	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	if (atomic64_add_return(npages, &mm->pinned_vm) > limit && !capable(CAP_IPC_LOCK)) {
 		atomic64_sub(npages, &mm->pinned_vm);
@@ -142,7 +172,13 @@ void *iwarp_shim_page_address(struct page *page)
 /* Zeroed kernel memory that user space may map (queue rings); @bytes a multiple of PAGE_SIZE. */
 void *iwarp_shim_ring_alloc(size_t bytes)
 {
-	return vmalloc_user(bytes);
+	void *ring = __vmalloc(bytes, IWARP_GFP_CHARGED | __GFP_ZERO);
+
+	if (ring && iwarp_shim_charged_room()) {
+		vfree(ring);
+		return NULL;
+	}
+	return ring;
 }
 
 void iwarp_shim_ring_free(void *ring)
@@ -151,14 +187,39 @@ void iwarp_shim_ring_free(void *ring)
 }
 
 /*
- * Maps @ring (@bytes long) into @vma, which must be exactly that long. The vma holds references
- * on the pages, so they outlive iwarp_shim_ring_free() while mapped.
+ * Maps @ring (@bytes long) into @vma, which must be exactly that long, page by page as
+ * remap_vmalloc_range() does (which takes only vmalloc_user()'s memory, never charged). The
+ * vma holds references on the pages, so they outlive iwarp_shim_ring_free() while mapped.
  */
 int iwarp_shim_ring_mmap(struct vm_area_struct *vma, void *ring, size_t bytes)
 {
+	size_t off;
+	int rc;
+
 	if (vma->vm_end - vma->vm_start != bytes)
 		return -EINVAL;
-	return remap_vmalloc_range(vma, ring, 0);
+	for (off = 0; off < bytes; off += PAGE_SIZE) {
+		rc = vm_insert_page(vma, vma->vm_start + off, vmalloc_to_page(ring + off));
+		if (rc)
+			return rc;
+	}
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	return 0;
+}
+
+/*
+ * kvrealloc() for Rust's Charged allocator (src/charged.rs): @size 0 frees @p. A new allocation
+ * leaves room in the cgroup as the others do (a grown one cannot be taken back; none grows).
+ */
+void *iwarp_shim_kvrealloc_charged(const void *p, size_t size, unsigned long align)
+{
+	void *q = kvrealloc_node_align(p, size, align, IWARP_GFP_CHARGED, NUMA_NO_NODE);
+
+	if (q && !p && size && iwarp_shim_charged_room()) {
+		kvfree(q);
+		return NULL;
+	}
+	return q;
 }
 
 /* The mmap offset the caller asked for, in pages. */

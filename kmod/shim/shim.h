@@ -110,6 +110,8 @@ void *iwarp_shim_page_address(struct page *page);
 void *iwarp_shim_ring_alloc(size_t bytes);
 void iwarp_shim_ring_free(void *ring);
 int iwarp_shim_ring_mmap(struct vm_area_struct *vma, void *ring, size_t bytes);
+void *iwarp_shim_kvrealloc_charged(const void *p, size_t size, unsigned long align);
+int iwarp_shim_charged_room(void);
 unsigned long iwarp_shim_vma_pgoff(const struct vm_area_struct *vma);
 
 #endif

@@ -4,13 +4,17 @@
 //! the ABI's `cq_ring`), written only by the module. Blocking waits go through an eventfd the
 //! application passed in and armed (ARM_CQ).
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![deny(clippy::arithmetic_side_effects)]
+
 use crate::abi::{cq_ring, wc_flags, wc_status, Cqe, CQE_SIZE, MAX_CQE};
 use crate::eventfd::EventFd;
 use crate::ring::SharedRing;
+use crate::sync::{new_spinlock_bh, SpinLockBh};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::mm::virt::VmaNew;
 use kernel::prelude::*;
-use crate::sync::{new_spinlock_bh, SpinLockBh};
 use kernel::sync::Arc;
 use kernel::transmute::AsBytes;
 
@@ -44,6 +48,11 @@ pub(crate) struct Cq {
     state: SpinLockBh<State>,
 }
 
+/// Where the ring's entry `n` starts (and, for `n` the depth, where the ring ends).
+fn entry_at(n: u32) -> Option<usize> {
+    (n as usize).checked_mul(CQE_SIZE)?.checked_add(cq_ring::ENTRIES)
+}
+
 impl Cq {
     /// A CQ of at least `depth` entries (rounded up to a power of two), signalling `eventfd`
     /// (if not negative) when armed.
@@ -52,10 +61,13 @@ impl Cq {
             return Err(EINVAL);
         }
         let depth = depth.next_power_of_two();
-        let ring = SharedRing::new(cq_ring::ENTRIES + depth as usize * CQE_SIZE)?;
+        let ring = SharedRing::new(entry_at(depth).ok_or(EINVAL)?)?;
         ring.store(cq_ring::DEPTH, depth);
         let notify = if eventfd < 0 { None } else { Some(EventFd::get(eventfd)?) };
-        Arc::pin_init(pin_init!(Cq { ring, depth, notify, users: AtomicU32::new(0), state <- new_spinlock_bh!(State { producer: 0, armed: Armed::No }, "Cq::state") }), GFP_KERNEL)
+        Arc::pin_init(
+            pin_init!(Cq { ring, depth, notify, users: AtomicU32::new(0), state <- new_spinlock_bh!(State { producer: 0, armed: Armed::No }, "Cq::state") }),
+            GFP_KERNEL_ACCOUNT,
+        )
     }
 
     pub(crate) fn depth(&self) -> u32 {
@@ -100,8 +112,8 @@ impl Cq {
         if st.producer.wrapping_sub(consumer) >= self.depth {
             return Err(Overrun);
         }
-        let slot = (st.producer & (self.depth - 1)) as usize;
-        self.ring.write(cq_ring::ENTRIES + slot * CQE_SIZE, cqe.as_bytes());
+        let at = st.producer.checked_rem(self.depth).and_then(entry_at).ok_or(Overrun)?;
+        self.ring.write(at, cqe.as_bytes());
         st.producer = st.producer.wrapping_add(1);
         self.ring.store(cq_ring::PRODUCER, st.producer);
         let wake = match st.armed {

@@ -21,7 +21,7 @@ impl AsyncEvents {
     /// Room for every event kept is allocated here: reporting (in softirq context too) never
     /// allocates.
     pub(crate) fn new() -> Result<AsyncEvents> {
-        Ok(AsyncEvents { queue: KVec::with_capacity(MAX_ASYNC_EVENTS, GFP_KERNEL)?, lost: false, notify: None })
+        Ok(AsyncEvents { queue: KVec::with_capacity(MAX_ASYNC_EVENTS, GFP_KERNEL_ACCOUNT)?, lost: false, notify: None })
     }
 
     /// Signals `notify` (an eventfd) on every new event from now on, or nothing; returns the one

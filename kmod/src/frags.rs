@@ -93,7 +93,7 @@ impl Arena {
             return Err(EINVAL);
         }
         if self.used + len > PAGE_SIZE {
-            self.pages.push(Page::alloc_page(GFP_KERNEL)?, GFP_KERNEL)?;
+            self.pages.push(Page::alloc_page(GFP_KERNEL_ACCOUNT)?, GFP_KERNEL_ACCOUNT)?;
             self.used = 0;
         }
         let page = self.pages.last().ok_or(EINVAL)?.as_ptr();

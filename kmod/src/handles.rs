@@ -5,6 +5,10 @@
 //! 255 reuses). Memory regions use the handle as their STag; a Fast Register gives a live
 //! region a key of the caller's choosing, which does not change the keys reuse gives.
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![deny(clippy::arithmetic_side_effects)]
+
 use kernel::prelude::*;
 
 struct Slot<T> {
@@ -33,7 +37,8 @@ impl<T> Handles<T> {
         let slot = &mut self.slots[(handle >> 8) as usize];
         (slot.key, slot.issued) = (handle as u8, handle as u8);
         slot.obj = Some(obj);
-        self.live += 1;
+        // Below `max` (checked by next_handle), so no overflow.
+        self.live = self.live.saturating_add(1);
         Ok(handle)
     }
 
@@ -45,8 +50,8 @@ impl<T> Handles<T> {
         let index = match self.slots.iter().position(|s| s.obj.is_none()) {
             Some(i) => i,
             None => {
-                self.slots.push(Slot { key: 0, issued: 0, obj: None }, GFP_KERNEL)?;
-                self.slots.len() - 1
+                self.slots.push(Slot { key: 0, issued: 0, obj: None }, GFP_KERNEL_ACCOUNT)?;
+                self.slots.len().saturating_sub(1)
             }
         };
         // Key 0 is skipped so no handle is ever 0.
@@ -54,20 +59,20 @@ impl<T> Handles<T> {
             0 => 1,
             k => k,
         };
-        Ok((index as u32) << 8 | key as u32)
+        Ok((index as u32) << 8 | u32::from(key))
     }
 
     /// The object `handle` names; EINVAL if none does.
     pub(crate) fn get(&self, handle: u32) -> Result<&T> {
         let slot = self.slots.get((handle >> 8) as usize).ok_or(EINVAL)?;
-        slot.obj.as_ref().filter(|_| slot.key as u32 == handle & 0xff).ok_or(EINVAL)
+        slot.obj.as_ref().filter(|_| u32::from(slot.key) == handle & 0xff).ok_or(EINVAL)
     }
 
     /// The object `handle` names, mutably; EINVAL if none does.
     pub(crate) fn get_mut(&mut self, handle: u32) -> Result<&mut T> {
         let slot = self.slots.get_mut((handle >> 8) as usize).ok_or(EINVAL)?;
         let key = slot.key;
-        slot.obj.as_mut().filter(|_| key as u32 == handle & 0xff).ok_or(EINVAL)
+        slot.obj.as_mut().filter(|_| u32::from(key) == handle & 0xff).ok_or(EINVAL)
     }
 
     /// Gives the live object in `handle`'s slot the key of `handle` (not 0), whatever its key
@@ -94,11 +99,11 @@ impl<T> Handles<T> {
     /// Removes and returns the object `handle` names; EINVAL if none does.
     pub(crate) fn remove(&mut self, handle: u32) -> Result<T> {
         let slot = self.slots.get_mut((handle >> 8) as usize).ok_or(EINVAL)?;
-        if slot.key as u32 != handle & 0xff {
+        if u32::from(slot.key) != handle & 0xff {
             return Err(EINVAL);
         }
         let obj = slot.obj.take().ok_or(EINVAL)?;
-        self.live -= 1;
+        self.live = self.live.saturating_sub(1);
         Ok(obj)
     }
 
@@ -107,12 +112,12 @@ impl<T> Handles<T> {
     /// the lock, with [`Handles::room`] and [`Handles::grow`].
     pub(crate) fn room_wanted(&self) -> Option<usize> {
         let full = self.live < self.max && self.slots.iter().all(|s| s.obj.is_some()) && self.slots.len() == self.slots.capacity();
-        full.then(|| (2 * self.slots.len()).clamp(16, self.max as usize))
+        full.then(|| self.slots.len().saturating_mul(2).clamp(16, self.max as usize))
     }
 
     /// Room for `capacity` slots, allocated where sleeping is allowed.
     pub(crate) fn room(capacity: usize) -> Result<Room<T>> {
-        Ok(Room(KVec::with_capacity(capacity, GFP_KERNEL)?))
+        Ok(Room(KVec::with_capacity(capacity, GFP_KERNEL_ACCOUNT)?))
     }
 
     /// Moves the slots into `room` if it is larger (no allocation: usable under a spinlock).

@@ -36,6 +36,7 @@ pub mod tx;
 #[path = "../../libiwarp/src/abi.rs"]
 pub mod abi;
 
+mod charged;
 mod cq;
 mod device;
 mod error;

@@ -84,7 +84,7 @@ pub(crate) struct Listener {
 
 impl Listener {
     pub(crate) fn new(sock: TcpSocket) -> Result<Arc<Listener>> {
-        Arc::pin_init(pin_init!(Listener { sock, incoming <- new_mutex!(KVec::new()) }), GFP_KERNEL)
+        Arc::pin_init(pin_init!(Listener { sock, incoming <- new_mutex!(KVec::new()) }), GFP_KERNEL_ACCOUNT)
     }
 
     /// Stops listening: a GET_REQUEST waiting here returns EINVAL.
@@ -100,7 +100,7 @@ impl Listener {
             if let Some(whole) = self.poll()? {
                 return Ok(whole);
             }
-            if start.elapsed().as_millis() >= timeout_ms as i64 {
+            if start.elapsed().as_millis() >= i64::from(timeout_ms) {
                 return Err(ETIMEDOUT);
             }
             fsleep(POLL);
@@ -119,7 +119,7 @@ impl Listener {
                 Err(e) => return Err(e),
             };
             let pending = Pending { sock, handshake: boxed(Handshake::responder())? };
-            incoming.push(Incoming { pending, addr, port, since: Instant::now() }, GFP_KERNEL)?;
+            incoming.push(Incoming { pending, addr, port, since: Instant::now() }, GFP_KERNEL_ACCOUNT)?;
         }
         let mut i = 0;
         while i < incoming.len() {

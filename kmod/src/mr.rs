@@ -6,12 +6,16 @@
 //! "not associated" with it, whoever names it. Addresses are the application's virtual
 //! addresses, as in verbs (and as siw uses them for tagged offsets).
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![deny(clippy::arithmetic_side_effects)]
+
 use crate::abi::{access, MAX_MR, MAX_MR_SIZE, MAX_PD};
 use crate::handles::Handles;
 use crate::pinned::PinnedPages;
+use crate::sync::SpinLockBh;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
-use crate::sync::SpinLockBh;
 use kernel::sync::Arc;
 
 /// Registered regions of all contexts.
@@ -67,12 +71,13 @@ impl MemoryRegion {
         if self.rights & need != need {
             return Err(Fault::Access);
         }
-        Ok(addr - self.base)
+        // `addr` is at least `va`, which lies in the pinned buffer from `base` on.
+        addr.checked_sub(self.base).ok_or(Fault::Bounds)
     }
 
     /// Whether `[addr, addr + len)` lies in the pinned buffer (a range a Fast Register may give).
     fn pins(&self, addr: u64, len: u64) -> bool {
-        addr >= self.base && len > 0 && addr.checked_add(len).is_some_and(|end| end <= self.base + self.pinned)
+        addr >= self.base && len > 0 && addr.checked_add(len).zip(self.base.checked_add(self.pinned)).is_some_and(|(end, limit)| end <= limit)
     }
 }
 
@@ -125,11 +130,7 @@ impl MrTable {
 
     /// Whether `[addr, addr + length)` may be registered in `pd` with `rights` (EINVAL if not).
     pub(crate) fn check_register(&self, pd: u32, addr: u64, length: u64, rights: u32) -> Result {
-        let valid = self.has_pd(pd)
-            && length > 0
-            && length <= MAX_MR_SIZE
-            && addr.checked_add(length).is_some()
-            && rights_allowed(rights);
+        let valid = self.has_pd(pd) && length > 0 && length <= MAX_MR_SIZE && addr.checked_add(length).is_some() && rights_allowed(rights);
         if valid {
             Ok(())
         } else {

@@ -4,6 +4,10 @@
 //! uncharged from RLIMIT_MEMLOCK on drop, counted module-wide so tests can see that nothing
 //! stays pinned.
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![deny(clippy::arithmetic_side_effects)]
+
 use crate::error::made;
 use crate::ffi;
 use crate::frags::PageFrag;
@@ -44,6 +48,9 @@ unsafe impl Send for PinnedPages {}
 // exactly what an RNIC does (the application owns that synchronization).
 unsafe impl Sync for PinnedPages {}
 
+/// A page's size as the offsets here count.
+const PAGE: u64 = PAGE_SIZE as u64;
+
 impl PinnedPages {
     /// Pins `[addr, addr + len)` of the calling process, charging RLIMIT_MEMLOCK.
     pub(crate) fn pin(addr: u64, len: u64, writable: bool) -> Result<PinnedPages> {
@@ -53,7 +60,12 @@ impl PinnedPages {
         // SAFETY: `ptr` is the valid set the shim just returned.
         let npages = unsafe { ffi::iwarp_shim_pinned_npages(ptr.as_ptr()) };
         PINNED_PAGES.fetch_add(npages as u64, Ordering::Relaxed);
-        Ok(PinnedPages { ptr, npages, first: (addr % PAGE_SIZE as u64) as usize, len, writable })
+        Ok(PinnedPages { ptr, npages, first: (addr % PAGE) as usize, len, writable })
+    }
+
+    /// Where buffer offset `offset` lies from the start of the first pinned page.
+    fn at(&self, offset: u64) -> Result<u64> {
+        (self.first as u64).checked_add(offset).ok_or(EINVAL)
     }
 
     /// Whether the pages were pinned writable (only then may anything be placed in them).
@@ -68,7 +80,7 @@ impl PinnedPages {
         self.check_range(offset, dst.len() as u64)?;
         // SAFETY: the set is live and the range lies inside the buffer, hence inside the pinned
         // pages; `dst` is valid for writes of its length.
-        unsafe { ffi::iwarp_shim_pinned_copy_from(self.ptr.as_ptr(), self.first as u64 + offset, dst.as_mut_ptr().cast(), dst.len()) };
+        unsafe { ffi::iwarp_shim_pinned_copy_from(self.ptr.as_ptr(), self.at(offset)?, dst.as_mut_ptr().cast(), dst.len()) };
         Ok(())
     }
 
@@ -81,7 +93,7 @@ impl PinnedPages {
         }
         // SAFETY: the set is live and writable and the range lies inside the buffer, hence
         // inside the pinned pages; `src` is valid for reads of its length.
-        unsafe { ffi::iwarp_shim_pinned_copy_to(self.ptr.as_ptr(), self.first as u64 + offset, src.as_ptr().cast(), src.len()) };
+        unsafe { ffi::iwarp_shim_pinned_copy_to(self.ptr.as_ptr(), self.at(offset)?, src.as_ptr().cast(), src.len()) };
         Ok(())
     }
 
@@ -94,11 +106,11 @@ impl PinnedPages {
         if !self.writable {
             return Err(EPERM);
         }
-        let at = self.first as u64 + offset;
+        let at = self.at(offset)?;
         if at % 8 != 0 {
             return Err(EINVAL);
         }
-        let (idx, in_page) = ((at / PAGE_SIZE as u64) as usize, (at % PAGE_SIZE as u64) as usize);
+        let (idx, in_page) = ((at / PAGE) as usize, (at % PAGE) as usize);
         // SAFETY: the set is live and `idx` is below its page count (the range is inside the
         // buffer).
         let page = unsafe { ffi::iwarp_shim_pinned_page(self.ptr.as_ptr(), idx) };
@@ -118,18 +130,19 @@ impl PinnedPages {
     /// from them keeps it alive until TCP has taken its own page references.
     pub(crate) fn frags(&self, offset: u64, len: u64, mut f: impl FnMut(PageFrag) -> Result) -> Result {
         self.check_range(offset, len)?;
-        let page = PAGE_SIZE as u64;
-        let (mut at, end) = (self.first as u64 + offset, self.first as u64 + offset + len);
-        while at < end {
-            let (idx, in_page) = (at / page, at % page);
-            let n = (end - at).min(page - in_page);
+        let mut at = self.at(offset)?;
+        let end = at.checked_add(len).ok_or(EINVAL)?;
+        while let Some(left) = end.checked_sub(at).filter(|&n| n > 0) {
+            let (idx, in_page) = (at / PAGE, at % PAGE);
+            // `in_page` is below PAGE.
+            let n = left.min(PAGE.saturating_sub(in_page));
             // SAFETY: the set is live and `idx` is below its page count (the range is inside
             // the buffer).
             let raw = unsafe { ffi::iwarp_shim_pinned_page(self.ptr.as_ptr(), idx as usize) };
             // SAFETY: pinned pages stay allocated while `self` lives (see above); the run ends
             // within the page.
             f(unsafe { PageFrag::new(raw, in_page as u32, n as u32) })?;
-            at += n;
+            at = at.saturating_add(n);
         }
         Ok(())
     }

@@ -5,6 +5,10 @@
 //! the module reads only the words it must (with atomics) and treats them as untrusted hints
 //! (as CLAN's queue discipline says: the kernel never trusts the shared segment).
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![deny(clippy::arithmetic_side_effects)]
+
 use crate::ffi;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -46,7 +50,7 @@ impl SharedRing {
     }
 
     fn word(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.bytes);
+        assert!(off % 4 == 0 && off.checked_add(4).is_some_and(|end| end <= self.bytes));
         // SAFETY: in bounds and aligned (checked above; the allocation is page aligned), and the
         // memory lives as long as `self`. Other writers (user space) only ever use atomic-sized
         // stores on these words, and any value is a valid u32.
@@ -68,7 +72,7 @@ impl SharedRing {
         assert!(off.checked_add(src.len()).is_some_and(|end| end <= self.bytes));
         for (i, b) in src.iter().enumerate() {
             // SAFETY: in bounds (checked above) of memory owned by `self`.
-            unsafe { self.ptr.as_ptr().add(off + i).write_volatile(*b) };
+            unsafe { self.ptr.as_ptr().add(off).add(i).write_volatile(*b) };
         }
     }
 
@@ -78,7 +82,7 @@ impl SharedRing {
         assert!(off.checked_add(dst.len()).is_some_and(|end| end <= self.bytes));
         for (i, b) in dst.iter_mut().enumerate() {
             // SAFETY: in bounds (checked above) of memory owned by `self`.
-            *b = unsafe { self.ptr.as_ptr().add(off + i).read_volatile() };
+            *b = unsafe { self.ptr.as_ptr().add(off).add(i).read_volatile() };
         }
     }
 

@@ -46,13 +46,13 @@ impl Sink for OneSend {
 pub(crate) fn protocol_core_loopback() -> Result {
     let markers = Markers::every(16).ok_or(EINVAL)?;
     let mut t = Transmitter::new(tx::Config { markers, crc: true, mulpdu: 64 });
-    let mut fpdu = KBox::new(Fpdu::default(), GFP_KERNEL)?;
-    let mut wire = KVec::with_capacity(256, GFP_KERNEL)?;
+    let mut fpdu = KBox::new(Fpdu::default(), GFP_KERNEL_ACCOUNT)?;
+    let mut wire = KVec::with_capacity(256, GFP_KERNEL_ACCOUNT)?;
     let mut out = t.start(Message::Send { solicited: false, invalidate: None }, MESSAGE.len() as u64).map_err(|_| EINVAL)?;
     while !out.done() {
         t.next_fpdu::<KernelCrc, _>(&mut out, MESSAGE, &mut fpdu);
         let at = wire.len();
-        wire.resize(at + fpdu.wire_len as usize, 0, GFP_KERNEL)?;
+        wire.resize(at + fpdu.wire_len as usize, 0, GFP_KERNEL_ACCOUNT)?;
         fpdu.write_to(MESSAGE, &mut wire[at..]);
     }
     let mut rx = Receiver::new(rx::Config { markers, crc: true, expect_rtr: None, expect_rtr_read_response: false, extensions: false });

@@ -35,7 +35,7 @@ const _: () = assert!(core::mem::size_of::<AsyncEvent>() == abi::ASYNC_EVENT_SIZ
 const _: () = assert!(core::mem::size_of::<ListQps>() == abi::LIST_QPS_SIZE);
 const _: () = assert!(core::mem::size_of::<QpInfo>() == abi::QP_INFO_SIZE);
 
-// SAFETY (all impls below): each struct is `repr(C)`, made only of integers (and arrays of
+// SAFETY: each struct of the impls below is `repr(C)`, made only of integers (and arrays of
 // them or of such structs), without padding (sizes pinned above and by libiwarp's layout test to
 // the sum of the fields), so every byte is initialized (AsBytes) and every bit pattern is a
 // valid value (FromBytes).

@@ -29,7 +29,7 @@ enum SocketFrom {
 
 /// The `len` octets of private data at user address `from`.
 fn private_data(from: u64, len: u32) -> Result<KVec<u8>> {
-    let mut private = KVec::from_elem(0u8, len as usize, GFP_KERNEL)?;
+    let mut private = KVec::from_elem(0u8, len as usize, GFP_KERNEL_ACCOUNT)?;
     UserSlice::new(UserPtr::from_addr(from as usize), private.len()).reader().read_slice(&mut private)?;
     Ok(private)
 }
@@ -80,13 +80,15 @@ impl Context {
     /// Validates the request, takes the socket `from` where it says, runs the MPA exchange,
     /// then hooks the socket so data is received.
     fn adopt_qp(&self, req: &mut AdoptQp, from: SocketFrom) -> Result {
+        // The RFC 7306 offer takes the first octets of the private data.
+        let token = if req.flags & conn::EXTENSIONS != 0 { EXTENSIONS_TOKEN.len() as u32 } else { 0 };
         let valid = req.role <= abi::role::RESPONDER
             && req.flags & !conn::ASKABLE == 0
             && (1..=2).contains(&req.mpa_rev)
-            && req.private_len + if req.flags & conn::EXTENSIONS != 0 { EXTENSIONS_TOKEN.len() as u32 } else { 0 } <= MAX_PRIVATE_DATA
+            && req.private_len.checked_add(token).is_some_and(|n| n <= MAX_PRIVATE_DATA)
             && (1..=60_000).contains(&req.timeout_ms)
-            && req.ird <= MAX_IRD_ORD as u32
-            && req.ord <= MAX_IRD_ORD as u32;
+            && req.ird <= MAX_IRD_ORD
+            && req.ord <= MAX_IRD_ORD;
         let markers = match req.marker_interval {
             0 => Some(Markers::RFC),
             n => Markers::every(n),
@@ -114,9 +116,9 @@ impl Context {
             | (if c.crc { conn::CRC } else { 0 })
             | (if c.extensions { conn::EXTENSIONS } else { 0 })
             | rtr;
-        req.rev = c.rev as u32;
-        req.neg_ird = c.ird as u32;
-        req.neg_ord = c.ord as u32;
+        req.rev = u32::from(c.rev);
+        req.neg_ird = u32::from(c.ird);
+        req.neg_ord = u32::from(c.ord);
         let opts = StreamOptions {
             copy_send: req.flags & conn::COPY_SEND != 0,
             ooo: req.flags & conn::IN_ORDER == 0,
@@ -184,7 +186,7 @@ impl Context {
         // Checked first, so a socket is not made for nothing.
         listeners.next_handle()?;
         let (sock, bound) = TcpSocket::listen(req.addr, port, req.backlog)?;
-        req.port = bound as u32;
+        req.port = u32::from(bound);
         req.listener = listeners.insert(Listener::new(sock)?)?;
         Ok(())
     }
@@ -218,15 +220,17 @@ impl Context {
         let (pending, addr, port) = listener.next(req.timeout_ms)?;
         {
             let asked = pending.request()?;
-            req.rev = asked.rev as u32;
-            req.flags = (if asked.markers { conn::RX_MARKERS } else { 0 }) | (if asked.crc { conn::CRC } else { 0 }) | (if asked.extensions { conn::EXTENSIONS } else { 0 });
+            req.rev = u32::from(asked.rev);
+            req.flags = (if asked.markers { conn::RX_MARKERS } else { 0 })
+                | (if asked.crc { conn::CRC } else { 0 })
+                | (if asked.extensions { conn::EXTENSIONS } else { 0 });
             if let Some(e) = asked.enhanced {
-                (req.ird, req.ord) = (e.ird as u32, e.ord as u32);
+                (req.ird, req.ord) = (u32::from(e.ird), u32::from(e.ord));
             }
             give(asked.private, req.peer_private, req.peer_private_cap)?;
             req.peer_private_len = asked.private.len() as u32;
         }
-        (req.peer_addr, req.peer_port) = (addr, port as u32);
+        (req.peer_addr, req.peer_port) = (addr, u32::from(port));
         req.request = self.requests.lock().insert(pending)?;
         Ok(())
     }

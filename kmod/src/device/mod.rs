@@ -5,21 +5,30 @@
 //! receive) are mapped with `mmap` at the offsets CREATE_CQ and CREATE_QP returned.
 //! Closing the file tears down everything the context holds.
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![deny(clippy::arithmetic_side_effects)]
+
 mod connection;
 mod registry;
 
+use crate::abi::access;
 use crate::abi::{
     self, ring_kind, Accept, AdoptQp, ConnectQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, GetRequest, HandleOp, ListQps, Listen, PdOp, QueryQp,
     QueryStats, RegMr, SetEventFd, MAX_CQ, MAX_INLINE, MAX_LISTEN, MAX_LIST_QPS, MAX_QP, MAX_QP_WR, MAX_SGE,
 };
+use crate::charged;
 use crate::cq::Cq;
+use crate::eventfd::EventFd;
 use crate::events::AsyncEvents;
 use crate::handles::Handles;
 use crate::listen::{Listener, Pending};
 use crate::mr::MrTable;
+use crate::pinned::PinnedPages;
 use crate::qp::{self, Limits, QueuePair};
 use crate::ring;
 use crate::socket::Hook;
+use crate::sync::{new_spinlock_bh, SpinLockBh};
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::ioctl::_IOC_SIZE;
 use kernel::miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration};
@@ -27,10 +36,6 @@ use kernel::mm::virt::VmaNew;
 use kernel::new_mutex;
 use kernel::page::PAGE_SHIFT;
 use kernel::prelude::*;
-use crate::abi::access;
-use crate::eventfd::EventFd;
-use crate::pinned::PinnedPages;
-use crate::sync::{new_spinlock_bh, SpinLockBh};
 use kernel::sync::{Arc, Mutex};
 use kernel::transmute::{AsBytes, FromBytes};
 use kernel::uaccess::{UserPtr, UserSlice};
@@ -96,8 +101,9 @@ impl MiscDevice for Context {
     type Ptr = Pin<KBox<Self>>;
 
     fn open(_file: &kernel::fs::File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
-        let mrs = Arc::pin_init(new_spinlock_bh!(MrTable::new(), "Context::mrs"), GFP_KERNEL)?;
-        let events = Arc::pin_init(new_spinlock_bh!(AsyncEvents::new()?, "Context::events"), GFP_KERNEL)?;
+        charged::room()?;
+        let mrs = Arc::pin_init(new_spinlock_bh!(MrTable::new(), "Context::mrs"), GFP_KERNEL_ACCOUNT)?;
+        let events = Arc::pin_init(new_spinlock_bh!(AsyncEvents::new()?, "Context::events"), GFP_KERNEL_ACCOUNT)?;
         let ctx = KBox::try_pin_init(
             try_pin_init!(Context {
                 mrs,
@@ -108,7 +114,7 @@ impl MiscDevice for Context {
                 listeners <- new_mutex!(Handles::new(MAX_LISTEN)),
                 requests <- new_mutex!(Handles::new(MAX_LISTEN)),
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         CONTEXTS.fetch_add(1, Ordering::Relaxed);
         Ok(ctx)
@@ -128,6 +134,9 @@ impl MiscDevice for Context {
     fn ioctl(me: Pin<&Context>, _file: &kernel::fs::File, cmd: u32, arg: usize) -> Result<isize> {
         let user = UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd));
         let me = me.get_ref();
+        if makes_objects(cmd) {
+            charged::room()?;
+        }
         match cmd {
             abi::IOCTL_QUERY_DEVICE => user.writer().write(&abi::device_attributes())?,
             abi::IOCTL_QUERY_STATS => user.writer().write(&stats())?,
@@ -152,7 +161,14 @@ impl MiscDevice for Context {
                 drop(gone);
             })?,
             abi::IOCTL_DESTROY_QP => me.destroy_qp(&user.reader().read()?)?,
-            abi::IOCTL_QUERY_QP => me.in_out(user, |c, req: &mut QueryQp| Ok(c.qp(req.qp)?.query(req)), |_, _| {})?,
+            abi::IOCTL_QUERY_QP => me.in_out(
+                user,
+                |c, req: &mut QueryQp| {
+                    let _: () = c.qp(req.qp)?.query(req);
+                    Ok(())
+                },
+                |_, _| {},
+            )?,
             abi::IOCTL_DOORBELL => me.in_out(user, |c, db: &mut Doorbell| c.qp(db.qp)?.doorbell(db), |_, _| {})?,
             abi::IOCTL_ADOPT_QP => me.connect_ioctl(user.reader_writer(), |c, req: &mut AdoptQp| c.adopt(req))?,
             abi::IOCTL_CONNECT_QP => me.connect_ioctl(user.reader_writer(), |c, req: &mut ConnectQp| c.connect(req))?,
@@ -178,6 +194,24 @@ impl MiscDevice for Context {
     }
 }
 
+/// Whether the ioctl makes objects in kernel memory (checked for room in the caller's memory
+/// cgroup first: `charged.rs`).
+fn makes_objects(cmd: u32) -> bool {
+    matches!(
+        cmd,
+        abi::IOCTL_ALLOC_PD
+            | abi::IOCTL_REG_MR
+            | abi::IOCTL_CREATE_CQ
+            | abi::IOCTL_CREATE_QP
+            | abi::IOCTL_ADOPT_QP
+            | abi::IOCTL_CONNECT_QP
+            | abi::IOCTL_ACCEPT
+            | abi::IOCTL_LISTEN
+            | abi::IOCTL_GET_REQUEST
+            | abi::IOCTL_SET_EVENT_FD
+    )
+}
+
 /// QUERY_STATS: module-wide counts.
 fn stats() -> QueryStats {
     QueryStats {
@@ -197,7 +231,9 @@ fn list_qps(user: UserSlice) -> Result {
         return Err(EINVAL);
     }
     let (infos, count) = registry::snapshot(req.capacity as usize)?;
-    let mut out = UserSlice::new(UserPtr::from_addr(req.entries as usize), infos.len() * core::mem::size_of::<abi::QpInfo>()).writer();
+    // At most MAX_LIST_QPS entries.
+    let len = infos.len().saturating_mul(core::mem::size_of::<abi::QpInfo>());
+    let mut out = UserSlice::new(UserPtr::from_addr(req.entries as usize), len).writer();
     for info in infos.iter() {
         out.write(info)?;
     }
@@ -252,7 +288,7 @@ impl Context {
         let _lifecycle = self.lifecycle.lock();
         self.mrs.lock().check_register(req.pd, req.addr, req.length, req.access)?;
         let writable = req.access & (access::LOCAL_WRITE | access::REMOTE_WRITE) != 0;
-        let pages = Arc::new(PinnedPages::pin(req.addr, req.length, writable)?, GFP_KERNEL)?;
+        let pages = Arc::new(PinnedPages::pin(req.addr, req.length, writable)?, GFP_KERNEL_ACCOUNT)?;
         MrTable::reserve(&self.mrs)?;
         let stag = self.mrs.lock().register(req.pd, pages, req.addr, req.length, req.access)?;
         req.lkey = stag;
@@ -277,7 +313,7 @@ impl Context {
         req.depth = cq.depth();
         req.mmap_len = cq.ring_len() as u64;
         req.cq = self.cqs.lock().insert(cq)?;
-        req.mmap_offset = (req.cq as u64) << PAGE_SHIFT;
+        req.mmap_offset = u64::from(req.cq) << PAGE_SHIFT;
         Ok(())
     }
 
@@ -350,8 +386,8 @@ impl Context {
         req.rq_len = qp.recv_ring().len() as u64;
         let _listed = registry::Registration::new(&qp)?;
         req.qp = qps.insert(Entry { hook: None, qp, _listed })?;
-        req.sq_offset = (ring_kind::SQ << ring_kind::SHIFT | req.qp as u64) << PAGE_SHIFT;
-        req.rq_offset = (ring_kind::RQ << ring_kind::SHIFT | req.qp as u64) << PAGE_SHIFT;
+        req.sq_offset = (ring_kind::SQ << ring_kind::SHIFT | u64::from(req.qp)) << PAGE_SHIFT;
+        req.rq_offset = (ring_kind::RQ << ring_kind::SHIFT | u64::from(req.qp)) << PAGE_SHIFT;
         Ok(())
     }
 }

@@ -34,7 +34,7 @@ impl Registration {
     /// Lists `qp` as made by the current process.
     pub(super) fn new(qp: &Arc<QueuePair>) -> Result<Registration> {
         let pid = kernel::current!().tgid_nr_ns(None) as u32;
-        QPS.lock().push(Listed { pid, qp: qp.clone() }, GFP_KERNEL)?;
+        QPS.lock().push(Listed { pid, qp: qp.clone() }, GFP_KERNEL_ACCOUNT)?;
         Ok(Registration(qp.clone()))
     }
 }
@@ -58,18 +58,18 @@ impl Drop for Registration {
 pub(super) fn snapshot(max: usize) -> Result<(KVec<QpInfo>, usize)> {
     let (listed, count) = {
         let qps = QPS.lock();
-        let mut out = KVec::with_capacity(qps.len().min(max), GFP_KERNEL)?;
+        let mut out = KVec::with_capacity(qps.len().min(max), GFP_KERNEL_ACCOUNT)?;
         for l in qps.iter().take(max) {
-            out.push((l.pid, l.qp.clone()), GFP_KERNEL)?;
+            out.push((l.pid, l.qp.clone()), GFP_KERNEL_ACCOUNT)?;
         }
         (out, qps.len())
     };
-    let mut infos = KVec::with_capacity(listed.len(), GFP_KERNEL)?;
+    let mut infos = KVec::with_capacity(listed.len(), GFP_KERNEL_ACCOUNT)?;
     for (pid, qp) in listed.iter() {
         let mut query = QueryQp::default();
         qp.query(&mut query);
         let (local, remote) = qp.socket().map_or((Endpoint::default(), Endpoint::default()), |s| s.endpoints());
-        infos.push(QpInfo { pid: *pid, reserved: 0, local, remote, query }, GFP_KERNEL)?;
+        infos.push(QpInfo { pid: *pid, reserved: 0, local, remote, query }, GFP_KERNEL_ACCOUNT)?;
     }
     Ok((infos, count))
 }

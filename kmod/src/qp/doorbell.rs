@@ -5,6 +5,10 @@
 //! private memory before looking at it, and keeps its own heads (as in CLAN, the shared copy is
 //! never trusted).
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![deny(clippy::arithmetic_side_effects)]
+
 use super::QueuePair;
 use crate::abi::{Doorbell, PostRecv, PostSend, POST_RECV_SIZE, POST_SEND_SIZE};
 use crate::ring::SharedRing;
@@ -20,7 +24,7 @@ pub(crate) struct WorkRing<const SIZE: usize> {
 
 impl<const SIZE: usize> WorkRing<SIZE> {
     pub(crate) fn new(entries: u32) -> Result<WorkRing<SIZE>> {
-        Ok(WorkRing { ring: SharedRing::new(entries as usize * SIZE)?, entries })
+        Ok(WorkRing { ring: SharedRing::new((entries as usize).checked_mul(SIZE).ok_or(EINVAL)?)?, entries })
     }
 
     /// Entries the ring holds.
@@ -39,7 +43,8 @@ impl<const SIZE: usize> WorkRing<SIZE> {
     /// A private copy of entry `n`.
     fn entry<T: FromBytes>(&self, n: u32) -> Option<T> {
         let mut raw = [0u8; SIZE];
-        self.ring.read((n % self.entries) as usize * SIZE, &mut raw);
+        let at = (n.checked_rem(self.entries)? as usize).checked_mul(SIZE)?;
+        self.ring.read(at, &mut raw);
         T::from_bytes_copy(&raw)
     }
 
@@ -59,7 +64,8 @@ impl<const SIZE: usize> WorkRing<SIZE> {
                 *head = tail;
                 return Ok((done, err.to_errno().unsigned_abs()));
             }
-            done += 1;
+            // At most `n`, a u32.
+            done = done.saturating_add(1);
         }
         Ok((done, 0))
     }

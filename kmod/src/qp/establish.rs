@@ -74,11 +74,11 @@ pub(crate) fn establish(sock: TcpSocket, side: Side, local: &Local, private: &[u
 /// An initiator that cannot use the reply sends the TERM RFC 6581 asks for before the caller
 /// closes the socket; best effort, the connection fails either way.
 fn send_term(sock: &TcpSocket, h: &Handshake) {
-    let Ok(mut fpdu) = KBox::new(Fpdu::default(), GFP_KERNEL) else { return };
+    let Ok(mut fpdu) = KBox::new(Fpdu::default(), GFP_KERNEL_ACCOUNT) else { return };
     if !h.frame_term::<KernelCrc>(&mut fpdu) {
         return;
     }
-    let Ok(mut wire) = KVec::from_elem(0u8, fpdu.wire_len as usize, GFP_KERNEL) else { return };
+    let Ok(mut wire) = KVec::from_elem(0u8, fpdu.wire_len as usize, GFP_KERNEL_ACCOUNT) else { return };
     fpdu.write_to(&[][..] as &[u8], &mut wire);
     let _ = sock.send_all(&wire);
 }
@@ -86,7 +86,7 @@ fn send_term(sock: &TcpSocket, h: &Handshake) {
 /// Sends what `h` hands out and receives exactly what it lacks, each piece waited for at most
 /// `timeout_ms`, until it is to decide or done.
 pub(crate) fn drive(sock: &TcpSocket, h: &mut Handshake, timeout_ms: u32) -> Result {
-    let mut buf = KVec::from_elem(0u8, MAX_FRAME, GFP_KERNEL)?;
+    let mut buf = KVec::from_elem(0u8, MAX_FRAME, GFP_KERNEL_ACCOUNT)?;
     loop {
         match h.step() {
             Step::Send => {
@@ -105,11 +105,11 @@ pub(crate) fn drive(sock: &TcpSocket, h: &mut Handshake, timeout_ms: u32) -> Res
 
 /// The machine on the heap (it holds two whole frames).
 pub(crate) fn boxed(h: Handshake) -> Result<KBox<Handshake>> {
-    Ok(KBox::new(h, GFP_KERNEL)?)
+    Ok(KBox::new(h, GFP_KERNEL_ACCOUNT)?)
 }
 
 fn copy(b: &[u8]) -> Result<KVec<u8>> {
-    let mut v = KVec::with_capacity(b.len(), GFP_KERNEL)?;
-    v.extend_from_slice(b, GFP_KERNEL)?;
+    let mut v = KVec::with_capacity(b.len(), GFP_KERNEL_ACCOUNT)?;
+    v.extend_from_slice(b, GFP_KERNEL_ACCOUNT)?;
     Ok(v)
 }

@@ -28,13 +28,13 @@ use crate::markers::{self, Markers};
 use crate::mpa::negotiate::{Connection, Rtr};
 use crate::mr::MrTable;
 use crate::socket::TcpSocket;
+use crate::sync::{new_spinlock_bh, SpinLockBh};
 use crate::terminate::Terminate;
 use crate::tx::{self, Transmitter};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use doorbell::{Heads, RecvRing, SendRing};
 use kernel::new_mutex;
 use kernel::prelude::*;
-use crate::sync::{new_spinlock_bh, SpinLockBh};
 use kernel::sync::{Arc, Mutex, SetOnce};
 use outbound::TxSide;
 use receive::RxSide;
@@ -113,7 +113,7 @@ enum By {
 impl Ended {
     fn of(t: &Terminate, sent: bool) -> Ended {
         let (layer, etype, code) = t.code;
-        Ended { terminate: (layer as u32) << 16 | (etype as u32) << 8 | code as u32, sent, by: By::Terminate }
+        Ended { terminate: u32::from(layer) << 16 | u32::from(etype) << 8 | u32::from(code), sent, by: By::Terminate }
     }
 
     fn lost() -> Ended {
@@ -219,7 +219,7 @@ impl QueuePair {
                 tx <- new_mutex!(None),
                 rx <- new_spinlock_bh!(RxSide::new(rq, reads, atomics, unacked)?, "QueuePair::rx"),
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )
     }
 
@@ -251,22 +251,21 @@ impl QueuePair {
         let (send_rtr, expect_rtr) = if est.initiator { (c.rtr, None) } else { (None, c.rtr) };
         // A Read RTR is a zero-length Read Request on top of the peer's ORD: room for one
         // more answer, so a full ORD of Reads may follow it at once.
-        let ird = c.ird as usize + (expect_rtr == Some(Rtr::Read)) as usize;
+        let ird = c.ird as usize + usize::from(expect_rtr == Some(Rtr::Read));
         let (rx_marks, tx_marks) = (if c.rx_markers { opts.markers } else { Markers::NONE }, if c.tx_markers { opts.markers } else { Markers::NONE });
         // FPDUs sized to the connection's MSS, with room for the markers the peer asked for.
-        let mulpdu = markers::mulpdu(est.sock.mss(), tx_marks).min(u16::MAX as u32);
+        let mulpdu = markers::mulpdu(est.sock.mss(), tx_marks).min(u32::from(u16::MAX));
+        // A peer can announce a tiny MSS; with it not every message could be framed.
+        if mulpdu < tx::MIN_MULPDU {
+            return Err(EMSGSIZE);
+        }
         let framing = Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu });
         let mut tx = TxSide::new(framing, self.sq_ring.entries() as usize, ird, opts.aligned)?;
         if let Some(rtr) = send_rtr {
             tx.queue_rtr(rtr)?;
         }
-        let rx_cfg = crate::rx::Config {
-            markers: rx_marks,
-            crc: c.crc,
-            expect_rtr,
-            expect_rtr_read_response: send_rtr == Some(Rtr::Read),
-            extensions: c.extensions,
-        };
+        let rx_cfg =
+            crate::rx::Config { markers: rx_marks, crc: c.crc, expect_rtr, expect_rtr_read_response: send_rtr == Some(Rtr::Read), extensions: c.extensions };
         // Allocated here: the receive side is set up under a spinlock.
         let rx_mem = receive::RxMemory::new(ird)?;
         est.sock.set_nodelay();
@@ -329,7 +328,7 @@ impl QueuePair {
         (q.state, q.terminate, q.terminate_sent) = match rx.phase {
             Phase::Init | Phase::Connecting => (qp_state::INIT, 0, 0),
             Phase::Connected => (qp_state::RTS, 0, 0),
-            Phase::Ended(e) => (qp_state::ERROR, e.terminate, e.sent as u32),
+            Phase::Ended(e) => (qp_state::ERROR, e.terminate, u32::from(e.sent)),
         };
     }
 

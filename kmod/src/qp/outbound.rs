@@ -78,9 +78,9 @@ impl TxSide {
         let batch = Batch {
             ctl: Arena::new(),
             copied: 0,
-            frags: KVec::with_capacity(BATCH_FRAGS, GFP_KERNEL)?,
+            frags: KVec::with_capacity(BATCH_FRAGS, GFP_KERNEL_ACCOUNT)?,
             taken: 0,
-            records: KVec::with_capacity(BATCH_FRAGS, GFP_KERNEL)?,
+            records: KVec::with_capacity(BATCH_FRAGS, GFP_KERNEL_ACCOUNT)?,
             record: 0,
             aligned,
         };
@@ -88,7 +88,7 @@ impl TxSide {
         let copy_framed = (cfg.crc || cfg.markers.enabled()) && cfg.max_wire_len() as usize <= PAGE_SIZE;
         Ok(TxSide {
             tx,
-            fpdu: KBox::new(Fpdu::default(), GFP_KERNEL)?,
+            fpdu: KBox::new(Fpdu::default(), GFP_KERNEL_ACCOUNT)?,
             batch,
             queue: Fifo::new(max_wrs + ird)?,
             wrs: 0,
@@ -147,7 +147,7 @@ impl TxSide {
         };
         let ob = Outbound::bare(msg, None);
         self.room_for(core::slice::from_ref(&ob))?;
-        self.wrs += ob.is_wr() as usize;
+        self.wrs += usize::from(ob.is_wr());
         self.queue.push(Some(ob))
     }
 
@@ -221,7 +221,7 @@ impl Batch {
     fn record(&mut self, fpdu: &Fpdu) -> Result {
         match self.records.last_mut() {
             Some(r) if !self.aligned => *r += fpdu.wire_len,
-            _ => self.records.push(fpdu.wire_len, GFP_KERNEL)?,
+            _ => self.records.push(fpdu.wire_len, GFP_KERNEL_ACCOUNT)?,
         }
         Ok(())
     }
@@ -235,7 +235,7 @@ impl Batch {
                     let frag = self.ctl.push(fpdu.ctl(off, len))?;
                     payload::push(&mut self.frags, frag)?;
                 }
-                Piece::Payload { off, len } => payload.frags(off, len as u64, |f| payload::push(&mut self.frags, f))?,
+                Piece::Payload { off, len } => payload.frags(off, u64::from(len), |f| payload::push(&mut self.frags, f))?,
             }
         }
         Ok(())
@@ -343,7 +343,7 @@ impl QueuePair {
                         wr.end_seq = side.end_seq;
                         completed = completed.and(self.sent(wr, zero_copy));
                     }
-                    side.wrs -= ob.is_wr() as usize;
+                    side.wrs -= usize::from(ob.is_wr());
                 }
                 continue;
             }
@@ -368,7 +368,7 @@ impl QueuePair {
         side.room_for(&obs)?;
         check(side)?;
         for ob in obs {
-            side.wrs += ob.is_wr() as usize;
+            side.wrs += usize::from(ob.is_wr());
             // Cannot fail: room_for() found room (the queue holds `max_wrs` plus the IRD).
             side.queue.push(Some(ob))?;
         }

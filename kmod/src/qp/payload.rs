@@ -42,8 +42,8 @@ impl Sources {
         let mut src = Sources { parts: core::array::from_fn(|_| None), n: 0 };
         for s in sges.iter().filter(|s| s.length != 0) {
             let slot = src.parts.get_mut(src.n).ok_or(EINVAL)?;
-            let (pages, off) = mrs.pages(s.lkey, s.addr, s.length as u64, need).map_err(|_| EINVAL)?;
-            *slot = Some(Source { pages, off, len: s.length as u64 });
+            let (pages, off) = mrs.pages(s.lkey, s.addr, u64::from(s.length), need).map_err(|_| EINVAL)?;
+            *slot = Some(Source { pages, off, len: u64::from(s.length) });
             src.n += 1;
         }
         Ok(src)
@@ -79,7 +79,7 @@ impl OutPayload {
         for s in parts() {
             if p.by_reference {
                 s.pages.frags(s.off, s.len, |f| push(&mut p.frags, f))?;
-                p.pinned.push(s.pages.clone(), GFP_KERNEL)?;
+                p.pinned.push(s.pages.clone(), GFP_KERNEL_ACCOUNT)?;
             } else {
                 p.copy_in(s.len, |at, dst| s.pages.copy_to(s.off + at, dst))?;
             }
@@ -92,8 +92,11 @@ impl OutPayload {
     pub(super) fn from_user(sges: &[Sge]) -> Result<OutPayload> {
         let mut p = OutPayload::empty();
         for s in sges {
-            p.copy_in(s.length as u64, |at, dst| UserSlice::new(UserPtr::from_addr((s.addr + at) as usize), dst.len()).reader().read_slice(dst))?;
-            p.len += s.length as u64;
+            p.copy_in(u64::from(s.length), |at, dst| {
+                let from = s.addr.checked_add(at).ok_or(EFAULT)?;
+                UserSlice::new(UserPtr::from_addr(from as usize), dst.len()).reader().read_slice(dst)
+            })?;
+            p.len += u64::from(s.length);
         }
         Ok(p)
     }
@@ -130,7 +133,7 @@ impl OutPayload {
         let end = off + len;
         while i < self.frags.len() && start < end {
             let frag = self.frags[i];
-            let frag_end = start + frag.len() as u64;
+            let frag_end = start + u64::from(frag.len());
             if frag_end > off {
                 let from = off.max(start) - start;
                 let to = end.min(frag_end) - start;
@@ -150,7 +153,7 @@ impl OutPayload {
 impl Payload for OutPayload {
     fn for_each(&self, off: u64, len: u32, f: &mut dyn FnMut(&[u8])) {
         // The closure never fails.
-        let _ = self.frags(off, len as u64, |frag| {
+        let _ = self.frags(off, u64::from(len), |frag| {
             f(frag.bytes());
             Ok(())
         });
@@ -164,6 +167,6 @@ pub(super) fn push(frags: &mut KVec<PageFrag>, f: PageFrag) -> Result {
             return Ok(());
         }
     }
-    frags.push(f, GFP_KERNEL)?;
+    frags.push(f, GFP_KERNEL_ACCOUNT)?;
     Ok(())
 }

@@ -13,6 +13,10 @@
 //! the socket, the receive side, the regions, the CQs, the events; all but the socket's are
 //! spinlocks taken with bottom halves off.
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![deny(clippy::arithmetic_side_effects)]
+
 use super::unacked::Unacked;
 use super::wr::{Fifo, PeerRequest, PendingAtomic, PendingRead, RecvWr, Sgl};
 use super::{Ended, Phase, QueuePair};
@@ -164,7 +168,7 @@ impl RxSide {
     pub(super) fn may_ask(&mut self) -> Result<&mut Queues> {
         self.connected()?;
         let q = &mut self.queues;
-        if q.reads.len() + q.atomics.len() >= q.max_reads {
+        if q.reads.len().saturating_add(q.atomics.len()) >= q.max_reads {
             return Err(ENOMEM);
         }
         Ok(q)
@@ -176,7 +180,7 @@ impl RxSide {
     pub(super) fn ready_to_send(&self, queued: usize) -> Result {
         self.connected()?;
         let q = &self.queues.unacked;
-        if q.len() + queued >= q.capacity() {
+        if q.len().saturating_add(queued) >= q.capacity() {
             return Err(ENOMEM);
         }
         Ok(())
@@ -233,7 +237,7 @@ impl Placer<'_> {
 impl Sink for Placer<'_> {
     fn check(&mut self, op: Opcode, target: Target, len: u32) -> Result<(), Cause> {
         match target {
-            Target::Tagged { stag, to } if op == Opcode::Write => self.mrs.check(stag, to, len as u64, access::REMOTE_WRITE).map_err(tagged_cause),
+            Target::Tagged { stag, to } if op == Opcode::Write => self.mrs.check(stag, to, u64::from(len), access::REMOTE_WRITE).map_err(tagged_cause),
             Target::Tagged { stag, to } => {
                 // A Read Response goes only where our oldest outstanding Read asked for it. Out
                 // of order, its FPDU may belong to a later Read into the same buffer, which the
@@ -247,11 +251,11 @@ impl Sink for Placer<'_> {
                 if stag != s.lkey {
                     return Err(Cause::DdpInvalidStag);
                 }
-                let inside = to >= s.addr && to - s.addr + len as u64 <= s.length as u64;
+                let inside = to.checked_sub(s.addr).and_then(|at| at.checked_add(u64::from(len))).is_some_and(|end| end <= u64::from(s.length));
                 if !inside {
                     return Err(Cause::DdpBaseBounds);
                 }
-                self.mrs.check(stag, to, len as u64, access::LOCAL_WRITE).map_err(|_| Cause::RdmapCatastrophic)
+                self.mrs.check(stag, to, u64::from(len), access::LOCAL_WRITE).map_err(|_| Cause::RdmapCatastrophic)
             }
             Target::Untagged { msn, mo } => {
                 let wr = self.recv(msn).ok_or(Cause::DdpNoBuffer)?;
@@ -265,7 +269,8 @@ impl Sink for Placer<'_> {
 
     fn place(&mut self, target: Target, bytes: &[u8]) {
         let p = &mut self.q.placement;
-        *(if self.early { &mut p.out_of_order } else { &mut p.in_order }) += bytes.len() as u64;
+        let counter = if self.early { &mut p.out_of_order } else { &mut p.in_order };
+        *counter = counter.wrapping_add(bytes.len() as u64);
         // check() allowed this range; regions cannot change while the pass holds the table.
         let _ = match target {
             Target::Tagged { stag, to } => self.mrs.write(stag, to, bytes, access::LOCAL_WRITE),
@@ -433,16 +438,16 @@ impl OnReceive for QueuePair {
         if queues.fatal.is_clear() && queues.peer_terminate.is_none() {
             // An error here (the socket closed under us) shows as !established() below.
             if let Ok(read) = locked.read(gather, |parts, last_chance| self.offer_in_order(engine, consumed, queues, parts, last_chance)) {
-                queues.placement.received_copied += read.copied as u64;
+                queues.placement.received_copied = queues.placement.received_copied.wrapping_add(read.copied as u64);
             }
         }
         let ooo = sock.ooo_packets();
         if *place_ooo && queues.fatal.is_clear() && ooo != queues.ooo_seen {
             queues.ooo_seen = ooo;
-            queues.placement.ooo_walks += 1;
+            queues.placement.ooo_walks = queues.placement.ooo_walks.wrapping_add(1);
             // Octets at `ahead` from the first unread one are at stream offset consumed + ahead.
             let _ = locked.out_of_order(gather, |ahead, parts| {
-                let data = Pieces::new(*consumed + ahead as u64, parts);
+                let data = Pieces::new(consumed.wrapping_add(u64::from(ahead)), parts);
                 let mut mrs = self.mrs.lock();
                 let mut sink = Placer { qp: self, q: queues, mrs: mrs.domain(self.pd), early: true };
                 // Out-of-order octets are only placed or left: errors wait for the in-order pass.
@@ -501,7 +506,8 @@ impl QueuePair {
                     // (not after a Terminate, the peer's or ours: they are flushed then).
                     sink.q.resume_tx = true;
                 }
-                *consumed += n;
+                // The stream offset: 2^64 octets are never reached.
+                *consumed = consumed.wrapping_add(n);
                 n as isize
             }
             Err(RxError::Terminate(t)) => {

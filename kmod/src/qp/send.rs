@@ -7,6 +7,10 @@
 //! the response. The peer's Read Requests, queued by the receive side, are answered here too,
 //! by the hook's transmit work; a local failure sends a Terminate and ends the QP.
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![deny(clippy::arithmetic_side_effects)]
+
 use super::outbound::Outbound;
 use super::payload::{OutPayload, Sources};
 use super::unacked::Unacked;
@@ -32,13 +36,18 @@ const COPIED_RESPONSES: u64 = 4 << 20;
 /// Read reads nothing, so its STag is not looked at (as siw does; peers use them as fences).
 pub(super) fn check_read_request(rr: &ReadRequest, mrs: &Domain<'_>) -> Result<(), Terminate> {
     let refuse = |c: Cause| Terminate::new(c).with_read_request(rr.emit());
-    if rr.size as u64 > MAX_MESSAGE {
+    if u64::from(rr.size) > MAX_MESSAGE {
         return Err(refuse(Cause::RdmapCatastrophic));
+    }
+    // Our response goes to the peer's sink: offsets past the end of its address space are no
+    // place (RFC 5040's TO wrap).
+    if rr.sink_to.checked_add(u64::from(rr.size)).is_none() {
+        return Err(refuse(Cause::RdmapToWrap));
     }
     if rr.size == 0 {
         return Ok(());
     }
-    mrs.check(rr.src_stag, rr.src_to, rr.size as u64, access::REMOTE_READ).map_err(|f| refuse(remote_cause(f)))
+    mrs.check(rr.src_stag, rr.src_to, u64::from(rr.size), access::REMOTE_READ).map_err(|f| refuse(remote_cause(f)))
 }
 
 /// The RDMAP Terminate cause for a peer's request our regions refuse (a Read, an atomic).
@@ -94,7 +103,7 @@ impl QueuePair {
         let payload = if inline {
             // Copied from the caller's memory now: no region involved.
             let sge = &req.sge[..req.num_sge as usize];
-            if sge.iter().map(|s| s.length as u64).sum::<u64>() > self.max_inline as u64 {
+            if sge.iter().map(|s| u64::from(s.length)).sum::<u64>() > u64::from(self.max_inline) {
                 return Err(EINVAL);
             }
             OutPayload::from_user(sge)?
@@ -109,6 +118,11 @@ impl QueuePair {
             };
             OutPayload::gather(&sources, with_imm || self.copy_send.load(Ordering::Relaxed))?
         };
+        // The peer's offsets must not wrap past the end of its address space: refused here, not
+        // found when the message is framed (which would end the stream).
+        if let Message::Write { to, .. } = msg {
+            to.checked_add(payload.len()).ok_or(EINVAL)?;
+        }
         let op = if matches!(msg, Message::Write { .. }) { wc_opcode::RDMA_WRITE } else { wc_opcode::SEND };
         let wr = Unacked { wr_id: req.wr_id, end_seq: 0, opcode: op, len: payload.len() as u32, signaled };
         // Room to wait for the acknowledgement, counting the requests queued before it.
@@ -150,6 +164,7 @@ impl QueuePair {
     /// is in place.
     fn post_read(&self, req: &PostSend, signaled: bool, invalidate: u32) -> Result {
         let sink = self.answer_sink(req)?;
+        req.remote_addr.checked_add(u64::from(sink.length)).ok_or(EINVAL)?;
         if invalidate != 0 {
             self.mrs.lock().domain(self.pd).check_valid(invalidate).map_err(|_| EINVAL)?;
         }
@@ -204,7 +219,7 @@ impl QueuePair {
                 }
                 match rx.queues.requests.get(0) {
                     None => return,
-                    Some(PeerRequest::Read(rr)) if queued > 0 && queued + rr.size as u64 > COPIED_RESPONSES => return,
+                    Some(PeerRequest::Read(rr)) if queued > 0 && queued.saturating_add(u64::from(rr.size)) > COPIED_RESPONSES => return,
                     Some(_) => {}
                 }
                 match rx.queues.requests.pop() {
@@ -251,9 +266,12 @@ impl QueuePair {
             return;
         }
         if let Ok(sock) = self.socket() {
-            if let Some(side) = &mut *self.tx.lock() {
+            let mut tx = self.tx.lock();
+            if let Some(side) = &mut *tx {
                 let _ = side.terminate(sock, t);
             }
+            // Under the transmit lock, which the transmit work takes to send: nothing queued
+            // may follow the Terminate.
             sock.shutdown_send();
         }
         self.flush_queued();

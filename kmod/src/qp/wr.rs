@@ -4,8 +4,13 @@
 //! context's regions, then held in kernel-private queues (the caller's copy is never read
 //! again).
 
+// Values from user space or the wire are computed on here: no unchecked arithmetic
+// (docs/security.md, "Arithmetic").
+#![deny(clippy::arithmetic_side_effects)]
+
 use crate::abi::{access, Sge, MAX_MESSAGE, MAX_SGE};
 use crate::atomic;
+use crate::charged::ChargedVec;
 use crate::mr::{Domain, Fault};
 use crate::rdmap::ReadRequest;
 use kernel::prelude::*;
@@ -28,11 +33,12 @@ impl Sgl {
         }
         let mut total = 0u64;
         for s in &sge[..n] {
-            mrs.check(s.lkey, s.addr, s.length as u64, need).map_err(|f| match f {
+            mrs.check(s.lkey, s.addr, u64::from(s.length), need).map_err(|f| match f {
                 Fault::Access => EACCES,
                 _ => EINVAL,
             })?;
-            total += s.length as u64;
+            // At most MAX_SGE lengths of 32 bits.
+            total = total.saturating_add(u64::from(s.length));
         }
         if total > MAX_MESSAGE {
             return Err(EMSGSIZE);
@@ -56,36 +62,37 @@ impl Sgl {
         if mo.checked_add(len).is_none_or(|end| end > self.total) {
             return Err(Fault::Bounds);
         }
-        let (mut skip, mut left) = (mo as u64, len as u64);
+        let (mut skip, mut left) = (u64::from(mo), u64::from(len));
         for s in &self.sge[..self.n] {
             if left == 0 {
                 break;
             }
-            let slen = s.length as u64;
-            if skip >= slen {
-                skip -= slen;
+            let slen = u64::from(s.length);
+            let Some(here) = slen.checked_sub(skip).filter(|&n| n > 0) else {
+                skip = skip.saturating_sub(slen);
                 continue;
-            }
-            let take = (slen - skip).min(left);
+            };
+            let take = here.min(left);
             f(s, skip, take as usize)?;
             skip = 0;
-            left -= take;
+            left = left.saturating_sub(take);
         }
         Ok(())
     }
 
     /// Whether message range `[mo, mo + len)` can be placed (regions still there and writable).
     pub(crate) fn check_place(&self, mrs: &Domain<'_>, mo: u32, len: u32) -> Result<(), Fault> {
-        self.walk(mo, len, |s, off, n| mrs.check(s.lkey, s.addr + off, n as u64, access::LOCAL_WRITE))
+        self.walk(mo, len, |s, off, n| mrs.check(s.lkey, s.addr.checked_add(off).ok_or(Fault::Bounds)?, n as u64, access::LOCAL_WRITE))
     }
 
     /// Places `src` at message offset `mo`.
     pub(crate) fn scatter(&self, mrs: &Domain<'_>, mo: u32, src: &[u8]) -> Result<(), Fault> {
-        let mut at = 0;
+        let mut rest = src;
         self.walk(mo, src.len() as u32, |s, off, n| {
-            let r = mrs.write(s.lkey, s.addr + off, &src[at..at + n], access::LOCAL_WRITE);
-            at += n;
-            r
+            // The walk's pieces add up to `src.len()`.
+            let (piece, after) = rest.split_at_checked(n).ok_or(Fault::Bounds)?;
+            rest = after;
+            mrs.write(s.lkey, s.addr.checked_add(off).ok_or(Fault::Bounds)?, piece, access::LOCAL_WRITE)
         })
     }
 }
@@ -139,23 +146,25 @@ impl Default for PeerRequest {
 
 /// A bounded first-in first-out queue in kernel memory, allocated once.
 pub(crate) struct Fifo<T: Default> {
-    slots: KVVec<T>,
+    slots: ChargedVec<T>,
     head: usize,
     len: usize,
 }
 
 impl<T: Default> Fifo<T> {
     pub(crate) fn new(cap: usize) -> Result<Fifo<T>> {
-        let mut slots = KVVec::with_capacity(cap, GFP_KERNEL)?;
+        let mut slots = ChargedVec::with_capacity(cap, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..cap {
-            slots.push(T::default(), GFP_KERNEL)?;
+            slots.push(T::default(), GFP_KERNEL_ACCOUNT)?;
         }
         Ok(Fifo { slots, head: 0, len: 0 })
     }
 
-    /// Slot index `i` (below twice the capacity) wrapped into the ring, without a division.
-    fn wrap(&self, i: usize) -> usize {
-        i.checked_sub(self.slots.len()).unwrap_or(i)
+    /// The slot of the `i`-th oldest entry (`i` at most the capacity), without a division:
+    /// `head` is below the capacity, so `head + i` is below twice it.
+    fn slot(&self, i: usize) -> usize {
+        let at = self.head.saturating_add(i);
+        at.checked_sub(self.slots.len()).unwrap_or(at)
     }
 
     pub(crate) fn capacity(&self) -> usize {
@@ -171,20 +180,20 @@ impl<T: Default> Fifo<T> {
         if self.len == self.slots.len() {
             return Err(ENOMEM);
         }
-        let i = self.wrap(self.head + self.len);
+        let i = self.slot(self.len);
         self.slots[i] = v;
-        self.len += 1;
+        self.len = self.len.saturating_add(1);
         Ok(())
     }
 
     /// The `i`-th oldest entry.
     pub(crate) fn get(&self, i: usize) -> Option<&T> {
-        (i < self.len).then(|| &self.slots[self.wrap(self.head + i)])
+        (i < self.len).then(|| &self.slots[self.slot(i)])
     }
 
     /// The newest entry.
     pub(crate) fn last_mut(&mut self) -> Option<&mut T> {
-        let i = self.wrap(self.head + self.len.checked_sub(1)?);
+        let i = self.slot(self.len.checked_sub(1)?);
         Some(&mut self.slots[i])
     }
 
@@ -198,8 +207,8 @@ impl<T: Default> Fifo<T> {
             return None;
         }
         let v = core::mem::take(&mut self.slots[self.head]);
-        self.head = self.wrap(self.head + 1);
-        self.len -= 1;
+        self.head = self.slot(1);
+        self.len = self.len.saturating_sub(1);
         Some(v)
     }
 }

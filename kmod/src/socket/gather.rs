@@ -92,7 +92,7 @@ unsafe fn each_piece(skb: *mut sk_buff, mut off: u32, visit: &mut impl FnMut(*co
 unsafe fn each_queued(sock: *mut socket, skb: *mut sk_buff, offset: u32, visit: &mut impl FnMut(*const u8, u32) -> bool) -> bool {
     let (mut next, mut off) = (skb, offset);
     // The sequence number just past the octets visited so far.
-    // SAFETY (here and below): every skb is queued on `sock`, whose lock is held.
+    // SAFETY: every skb is queued on `sock`, whose lock is held (here and below).
     let mut end = unsafe { ffi::iwarp_shim_skb_seq(skb) }.wrapping_add(offset);
     loop {
         // SAFETY: see above.
@@ -168,7 +168,7 @@ unsafe impl Send for Gather {}
 
 impl Gather {
     pub(crate) fn new() -> Result<KBox<Gather>> {
-        Ok(KBox::new(Gather { parts: [Piece { base: core::ptr::null(), len: 0 }; GATHER_MAX], n: 0 }, GFP_KERNEL)?)
+        Ok(KBox::new(Gather { parts: [Piece { base: core::ptr::null(), len: 0 }; GATHER_MAX], n: 0 }, GFP_KERNEL_ACCOUNT)?)
     }
 
     /// Offers the gathered pieces to `f`.
@@ -219,7 +219,7 @@ impl<F: FnMut(&[&[u8]], bool) -> isize> Reader<'_, F> {
                 return 0;
             }
             self.gather.n = 0;
-            let gather = &mut self.gather;
+            let gather = &mut *self.gather;
             // SAFETY: `skb` is queued on `self.sock`, whose lock is held (the function's contract).
             let capped = !unsafe { each_queued(self.sock, skb, offset, &mut |base, len| gather.add(base, len)) };
             let f = &mut self.f;
@@ -263,7 +263,7 @@ impl<F: FnMut(&[&[u8]], bool) -> isize> Reader<'_, F> {
     unsafe fn offer_copy(&mut self, skb: *mut sk_buff, offset: u32) -> Result<(isize, bool)> {
         let buf = match &mut self.bounce {
             Some(b) => b,
-            none => none.insert(KVVec::from_elem(0u8, BOUNCE, GFP_KERNEL)?),
+            none => none.insert(KVVec::from_elem(0u8, BOUNCE, GFP_KERNEL_ACCOUNT)?),
         };
         let mut filled = 0;
         let mut copy = |base: *const u8, len: u32| {
@@ -324,6 +324,11 @@ pub(crate) struct Read {
 /// `sock` is live and its lock is held: owned (lock_sock) by this thread, or its spinlock held
 /// by TCP around the data-ready callback this runs in; `may_sleep` only in the former case.
 unsafe fn read_queued<F: FnMut(&[&[u8]], bool) -> isize>(sock: *mut socket, gather: &mut Gather, may_sleep: bool, f: F) -> Result<Read> {
+    /// TCP's read actor.
+    ///
+    /// # Safety
+    ///
+    /// `ctx` is the `Reader` below and `skb` a live skb of the socket being read.
     unsafe extern "C" fn actor<F: FnMut(&[&[u8]], bool) -> isize>(ctx: *mut c_void, skb: *mut sk_buff, offset: u32, len: usize) -> c_int {
         // SAFETY: `ctx` is the `Reader` passed to iwarp_shim_sock_read() below, alive for the
         // whole read and used by nobody else meanwhile.
@@ -378,8 +383,8 @@ impl Locked<'_> {
     /// once the holes before them are filled.
     pub(crate) fn out_of_order(&self, gather: &mut Gather, mut f: impl FnMut(u32, &[&[u8]])) -> Result {
         let sock = self.sock.sock.as_ptr();
-        // SAFETY (here and below): the socket is live and locked, so its out-of-order queue and
-        // its skbs stay as they are while we walk them.
+        // SAFETY: the socket is live and locked, so its out-of-order queue and its skbs stay as
+        // they are while we walk them (here and below).
         let copied = unsafe { ffi::iwarp_shim_sock_copied_seq(sock) };
         // SAFETY: see above.
         let mut skb = unsafe { ffi::iwarp_shim_ooo_first(sock) };

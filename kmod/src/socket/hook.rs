@@ -109,17 +109,22 @@ impl<T: OnReceive> Hook<T> {
     /// `in_callback` (else in the work). `owner` must keep `sock` alive, which it does by owning
     /// it; the hook keeps `owner` alive.
     pub(crate) fn install(sock: &TcpSocket, owner: Arc<T>, doorbell: bool, in_callback: bool) -> Result<Hook<T>> {
+        // The shim's callbacks. # Safety (each): `owner` (`watch`) is the pointer this hook
+        // gave the shim, called only while the hook is installed.
+        #[allow(clippy::missing_safety_doc)]
         unsafe extern "C" fn run<T: OnReceive>(owner: *mut c_void) {
             // SAFETY: `owner` is the `Arc<T>` data pointer stored below; the `Hook` holds that
             // Arc until iwarp_shim_hook_remove() has waited out every run.
             let owner = unsafe { &*owner.cast::<T>() };
             owner.on_receive();
         }
+        #[allow(clippy::missing_safety_doc)]
         unsafe extern "C" fn run_tx<T: OnReceive>(owner: *mut c_void) {
             // SAFETY: as for `run`.
             let owner = unsafe { &*owner.cast::<T>() };
             owner.on_transmit();
         }
+        #[allow(clippy::missing_safety_doc)]
         unsafe extern "C" fn ready<T: OnReceive>(owner: *mut c_void) -> u32 {
             // SAFETY: as for `run`; callbacks end before iwarp_shim_hook_remove() returns.
             let owner = unsafe { &*owner.cast::<T>() };
@@ -127,6 +132,7 @@ impl<T: OnReceive> Hook<T> {
             let wake = owner.on_data_ready(&unsafe { InCallback::new() });
             (if wake.receive { ffi::IWARP_WAKE_RX } else { 0 }) | if wake.transmit { ffi::IWARP_WAKE_TX } else { 0 }
         }
+        #[allow(clippy::missing_safety_doc)]
         unsafe extern "C" fn space(watch: *const c_void, snd_una: u32, writeable: bool) -> u32 {
             // SAFETY: `watch` is the socket's `TxWatch`, which does not move and outlives the
             // hook (the socket does); callbacks end before iwarp_shim_hook_remove() returns.

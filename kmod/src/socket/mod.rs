@@ -49,7 +49,7 @@ unsafe impl Sync for TcpSocket {}
 impl TcpSocket {
     /// Owns the reference `sock` (dropped here too if allocating fails).
     fn new(sock: NonNull<bindings::socket>) -> Result<TcpSocket> {
-        match KBox::new(TxWatch::default(), GFP_KERNEL) {
+        match KBox::new(TxWatch::default(), GFP_KERNEL_ACCOUNT) {
             Ok(watch) => Ok(TcpSocket { sock, watch }),
             Err(e) => {
                 // SAFETY: the caller handed over its one reference, dropped exactly once here.
