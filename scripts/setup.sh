@@ -21,7 +21,7 @@ fi
 
 # --- Debian packages -------------------------------------------------------------------------
 HOST_PKGS=(
-    "rustc-web=$RUST_WEB_VERSION" "libstd-rust-web-dev=$RUST_WEB_VERSION" "rust-web-src=$RUST_WEB_VERSION"
+    "rustc-web=$RUST_WEB_VERSION" "libstd-rust-web-dev=$RUST_WEB_VERSION" "rust-web-src=$RUST_WEB_VERSION" "rust-web-clippy=$RUST_WEB_VERSION"
     clang-19 lld-19 llvm-19 libclang-19-dev
     flex bison bc libelf-dev libssl-dev cpio kmod make
     qemu-system-x86 iproute2
