@@ -3,8 +3,9 @@
 //! after a pause in which it reads nothing (the module's responses back up in its queue and
 //! both socket buffers); RFC 5040 allows only one outcome for a Reader within the IRD: every
 //! response, whole and in order (`ird-serve` is the module's side). `ird-overflow` sends one
-//! Read Request more than the IRD at once: the module must end the stream with a Terminate,
-//! and whatever responses come before it must be whole and in order (`ird-overflow-serve`).
+//! Read Request more than the IRD at once: the module must end the stream with a Terminate that
+//! names that last Request, and whatever responses come before it must be whole and in order
+//! (`ird-overflow-serve`).
 
 use super::{dial, ensure, Check};
 use crate::verbs::{checksum, random, DONE};
@@ -115,8 +116,8 @@ impl Reader {
         Ok(true)
     }
 
-    /// Read Request `i` framed (into slot `i % slots`) and the source offset it reads.
-    fn request(&mut self, i: usize, slots: usize) -> Result<(Vec<u8>, usize), String> {
+    /// Read Request `i` (into slot `i % slots`) and the source offset it reads.
+    fn read_request(&self, i: usize, slots: usize) -> (ReadRequest, usize) {
         let off = (i * 4099 * 16) % (SOURCE - SIZE);
         let rr = ReadRequest {
             sink_stag: SINK,
@@ -125,6 +126,12 @@ impl Reader {
             src_stag: self.src.rkey,
             src_to: self.src.addr + off as u64,
         };
+        (rr, off)
+    }
+
+    /// [`Reader::read_request`] framed.
+    fn request(&mut self, i: usize, slots: usize) -> Result<(Vec<u8>, usize), String> {
+        let (rr, off) = self.read_request(i, slots);
         let mut wire = Vec::new();
         frame(&mut self.t, &mut wire, Message::ReadRequest(rr), &[])?;
         Ok((wire, off))
@@ -160,7 +167,8 @@ pub(crate) fn read_at_ird(host: &str, port: &str) -> Check {
     let mut seen = 1;
     while done < READS {
         ensure(r.read_more()?, format!("the module closed after {:?}", r.sink.events))?;
-        for e in r.sink.events[seen..].to_vec() {
+        while seen < r.sink.events.len() {
+            let e = r.sink.events[seen];
             seen += 1;
             match e {
                 Event::ReadResponse { stag: SINK } => {
@@ -208,9 +216,18 @@ pub(crate) fn overflow(host: &str, port: &str) -> Check {
     for (i, off) in offs.iter().enumerate().take(answered) {
         r.answered(i, slots, *off, &want)?;
     }
-    let term = events.get(answered).and_then(|e| if let Event::Terminate(t) = e { t.cause() } else { None });
+    // The module takes its IRD's worth of Read Requests and refuses the next, Read `depth`
+    // (counting from 0), which its Terminate names. How many responses leave before the
+    // Terminate is a race, not a count to require: the module's receive side takes all the
+    // Requests at once, refuses the extra one and ends the stream, while its transmit side may
+    // not have started on the others (none is owed once the stream is terminated). Any number
+    // up to the IRD passes, each whole and in order.
+    let term = events.get(answered).and_then(|e| if let Event::Terminate(t) = e { Some(*t) } else { None });
+    let cause = term.and_then(|t| t.cause());
+    let named = term.and_then(|t| t.rdma_hdr).and_then(|h| ReadRequest::parse(&h).ok());
+    let extra = r.read_request(depth, slots).0;
     ensure(
-        answered <= depth && term == Some(Cause::RdmapStreamCatastrophic) && events.len() == answered + 1,
-        format!("{answered} Reads answered whole and in order, then the module's Terminate ({term:?}) and the end of the stream"),
+        answered <= depth && cause == Some(Cause::RdmapStreamCatastrophic) && named == Some(extra) && events.len() == answered + 1,
+        format!("{answered} Reads answered whole and in order, then the Terminate ({cause:?}) naming Read {depth} ({named:?}), and the end of the stream"),
     )
 }

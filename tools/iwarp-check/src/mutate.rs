@@ -15,13 +15,13 @@
 //! tail of intact Writes of zeros longer than the longest FPDU (so an FPDU whose length field
 //! was made longer is completed, and checked, rather than left waiting), and reads whatever
 //! comes back until the module's side closes, checking every Read Response against the source
-//! region. The module's side
-//! (`mutate-serve`) decides each stream's outcome and checks it against the model:
+//! region (and, where MPA was left alone, that every frame of the module's parses). The
+//! module's side (`mutate-serve`) decides each stream's outcome and checks it against the model:
 //!
 //! - always: the guard octets around its regions and the regions no Write may reach (source,
 //!   other domain, deregistered) are untouched; every octet of the Write region is 0 or what one
 //!   of the original Writes put there; every receive that completed holds the next original
-//!   Send, whole (or the DONE);
+//!   Send, whole (or the DONE); once the QP ended, every other receive came back flushed;
 //! - a changed stream never goes unanswered: it ends with our Terminate, or (for a change that
 //!   leaves it valid) completes to the DONE; a flipped bit or a wrong STag is never accepted;
 //! - a changed MPA request is refused with an errno, or the connection goes on as above.
@@ -29,6 +29,7 @@
 //! Outcomes are tallied per kind of change.
 
 use super::{dial, open, options, Check};
+use crate::rng::Rng;
 use crate::wire::{drive, frame, receiver, LOCAL};
 use iwarp_proto::crc::HostCrc;
 use iwarp_proto::markers::{self, Markers};
@@ -38,7 +39,7 @@ use iwarp_proto::rx::{Event, Sink, Target};
 use iwarp_proto::stream::Pieces;
 use iwarp_proto::terminate::Cause;
 use iwarp_proto::tx::{self, Message, Transmitter};
-use libiwarp::{Access, QpInit, QpState, Remote, Role, WcStatus};
+use libiwarp::{Access, QpInit, QpState, Remote, Role, WcOpcode, WcStatus};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -71,25 +72,6 @@ const SINK: u32 = 0x5151_5100;
 const IDLE: Duration = Duration::from_secs(2);
 /// How long the module's side waits for a changed MPA request (a cut one never completes).
 const MPA_TIMEOUT_MS: u32 = 1000;
-
-/// splitmix64: the same numbers on both sides from the same seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
 
 /// Octet `i` of the source region.
 fn source(i: usize) -> u8 {
@@ -204,7 +186,7 @@ fn change(octets: &mut Vec<u8>, end: usize, how: usize, r: &mut Rng) {
         }
         // Never a multiple of the marker separation: what follows (the tail) would then sit
         // where its markers say, and the stream cut at an FPDU's end would be valid again.
-        _ => octets.truncate(if (octets.len() - at) % 512 == 0 { at + 1 } else { at }),
+        _ => octets.truncate(if (octets.len() - at).is_multiple_of(512) { at + 1 } else { at }),
     }
 }
 
@@ -280,7 +262,11 @@ pub(crate) fn peer(host: &str, port: &str, n: u64, seed: u64) -> Check {
             pending.extend_from_slice(&chunk[..got]);
             match rx.receive::<HostCrc, _>(&Pieces::new(rx.next(), &[&pending]), &mut sink) {
                 Ok(used) => drop(pending.drain(..used as usize)),
-                Err(_) => break,
+                // A changed MPA request may leave the two sides framing differently. Otherwise
+                // every frame of the module's parses, whatever the change: Read Responses to Read
+                // Requests we sent, then at most its Terminate, the last thing it sends.
+                Err(_) if kind == "mpa" => break,
+                Err(e) => return Err(format!("A: stream {i} (seed {}, {kind}): the module's frames: {e:?}", seed + i)),
             }
         }
         if sink.foreign > 0 {
@@ -430,12 +416,11 @@ pub(crate) fn serve(port: &str, n: u64, seed: u64) -> Check {
                 agreed = n.mpa_rev == 2 && n.crc && n.rx_markers && n.tx_markers;
                 // Completions until the DONE, the end of the QP, or nothing for IDLE.
                 let sends: Vec<&[u8]> = originals.iter().filter_map(|m| if let Msg::Send(d) = m { Some(&d[..]) } else { None }).collect();
-                let (mut received, mut done) = (0, false);
+                let (mut received, mut done, mut failed) = (0, false, None);
                 while let Some(wc) = cq.wait_one(IDLE).map_err(|e| e.to_string())? {
                     if wc.status != WcStatus::Success {
-                        // The QP ended: the rest are flushed.
-                        let mut rest = [libiwarp::WorkCompletion::EMPTY; RECVS];
-                        while cq.poll(&mut rest) > 0 {}
+                        // The QP ended: this receive and the rest come back flushed (below).
+                        failed = Some(wc);
                         break;
                     }
                     let k = wc.wr_id as usize;
@@ -449,7 +434,23 @@ pub(crate) fn serve(port: &str, n: u64, seed: u64) -> Check {
                     })?;
                     received += 1;
                 }
-                (outcome(qp.state().map_err(|e| e.to_string())?, done), done)
+                let state = qp.state().map_err(|e| e.to_string())?;
+                let what = outcome(state, done);
+                // Every receive is accounted for: those that completed did so first, in order,
+                // each holding its Send (above); once the QP ended, every other one came back
+                // flushed, in the order posted (the module flushes them before it reports the QP
+                // ended, so the CQ holds them all by now). A QP still connected holds them yet,
+                // and none came back in error.
+                let ended = matches!(state, QpState::Error { .. });
+                let due = if ended { received + done as usize..RECVS } else { RECVS..RECVS };
+                // One more than can be due, so that an extra completion shows.
+                let mut rest = [libiwarp::WorkCompletion::EMPTY; RECVS + 1];
+                let polled = if ended { cq.poll(&mut rest) } else { 0 };
+                let back: Vec<_> = failed.iter().chain(&rest[..polled]).map(|w| (w.wr_id, w.status, w.opcode)).collect();
+                must(back.iter().map(|w| w.0 as usize).eq(due.clone()) && back.iter().all(|w| (w.1, w.2) == (WcStatus::Flushed, WcOpcode::Recv)), || {
+                    format!("B: stream {i} ({kind}, {what}): receives {due:?} were to come back flushed, in order, and no other; back came {back:?}")
+                })?;
+                (what, done)
             }
         };
         // The model.
@@ -478,7 +479,7 @@ pub(crate) fn serve(port: &str, n: u64, seed: u64) -> Check {
     }
     let ours: u32 =
         tally.iter().filter(|((kind, what), _)| *kind != "mpa" && what.starts_with("terminate ") && what != "terminate from the peer").map(|(_, c)| c).sum();
-    println!("ok: B: {n} changed streams (seed {seed}): guards and off-limits regions intact, no octet placed or delivered that the peer did not send, no flipped bit or wrong STag accepted, none unanswered");
+    println!("ok: B: {n} changed streams (seed {seed}): guards and off-limits regions intact, no octet placed or delivered that the peer did not send, no flipped bit or wrong STag accepted, none unanswered, every receive completed or flushed");
     println!("ok: B: of the streams changed after MPA, our Terminate ended {ours} of them");
     for ((kind, what), count) in &tally {
         println!("# {kind:>6}: {count:>4} {what}");
