@@ -7,9 +7,15 @@
 //!   memlock KIB      (run without CAP_IPC_LOCK) RLIMIT_MEMLOCK = KIB: over it fails, under works
 //!   hold MIB         register MIB and wait to be killed
 //!   pressure MIB     register MIB, then take memory until killed (run in a memory cgroup)
-//!   ioctl-fuzz N SEED / race N / guess-local N   local attackers (src/attack.rs): random
-//!                    ioctl and mmap arguments; QPs destroyed while in use; STags of another
-//!                    process named
+//!   ioctl-fuzz N SEED   a local attacker's N ioctl and mmap calls, every field drawn from
+//!                    boundary values and at random (src/ioctl_fuzz/): each must return, the
+//!                    kernel must log nothing, and QUERY_STATS come back to where it was
+//!   race N / guess-local N / charged MIB   local attackers (src/attack.rs): QPs destroyed
+//!                    while in use; STags of another process named; CQs and QPs made until a
+//!                    memory cgroup's limit refuses them with ENOMEM
+//!   forged-serve PORT OPTS / forged-drive HOST PORT OPTS   a segment forged on the bridge
+//!                    (scripts/inject-segment.py) replaces the start of an FPDU: with CRCs the
+//!                    QP ends with our Terminate and nothing forged is placed (src/forged.rs)
 //!   lost-serve PORT / lost-drive HOST PORT   run until the connection dies from outside (a
 //!                    reset injected, the peer's guest killed); posted work must come back
 //!                    flushed with a connection-lost event (src/lost.rs)
@@ -101,11 +107,15 @@
 mod attack;
 mod cm;
 mod extensions;
+mod forged;
 mod interop;
+mod ioctl_fuzz;
 mod ird;
 mod lost;
 mod mutate;
 mod p2p;
+mod raw;
+mod rng;
 mod rping;
 mod stags;
 mod verbs;
@@ -135,9 +145,12 @@ fn main() -> ExitCode {
         Some("memlock") => num(1).ok_or("memlock KIB".to_string()).and_then(memlock),
         Some("hold") => num(1).ok_or("hold MIB".to_string()).and_then(hold),
         Some("pressure") => num(1).ok_or("pressure MIB".to_string()).and_then(pressure),
-        Some("ioctl-fuzz") => nums(1).map_err(String::from).and_then(|(n, seed)| attack::ioctl_fuzz(n, seed)),
+        Some("ioctl-fuzz") => nums(1).map_err(String::from).and_then(|(n, seed)| ioctl_fuzz::ioctl_fuzz(n, seed)),
+        Some("charged") => num(1).ok_or("charged MIB".to_string()).and_then(|n| attack::charged(n as u64)),
         Some("race") => num(1).ok_or("race N".to_string()).and_then(|n| attack::race(n as u64)),
         Some("guess-local") => num(1).ok_or("guess-local N".to_string()).and_then(|n| attack::guess_local(n as u64)),
+        Some("forged-serve") if args.len() == 3 => forged::serve(&args[1], &args[2]),
+        Some("forged-drive") if args.len() == 4 => forged::drive(&args[1], &args[2], &args[3]),
         Some("lost-serve") if args.len() == 2 => lost::serve(&args[1]),
         Some("lost-drive") if args.len() == 3 => lost::drive(&args[1], &args[2]),
         Some("stats-zero") => stats_zero(),
@@ -353,7 +366,7 @@ fn pressure(mib: usize) -> Check {
     let mut hog: Vec<Vec<u8>> = Vec::new();
     loop {
         hog.push(vec![0x77u8; 1 << 20]);
-        if hog.len() % 64 == 0 {
+        if hog.len().is_multiple_of(64) {
             println!("{} MiB more taken", hog.len());
         }
     }
