@@ -2,7 +2,8 @@
 //! operation in both directions, markers and CRC on) is written to a pcap as TCP over IPv4 and
 //! dissected by tshark's `iwarp_mpa` and `iwarp_ddp_rdmap` dissectors: no malformed packet, no
 //! error, every CRC good, every marker decoded with the FPDU pointer we emitted.
-//! Without tshark the test fails under CI (CI=true) and otherwise skips with a loud message.
+//! Without tshark the test fails: it never passes unchecked. `cargo xtask test` looks for tshark
+//! first and, where it is missing, leaves this test out and counts it as skipped.
 
 mod common;
 
@@ -108,13 +109,7 @@ fn operations(side: u32) -> Vec<Msg> {
 
 #[test]
 fn tshark_dissects_our_exchange_cleanly() {
-    let Some(tshark) = which("tshark") else {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("tshark is missing under CI: the conformance check must run (cargo xtask setup installs it)");
-        }
-        eprintln!("\n*** SKIPPED: tshark not installed; the iWARP conformance check did not run ***\n");
-        return;
-    };
+    let tshark = which("tshark").expect("tshark is not installed (cargo xtask setup installs it): the conformance check cannot run");
     let local = Local { markers: true, crc: true, rev: 1, ird: 8, ord: 8, p2p: false, rtr: RtrTypes::default(), extensions: false };
     let mut pcap = Pcap::new();
     let mut buf = [0u8; 600];
