@@ -25,10 +25,10 @@ pub enum Connection {
     Rejected {
         rev: u8,
     },
-    /// Full operation: the initiator's direction first.
+    /// Full operation: the initiator's direction first (boxed: the directions are large).
     Full {
         rev: u8,
-        dirs: [Direction; 2],
+        dirs: Box<[Direction; 2]>,
     },
 }
 
@@ -86,7 +86,7 @@ pub fn decode(segments: &[Segment], flow: Flow) -> Result<Connection, String> {
             return Err(format!("{name}: closed with {} octets of an unfinished FPDU", d.walk.partial));
         }
     }
-    Ok(Connection::Full { rev: reply.rev, dirs })
+    Ok(Connection::Full { rev: reply.rev, dirs: Box::new(dirs) })
 }
 
 impl Direction {

@@ -96,7 +96,7 @@ fn main() -> ExitCode {
     rep.connections(o.connections);
     rep.thresholds(o.aligned, o.aligned_from);
     if o.tshark {
-        let full: Vec<_> = conns.iter().filter_map(|c| if let Connection::Full { dirs, .. } = c { Some(dirs) } else { None }).collect();
+        let full: Vec<_> = conns.iter().filter_map(|c| if let Connection::Full { dirs, .. } = c { Some(&**dirs) } else { None }).collect();
         if let Err(e) = tshark::check(&o.pcap, &cap, &full, &mut rep) {
             rep.fail(e);
         }

@@ -105,7 +105,7 @@ impl Cursor<'_> {
     fn take(&mut self, mut n: usize, out: &mut Vec<u8>) -> Option<u64> {
         let mut first = None;
         loop {
-            if self.markers && (self.pos - self.start) % MARKER_INTERVAL == 0 && (n > 0 || first.is_none()) {
+            if self.markers && (self.pos - self.start).is_multiple_of(MARKER_INTERVAL) && (n > 0 || first.is_none()) {
                 let m = self.data.get(self.pos as usize..(self.pos + MARKER_LEN) as usize)?;
                 self.passed.push((self.pos, m.try_into().unwrap()));
                 self.pos += MARKER_LEN;
@@ -193,7 +193,7 @@ mod tests {
     fn emit(skip: usize, markers: bool, crc: bool, ulpdus: &[Vec<u8>]) -> Vec<u8> {
         let mut w = vec![0xee; skip];
         let marker = |w: &mut Vec<u8>, len_at: Option<usize>| {
-            if markers && (w.len() - skip) % 512 == 0 {
+            if markers && (w.len() - skip).is_multiple_of(512) {
                 let ptr = len_at.map_or(0, |at| w.len() - at) as u16;
                 w.extend_from_slice(&[0, 0]);
                 w.extend_from_slice(&ptr.to_be_bytes());

@@ -53,7 +53,7 @@ impl Report {
                 self.full += 1;
                 let crc = if dirs[0].framing.crc { "CRCs" } else { "no CRCs" };
                 println!("{} → {}: MPA revision {rev}, {crc}", dirs[0].stream.flow.src, dirs[0].stream.flow.dst);
-                for d in dirs {
+                for d in dirs.iter() {
                     self.direction(d, cut);
                 }
             }
