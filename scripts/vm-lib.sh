@@ -193,6 +193,15 @@ vm_busy() { vm_run "$1" "awk '/^cpu / { print \$2 + \$3 + \$4 + \$7 + \$8 + \$9 
 # ratio A B: A ÷ B to two places, or n/a when either is missing (the benchmarks' tables).
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 
+# upgraded N OUTPUT: OUTPUT of programs run under the sockets library with IWARP_SOCKETS_LOG=1
+# says N connections were upgraded (a line per connection and end), and shows it.
+upgraded() {
+    local n
+    n=$(grep -c 'iwarp-preload: descriptor .* upgraded' <<<"$2")
+    echo "$n connection(s) upgraded (want $1)"
+    [ "$n" = "$1" ]
+}
+
 vm_pair() {
     vm_submit "$1" "$2"
     local server=$VM_ID

@@ -333,6 +333,28 @@ impl From<&QueryQp> for QpState {
     }
 }
 
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "placed {} octets in order, {} out of order ({} FPDUs: {} found through a marker, {} at a segment start; {} held back, {} bad; \
+             {} walks of TCP's out-of-order queue, {} doorbells; markers every {}/{} octets in/out; {} octets through the bounce buffer)",
+            self.in_order,
+            self.out_of_order,
+            self.fpdus_out_of_order,
+            self.fpdus_by_marker,
+            self.fpdus_by_alignment,
+            self.fpdus_held_back,
+            self.fpdus_bad,
+            self.ooo_walks,
+            self.doorbells,
+            self.rx_marker_interval,
+            self.tx_marker_interval,
+            self.received_copied
+        )
+    }
+}
+
 impl From<&QueryQp> for Placement {
     fn from(q: &QueryQp) -> Placement {
         Placement {

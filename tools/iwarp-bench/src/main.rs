@@ -73,8 +73,8 @@ pub(crate) struct Options {
     /// Iterations per (test, size) (default: 1000 for latency, about 32 MiB for bandwidth).
     #[arg(long)]
     pub(crate) iters: Option<usize>,
-    /// Operations in flight in bandwidth tests.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    /// Operations in flight in bandwidth tests (perftest's default, so runs beside it compare).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u16).range(1..=1024))]
     depth: u16,
     #[arg(long, value_parser = report::Format::parse, default_value = "table")]
     pub(crate) format: report::Format,

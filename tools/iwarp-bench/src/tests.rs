@@ -155,7 +155,7 @@ impl Side<'_> {
         let mut k = 0u32;
         while self.byte(i) != v {
             k = k.wrapping_add(1);
-            if k % 4096 == 0 && start.elapsed() > WAIT {
+            if k.is_multiple_of(4096) && start.elapsed() > WAIT {
                 return Err("the peer's RDMA Write never arrived".into());
             }
             // Placement may run in a kernel worker (a stream arriving in bulk): on a single CPU
@@ -259,6 +259,9 @@ pub(crate) fn serve_one(stream: TcpStream, o: &Conn) -> Res<bool> {
     // The client's "done", answered once everything before it has been placed: after a whole
     // bandwidth run, which over a faulty network may take minutes.
     s.recv_within(RUN_WAIT)?;
+    // Where what arrived went (the benchmark's fault runs report it beside TCP's counters).
+    let p = s.qp.placement()?;
+    eprintln!("iwarp-bench server: {:?} {n} B: {p}", req.test);
     s.send(0)?;
     // Wait for the client to close, so our own close cannot cut its answer short.
     let start = Instant::now();
