@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything CI does, on a fresh clone: install what is missing, build the kernels (cached in
 # /var/lib/iwarp, so a warm run skips them), then the README's test command. Prints each step's
-# time. Must finish within 90 minutes on 2 cores cold.
+# time. Must finish within 90 minutes on 2 cores cold, and should within 60. The profile of the
+# guests (cargo xtask bench profile) is left to whoever studies speed: it measures nothing CI
+# could compare.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CI=true
@@ -18,6 +20,5 @@ step "debug kernel" cargo xtask kernel --debug
 step "cargo xtask test" cargo xtask test
 step "core benchmark ratios" cargo xtask bench core --quick
 step "verbs benchmark: iwarp.ko beside siw and TCP" cargo xtask bench verbs --quick
-step "where the guests' time goes" cargo xtask bench profile --quick
 step "sockets benchmark: iperf3 and sockperf over the library beside TCP" cargo xtask bench sockets --quick
 echo "==> ci: total $SECONDS s"
