@@ -368,8 +368,9 @@ pub(crate) fn run_one(stream: TcpStream, test: Test, size: usize, o: &Options) -
 }
 
 /// write_bw over one QP per stream, all sharing one send and one receive CQ (one poller for
-/// all, as seed 001's shared completion queues): `depth` Writes in flight in all, posted round
-/// robin; the aggregate bandwidth until every server confirmed the last.
+/// all, as the CLAN user-level network interface's shared completion queues): `depth` Writes
+/// in flight in all, posted round robin; the aggregate bandwidth until every server confirmed
+/// the last.
 pub(crate) fn write_bw_many(streams: Vec<TcpStream>, size: usize, o: &Options) -> Res<Outcome> {
     let n = streams.len();
     let iters = o.iters.unwrap_or(bw_iters(size));
