@@ -20,5 +20,6 @@ step "debug kernel" cargo xtask kernel --debug
 step "cargo xtask test" cargo xtask test
 step "core benchmark ratios" cargo xtask bench core --quick
 step "verbs benchmark: iwarp.ko beside siw and TCP" cargo xtask bench verbs --quick
+step "verbs benchmark under network faults, one wire packet per fault" cargo xtask bench verbs --quick --faults
 step "sockets benchmark: iperf3 and sockperf over the library beside TCP" cargo xtask bench sockets --quick
 echo "==> ci: total $SECONDS s"

@@ -11,8 +11,9 @@
 # "Waiting" below), with the same Writes in flight (BW_DEPTH), each completion signalled, and
 # every figure under the same rule for failed attempts (see cell).
 # --faults: 64 KiB write_bw of iwarp.ko (markers and CRC; the same placing only in order; plain)
-# and of TCP (iperf3) under each network fault of vm-lib.sh (netem on both guests), as ratios to
-# the same run without it, and out-of-order placement on ÷ off.
+# and of TCP (iperf3) under network faults (netem on both guests, one wire packet per fault:
+# gso_max_segs 1), each stack's ratio to its own run without, the median of 3 runs (1 in
+# --quick), with TCP's counters (nstat) and, unless --quick, TCP's view (ss) of each run.
 # --sweep: out-of-order placement measured. (a) 64 KiB write_bw against reorder rate and loss, of
 # iwarp.ko placing out of order through markers, through alignment only (CRC, no markers), with
 # CRC only (unaligned: FPDUs found only by chance), and in order only (hook off), beside siw and
@@ -173,6 +174,8 @@ cell() {
         elif ! said=$(vm_served B "$name"); then
             why="server failed"
         else
+            # What the server says of the run (iwarp-bench: where what arrived was placed).
+            grep -h '^iwarp-bench server:' <<<"$said" | sed 's/^/    /'
             break
         fi
         why+=": $(reason "$said")"
@@ -270,25 +273,75 @@ tcp() {
 # median: the median of the numbers on stdin (empty lines are runs that failed), or nothing.
 median() { sort -g | awk 'NF { v[n++] = $1 } END { if (n) print (n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) }'; }
 
+# one_packet_per_fault: netem acts on what leaves an interface, which with GSO is a whole GSO
+# packet (up to 64 KiB): a stack that builds smaller ones would take more drops and holds per
+# octet. With gso_max_segs 1 every skb is one wire packet, for every stack alike.
+one_packet_per_fault() {
+    vm_run A 'ip link set dev $IWARP_IF gso_max_segs 1' && vm_run B 'ip link set dev $IWARP_IF gso_max_segs 1'
+}
+# TCP's counters of a run, in both guests (nstat: what changed since the last look).
+TCP_COUNTERS='TcpOutSegs|TcpRetransSegs|TcpExt(TCPSACKReorder|TCPDSACKRecv|TCPSpuriousRTOs|TCPBacklogDrop|TCPRcvQDrop|TCPOFOQueue|TCPOFODrop|TCPFastRetrans|TCPTimeouts|DelayedACKs|TCPBacklogCoalesce|TCPLossProbes|TCPRenoReorder|TCPTSReorder|TCPSACKReneging)'
+# counters_reset, then counters after a run: TCP's counters in both guests and, unless --quick,
+# TCP's view of the busiest connection (ss, sampled twice a second during the run: cwnd,
+# reordering, time limited by the window or the send buffer; scripts/ss-summary.py).
+SS_PORTS="( sport = :7300 or dport = :7300 or sport = :5201 or dport = :5201 )"
+counters_reset() {
+    local g
+    for g in A B; do
+        vm_run $g 'nstat -n' >/dev/null
+        ((quick)) && continue
+        # In the background: a guest's agent runs one command at a time.
+        vm_run $g "rm -f /run/iwarp/ss.stop; setsid bash -c 'while [ ! -e /run/iwarp/ss.stop ]; do ss -tinmH state established \"$SS_PORTS\"; echo ==; sleep 0.5; done' >/run/iwarp/ss.log 2>&1 </dev/null &" >/dev/null
+    done
+}
+counters() {
+    local g
+    for g in A B; do
+        echo "    $g: $(vm_run $g "nstat -z | awk '\$1 ~ /^($TCP_COUNTERS)\$/ && \$2 > 0 { sub(/^TcpExt/, \"\", \$1); printf \"%s %s  \", \$1, \$2 }'")"
+        ((quick)) && continue
+        echo "    $g: $(vm_run $g 'touch /run/iwarp/ss.stop; sleep 1; cat /run/iwarp/ss.log' | python3 "$here/scripts/ss-summary.py")"
+    done
+}
 if [ $faults = 1 ]; then
+    one_packet_per_fault || { vm_stop; echo "FATAL: gso_max_segs" >&2; exit 1; }
+    # The goal's faults ("reorder N %": N % of the packets held 2 ms, the others sent at once),
+    # then the rest of vm-lib.sh's (their GSO-sized form runs in the VM tests).
+    fault_list=("none|" "reorder-1pct|delay 2ms reorder 99% 50%" "reorder-5pct|delay 2ms reorder 95% 50%"
+        "reorder-25pct|delay 2ms reorder 75% 50%" "loss-1pct|loss 1%")
+    ((quick)) || fault_list+=("duplicate-5pct|duplicate 5%" "corrupt-0.1pct|corrupt 0.1%")
+    # Every stack's figure is the median of FAULT_REPS runs (1 in --quick, else 3), the stacks
+    # taking turns.
+    reps=${FAULT_REPS:-$((quick ? 1 : 3))}
     # The first run after boot is slower (caches, first use of the module): not measured.
     ours warm-up "--markers 1 --crc 1" bw >/dev/null || status=1
-    for f in "none|" "${VM_NET_FAULTS[@]}"; do
+    for f in "${fault_list[@]}"; do
         n=${f%%|*}
         echo "---- netem: ${f#*|}"
         vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }
-        ours "$n/mc" "--markers 1 --crc 1" bw || status=1
-        ours "$n/mc-inorder" "--markers 1 --crc 1 --ooo 0" bw || status=1
-        ours "$n/plain" "--markers 0 --crc 0" bw || status=1
-        iperf3_bw "$n/tcp/write_bw"
+        for ((k = 1; k <= reps; k++)); do
+            for m in "mc|--markers 1 --crc 1" "mc-inorder|--markers 1 --crc 1 --ooo 0" "plain|--markers 0 --crc 0"; do
+                counters_reset
+                ours "$n/${m%%|*}#$k" "${m#*|}" bw || status=1
+                echo "$n ${m%%|*}: ${R[$n/${m%%|*}#$k/write_bw]:-not measured} MB/s"
+                counters
+            done
+            counters_reset
+            iperf3_bw "$n/tcp#$k/write_bw"
+            echo "$n TCP: ${R[$n/tcp#$k/write_bw]:-not measured} MB/s"
+            counters
+        done
+        for m in mc mc-inorder plain tcp; do
+            R[$n/$m/write_bw]=$(for ((k = 1; k <= reps; k++)); do echo "${R[$n/$m#$k/write_bw]:-}"; done | median)
+        done
     done
     vm_netem A && vm_netem B
     vm_stop || status=1
     echo
-    echo "==== 64 KiB write_bw under network faults (netem on both guests), ratio to the same run without;"
-    echo "     one run of each stack, every one blocking (ours' default wait; iperf3 in write)"
+    echo "==== 64 KiB write_bw under network faults (netem on both guests, one wire packet per fault: gso_max_segs 1),"
+    echo "     each stack's ratio to its own run without; the median of $reps run(s) of each stack, every one blocking (ours' default"
+    echo "     wait; iperf3 in write); reorder N %: N % of the packets held 2 ms"
     printf '%-16s %22s %24s %22s %22s %16s\n' "fault" "iwarp M+C MB/s (÷)" "M+C in order MB/s (÷)" "iwarp plain MB/s (÷)" "TCP MB/s (÷)" "M+C ooo÷inorder"
-    for f in "none|" "${VM_NET_FAULTS[@]}"; do
+    for f in "${fault_list[@]}"; do
         n=${f%%|*}
         to_none() { printf '%s (%s)' "${R[$n/$1]:-n/a}" "$(ratio "${R[$n/$1]:-}" "${R[none/$1]:-}")"; }
         printf '%-16s %22s %24s %22s %22s %16s\n' "$n" "$(to_none mc/write_bw)" "$(to_none mc-inorder/write_bw)" "$(to_none plain/write_bw)" "$(to_none tcp/write_bw)" \
@@ -296,6 +349,7 @@ if [ $faults = 1 ]; then
         for m in mc mc-inorder plain; do [ -n "${R[$n/$m/write_bw]:-}" ] || { echo "FAILED: our $n $m write_bw is missing"; status=1; }; done
         [ -n "${R[$n/tcp/write_bw]:-}" ] || echo "$n TCP: NOT MEASURED: ${MISSING[$n/tcp/write_bw]:-unknown}"
     done
+    echo "goals: reorder 1 % and 5 % at least 0.9 of own; reorder 25 % and loss 1 % at least TCP's ratio"
     attempts
     exit $status
 fi
@@ -329,10 +383,11 @@ if [ $sweep = 1 ]; then
         done
     fi
     if [[ $parts == *" ooo "* ]]; then
-        # (a) Reordering with a few ms of delay (the rate of packets sent at once, ahead of the
-        # delayed ones), and loss without delay.
-        rates=("none|" "reorder-0.1%|delay 2ms reorder 0.1% 50%" "reorder-1%|delay 2ms reorder 1% 50%"
-            "reorder-5%|delay 2ms reorder 5% 50%" "loss-0.1%|loss 0.1%" "loss-1%|loss 1%")
+        one_packet_per_fault || { vm_stop; echo "FATAL: gso_max_segs" >&2; exit 1; }
+        # (a) Reordering ("reorder N %": N % of the packets held 2 ms, the others sent at once,
+        # as in --faults), and loss without delay.
+        rates=("none|" "reorder-1%|delay 2ms reorder 99% 50%" "reorder-5%|delay 2ms reorder 95% 50%"
+            "reorder-25%|delay 2ms reorder 75% 50%" "loss-0.1%|loss 0.1%" "loss-1%|loss 1%")
         # Every stack, ours and siw and TCP alike, takes turns SWEEP_REPS times (3 unless set);
         # each cell is the median of its runs (R[FAULT/STACK], how many gave a figure in
         # R[FAULT/STACK/runs]).
@@ -357,7 +412,7 @@ if [ $sweep = 1 ]; then
         # (b) Marker separation, FPDUs not aligned (only markers find them), as in Balaji et al.'s
         # "Analyzing the Impact of Supporting Out-of-Order Communication on In-order Performance".
         intervals=(512 1024 2048 4096 16384 none)
-        for f in "none|" "reorder-1%|delay 2ms reorder 1% 50%"; do
+        for f in "none|" "reorder-1%|delay 2ms reorder 99% 50%"; do
             n=${f%%|*}
             echo "---- marker separation, netem: ${f#*|}"
             vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }
