@@ -527,6 +527,10 @@ fn adopt_errors() -> Check {
         ("unknown flag", AdoptQp { fd, flags: (conn::ASKABLE + 1).next_power_of_two(), ..base }),
         ("MPA revision 3", AdoptQp { fd, mpa_rev: 3, ..base }),
         ("private data over 508", AdoptQp { fd, private_len: 509, ..base }),
+        // 500 with the RFC 7306 offer's 8 octets is over 508; near u32::MAX the sum overflowed
+        // (a kernel BUG on 1668bce).
+        ("private data over 500 with the extensions offer", AdoptQp { fd, flags: conn::CRC | conn::EXTENSIONS, private_len: 501, ..base }),
+        ("private data of 2^32 - 8 with the extensions offer", AdoptQp { fd, flags: conn::CRC | conn::EXTENSIONS, private_len: u32::MAX - 7, ..base }),
         ("timeout 0", AdoptQp { fd, timeout_ms: 0, ..base }),
         ("IRD over 14 bits", AdoptQp { fd, ird: 0x4000, ..base }),
         ("marker interval not a multiple of 4", AdoptQp { fd, marker_interval: 510, ..base }),
