@@ -4,7 +4,9 @@
 # `perf record -a` (the cpu-clock event: TCG has no PMU, and it samples at the tick, a few hundred
 # samples a second) around both the server (guest B) and the client (guest A), and prints each
 # guest's hottest symbols (kernel, iwarp.ko, user space) and its time by area: CRC, copies,
-# iwarp.ko, TCP/IP, virtio-net, idle. Usage: profile-vm.sh [--quick]
+# iwarp.ko, TCP/IP, virtio-net, idle. Usage: profile-vm.sh [--quick] [--reorder]
+# --reorder: the bandwidth cases only, under 25 % reordering (a quarter of the packets held 2 ms,
+# one wire packet per fault, as bench-vm.sh --faults): where the time goes when it does.
 # Cases: 64 KiB write_bw with markers and CRC and without either; 8 B write_lat and send_lat with
 # markers and CRC. Samples stay in the guests' /run; nothing is written to the tree.
 set -uo pipefail
@@ -12,11 +14,12 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 source "$here/scripts/vm-lib.sh"
 ko="$here/target/kmod/release/iwarp.ko"
 bench="$here/target/release/iwarp-bench"
-quick=0
+quick=0 reorder=0
 for a in "$@"; do
     case $a in
         --quick) quick=1 ;;
-        *) echo "usage: profile-vm.sh [--quick]" >&2; exit 2 ;;
+        --reorder) reorder=1 ;;
+        *) echo "usage: profile-vm.sh [--quick] [--reorder]" >&2; exit 2 ;;
     esac
 done
 command -v perf >/dev/null || { echo "SKIP: perf is not installed (cargo xtask setup installs linux-perf)" >&2; exit 1; }
@@ -27,6 +30,16 @@ vm_start 2 release || exit $?
 B=$(vm_ip B)
 vm_run A "insmod $ko" >/dev/null && vm_run B "insmod $ko" >/dev/null || { vm_stop; echo "FATAL: insmod failed" >&2; exit 1; }
 status=0
+cases=("mc-bw|--markers 1 --crc 1|write_bw|65536|$bw_iters" "plain-bw|--markers 0 --crc 0|write_bw|65536|$bw_iters"
+    "mc-write-lat|--markers 1 --crc 1|write_lat|8|$lat_iters" "mc-send-lat|--markers 1 --crc 1|send_lat|8|$lat_iters")
+if ((reorder)); then
+    cases=("${cases[@]:0:2}")
+    for g in A B; do
+        vm_run $g 'ip link set dev $IWARP_IF gso_max_segs 1' >/dev/null || status=1
+        vm_netem $g "delay 2ms reorder 75% 50%" || status=1
+    done
+    echo "==== under 25 % reordering (a quarter of the packets held 2 ms), one wire packet per fault"
+fi
 # What each area's symbols look like (perf's symbol names, kernel and module).
 areas='
 /crc32|crc_|crc32c/            { a["CRC"] += $1; next }
@@ -95,8 +108,7 @@ host_share() {
         printf "guest B vCPU %.0f%%, device emulation %.0f%%, other %.0f%%; ", 100 * d[4] / wall, 100 * d[5] / wall, 100 * d[6] / wall
         printf "whole host busy %.0f%% of %d%%\n", 100 * d[7] / wall, 100 * cores }'
 }
-for c in "mc-bw|--markers 1 --crc 1|write_bw|65536|$bw_iters" "plain-bw|--markers 0 --crc 0|write_bw|65536|$bw_iters" \
-    "mc-write-lat|--markers 1 --crc 1|write_lat|8|$lat_iters" "mc-send-lat|--markers 1 --crc 1|send_lat|8|$lat_iters"; do
+for c in "${cases[@]}"; do
     IFS='|' read -r name opts test size iters <<<"$c"
     echo "==== $name: $test of $size B, iwarp-bench $opts"
     before=$(host_cpu)
