@@ -4,7 +4,7 @@
 //! convention, and [`QpError`], why a queue pair's stream must end.
 
 use crate::cq::Overrun;
-use crate::terminate::{Cause, Terminate};
+use crate::proto::terminate::{Cause, Terminate};
 use core::ptr::NonNull;
 use kernel::error::from_err_ptr;
 use kernel::prelude::*;

@@ -9,28 +9,12 @@
 
 use kernel::prelude::*;
 
-// The protocol core, compiled in from ../proto by path: the kernel build links no external
-// crates. Its modules name each other `crate::…`, so they sit at this crate's root.
-#[path = "../../proto/src/atomic.rs"]
-pub mod atomic;
-#[path = "../../proto/src/crc.rs"]
-pub mod crc;
-#[path = "../../proto/src/ddp.rs"]
-pub mod ddp;
-#[path = "../../proto/src/markers.rs"]
-pub mod markers;
-#[path = "../../proto/src/mpa/mod.rs"]
-pub mod mpa;
-#[path = "../../proto/src/rdmap.rs"]
-pub mod rdmap;
-#[path = "../../proto/src/rx/mod.rs"]
-pub mod rx;
-#[path = "../../proto/src/stream.rs"]
-pub mod stream;
-#[path = "../../proto/src/terminate.rs"]
-pub mod terminate;
-#[path = "../../proto/src/tx.rs"]
-pub mod tx;
+/// The protocol core (`../proto`), compiled in as one module by path: the kernel build links no
+/// external crates. Its `forbid(unsafe_code)` holds for all of it.
+#[path = "../../proto/src/lib.rs"]
+pub mod proto;
+// Proto's files name each other `crate::name`, as at the root of their own crate.
+use proto::{atomic, crc, ddp, markers, mpa, rdmap, stream, terminate, tx};
 
 /// The user/kernel ABI shared with libiwarp.
 #[path = "../../libiwarp/src/abi.rs"]

@@ -8,8 +8,8 @@
 //! initiator's private data and accepts (the MPA reply, `qp::Side::Accepting`) or rejects it.
 
 use crate::error::eproto;
-use crate::mpa::frame::Frame;
-use crate::mpa::handshake::{Handshake, Step};
+use crate::proto::mpa::frame::Frame;
+use crate::proto::mpa::handshake::{Handshake, Step};
 use crate::qp::{boxed, drive};
 use crate::socket::TcpSocket;
 use kernel::new_mutex;

@@ -4,13 +4,13 @@
 //! with markers and CRC is framed, received and checked. Refusing to load beats running with a
 //! broken core or CRC plug.
 
-use crate::markers::Markers;
-use crate::rdmap::Opcode;
-use crate::rx::{self, Event, Receiver, Sink, Target};
+use crate::proto::markers::Markers;
+use crate::proto::rdmap::Opcode;
+use crate::proto::rx::{self, Event, Receiver, Sink, Target};
 use crate::shim::KernelCrc;
-use crate::stream::Pieces;
-use crate::terminate::Cause;
-use crate::tx::{self, Fpdu, Message, Transmitter};
+use crate::proto::stream::Pieces;
+use crate::proto::terminate::Cause;
+use crate::proto::tx::{self, Fpdu, Message, Transmitter};
 use kernel::prelude::*;
 
 const MESSAGE: &[u8] = b"iwarp self-test: a Send framed with markers and CRC, checked by the kernel's crc32c";

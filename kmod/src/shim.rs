@@ -10,7 +10,7 @@ use kernel::prelude::*;
 /// The kernel's crc32c(), as the protocol core's CRC implementation.
 pub(crate) struct KernelCrc;
 
-impl crate::crc::Crc32c for KernelCrc {
+impl crate::proto::crc::Crc32c for KernelCrc {
     fn append(crc: u32, data: &[u8]) -> u32 {
         // The core passes finished CRC values; the kernel works on the raw register.
         // SAFETY: `data` is a valid slice for its whole length during the call, and the shim

@@ -3,9 +3,10 @@
 //!
 //! No I/O, no allocation, no `unsafe`: the kernel module compiles these same files in (it cannot
 //! link external crates), a user-level engine can drive them over a socket, and the host tests
-//! prove them exhaustively. Each module is included by path from `kmod/`, so modules refer to
-//! each other as `crate::name` and must stay at the crate root.
-#![no_std]
+//! prove them exhaustively. iwarp.ko includes this file as its module `proto` and names these
+//! modules at its own root too, so `crate::name` resolves in both builds.
+// iwarp.ko (built with `--cfg MODULE`) is no_std already; there this file is not a crate root.
+#![cfg_attr(not(MODULE), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 // The kernel builds these files too, with its minimum Rust (1.85), which has no is_multiple_of.

@@ -4,11 +4,11 @@
 //! a thin driver of the protocol core's sans-IO [`Handshake`] over a blocking kernel socket.
 
 use crate::error::eproto;
-use crate::mpa::handshake::{Handshake, Outcome, Step, MAX_FRAME};
-use crate::mpa::negotiate::{Connection, Local};
+use crate::proto::mpa::handshake::{Handshake, Outcome, Step, MAX_FRAME};
+use crate::proto::mpa::negotiate::{Connection, Local};
 use crate::shim::KernelCrc;
 use crate::socket::TcpSocket;
-use crate::tx::Fpdu;
+use crate::proto::tx::Fpdu;
 use kernel::prelude::*;
 
 /// What the exchange produced.

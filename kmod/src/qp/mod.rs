@@ -24,13 +24,13 @@ use crate::abi::{event_flags, event_kind, qp_state, wc_opcode, wc_status, AsyncE
 use crate::cq::{Attached, Cq};
 use crate::error::enotconn;
 use crate::events::AsyncEvents;
-use crate::markers::{self, Markers};
-use crate::mpa::negotiate::{Connection, Rtr};
+use crate::proto::markers::{self, Markers};
+use crate::proto::mpa::negotiate::{Connection, Rtr};
 use crate::mr::MrTable;
 use crate::socket::TcpSocket;
 use crate::sync::{new_spinlock_bh, SpinLockBh};
-use crate::terminate::Terminate;
-use crate::tx::{self, Transmitter};
+use crate::proto::terminate::Terminate;
+use crate::proto::tx::{self, Transmitter};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use doorbell::{Heads, RecvRing, SendRing};
 use kernel::new_mutex;
@@ -265,7 +265,7 @@ impl QueuePair {
             tx.queue_rtr(rtr)?;
         }
         let rx_cfg =
-            crate::rx::Config { markers: rx_marks, crc: c.crc, expect_rtr, expect_rtr_read_response: send_rtr == Some(Rtr::Read), extensions: c.extensions };
+            crate::proto::rx::Config { markers: rx_marks, crc: c.crc, expect_rtr, expect_rtr_read_response: send_rtr == Some(Rtr::Read), extensions: c.extensions };
         // Allocated here: the receive side is set up under a spinlock.
         let rx_mem = receive::RxMemory::new(ird)?;
         est.sock.set_nodelay();

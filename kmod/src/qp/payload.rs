@@ -11,7 +11,7 @@ use crate::abi::{Sge, MAX_SGE};
 use crate::frags::{Arena, PageFrag};
 use crate::mr::Domain;
 use crate::pinned::PinnedPages;
-use crate::tx::Payload;
+use crate::proto::tx::Payload;
 use core::cell::Cell;
 use kernel::prelude::*;
 use kernel::sync::Arc;

@@ -21,16 +21,16 @@ use super::unacked::Unacked;
 use super::wr::{Fifo, PeerRequest, PendingAtomic, PendingRead, RecvWr, Sgl};
 use super::{Ended, Phase, QueuePair};
 use crate::abi::{access, wc_flags, wc_opcode, wc_status, Cqe, PostRecv};
-use crate::atomic;
+use crate::proto::atomic;
 use crate::error::{enotconn, FirstError};
-use crate::mpa::negotiate::Rtr;
+use crate::proto::mpa::negotiate::Rtr;
 use crate::mr::{Domain, Fault};
-use crate::rdmap::Opcode;
-use crate::rx::{self, EarlyStats, Event, Receiver, RxError, Sink, Target};
+use crate::proto::rdmap::Opcode;
+use crate::proto::rx::{self, EarlyStats, Event, Receiver, RxError, Sink, Target};
 use crate::shim::KernelCrc;
 use crate::socket::{Gather, InCallback, OnReceive, Wake};
-use crate::stream::Pieces;
-use crate::terminate::{Cause, Terminate};
+use crate::proto::stream::Pieces;
+use crate::proto::terminate::{Cause, Terminate};
 use kernel::prelude::*;
 
 /// What the receive side keeps.

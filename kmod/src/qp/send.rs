@@ -17,12 +17,12 @@ use super::unacked::Unacked;
 use super::wr::{PeerRequest, PendingAtomic, PendingRead, Sgl};
 use super::{Ended, Phase, QueuePair};
 use crate::abi::{access, opcode, send_flags, wc_opcode, PostSend, Sge, MAX_MESSAGE};
-use crate::atomic;
+use crate::proto::atomic;
 use crate::error::eopnotsupp;
 use crate::mr::{Domain, Fault};
-use crate::rdmap::ReadRequest;
-use crate::terminate::{Cause, Terminate};
-use crate::tx::Message;
+use crate::proto::rdmap::ReadRequest;
+use crate::proto::terminate::{Cause, Terminate};
+use crate::proto::tx::Message;
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 

@@ -9,10 +9,10 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use crate::abi::{access, Sge, MAX_MESSAGE, MAX_SGE};
-use crate::atomic;
+use crate::proto::atomic;
 use crate::charged::ChargedVec;
 use crate::mr::{Domain, Fault};
-use crate::rdmap::ReadRequest;
+use crate::proto::rdmap::ReadRequest;
 use kernel::prelude::*;
 
 /// A validated scatter/gather list.
