@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Completion queues: a ring the application maps and polls without system calls (layout in
-//! the ABI's `cq_ring`), written only by the module. Blocking waits go through an eventfd the
+//! the ABI's `cq_ring`, entries as `device/translate.rs` writes them), written only by the
+//! module. The ring is `/dev/iwarp`'s; the kernel's RDMA core will need a second kind. Blocking waits go through an eventfd the
 //! application passed in and armed (ARM_CQ).
 
 // Values from user space or the wire are computed on here: no unchecked arithmetic
 // (docs/security.md, "Arithmetic").
 #![deny(clippy::arithmetic_side_effects)]
 
-use crate::abi::{cq_ring, wc_flags, wc_status, Cqe, CQE_SIZE, MAX_CQE};
+use crate::abi::{cq_ring, CQE_SIZE};
+use crate::device::translate;
 use crate::eventfd::EventFd;
 use crate::ring::SharedRing;
 use crate::sync::{new_spinlock_bh, SpinLockBh};
+use crate::verbs::{Completion, Status, MAX_CQE};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::mm::virt::VmaNew;
 use kernel::prelude::*;
@@ -103,8 +106,8 @@ impl Cq {
         Ok(())
     }
 
-    /// Writes `cqe` and publishes it; wakes an armed waiter.
-    pub(crate) fn push(&self, cqe: &Cqe) -> Result<(), Overrun> {
+    /// Writes `c` and publishes it; wakes an armed waiter.
+    pub(crate) fn push(&self, c: &Completion) -> Result<(), Overrun> {
         let mut st = self.state.lock();
         // The application's consumer index is a hint: whatever it says, only the slot at our
         // own producer index is written, and a ring that looks full is reported, not overwritten.
@@ -113,13 +116,13 @@ impl Cq {
             return Err(Overrun);
         }
         let at = st.producer.checked_rem(self.depth).and_then(entry_at).ok_or(Overrun)?;
-        self.ring.write(at, cqe.as_bytes());
+        self.ring.write(at, translate::cqe(c).as_bytes());
         st.producer = st.producer.wrapping_add(1);
         self.ring.store(cq_ring::PRODUCER, st.producer);
         let wake = match st.armed {
             Armed::No => false,
             Armed::Any => true,
-            Armed::Solicited => cqe.status != wc_status::SUCCESS || cqe.flags & wc_flags::SOLICITED != 0,
+            Armed::Solicited => c.status != Status::Success || c.solicited,
         };
         if wake {
             st.armed = Armed::No;

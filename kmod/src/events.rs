@@ -5,13 +5,13 @@
 //! learns which QP and why without asking each one (GET_ASYNC_EVENT; an eventfd it gives wakes
 //! poll(2)/epoll). A QP its owner disconnects or destroys reports nothing.
 
-use crate::abi::{AsyncEvent, MAX_ASYNC_EVENTS};
 use crate::eventfd::EventFd;
+use crate::verbs::{QpEvent, MAX_ASYNC_EVENTS};
 use kernel::prelude::*;
 
 /// The events not fetched yet, oldest first.
 pub(crate) struct AsyncEvents {
-    queue: KVec<AsyncEvent>,
+    queue: KVec<QpEvent>,
     /// Events were dropped because the queue was full; told with the next one fetched.
     lost: bool,
     notify: Option<EventFd>,
@@ -31,7 +31,7 @@ impl AsyncEvents {
     }
 
     /// Reports `ev` (dropped, and counted as lost, when the queue is full).
-    pub(crate) fn push(&mut self, ev: AsyncEvent) {
+    pub(crate) fn push(&mut self, ev: QpEvent) {
         if self.queue.push_within_capacity(ev).is_err() {
             self.lost = true;
         }
@@ -40,16 +40,12 @@ impl AsyncEvents {
         }
     }
 
-    /// The oldest event not fetched yet (with `abi::event_flags::LOST` if some were dropped
-    /// before it), if any.
-    pub(crate) fn pop(&mut self) -> Option<AsyncEvent> {
+    /// The oldest event not fetched yet, and whether events before it were dropped, if any.
+    pub(crate) fn pop(&mut self) -> Option<(QpEvent, bool)> {
         if self.queue.is_empty() {
             return None;
         }
-        let mut ev = self.queue.remove(0).ok()?;
-        if core::mem::take(&mut self.lost) {
-            ev.flags |= crate::abi::event_flags::LOST;
-        }
-        Some(ev)
+        let ev = self.queue.remove(0).ok()?;
+        Some((ev, core::mem::take(&mut self.lost)))
     }
 }

@@ -39,6 +39,7 @@ mod shim;
 mod socket;
 mod sync;
 mod uapi;
+mod verbs;
 
 module! {
     type: IwarpModule,

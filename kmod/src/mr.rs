@@ -10,10 +10,10 @@
 // (docs/security.md, "Arithmetic").
 #![deny(clippy::arithmetic_side_effects)]
 
-use crate::abi::{access, MAX_MR, MAX_MR_SIZE, MAX_PD};
 use crate::handles::Handles;
 use crate::pinned::PinnedPages;
 use crate::sync::SpinLockBh;
+use crate::verbs::{access, MAX_MR, MAX_MR_SIZE, MAX_PD};
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;

@@ -7,10 +7,10 @@
 use crate::proto::markers::Markers;
 use crate::proto::rdmap::Opcode;
 use crate::proto::rx::{self, Event, Receiver, Sink, Target};
-use crate::shim::KernelCrc;
 use crate::proto::stream::Pieces;
 use crate::proto::terminate::Cause;
 use crate::proto::tx::{self, Fpdu, Message, Transmitter};
+use crate::shim::KernelCrc;
 use kernel::prelude::*;
 
 const MESSAGE: &[u8] = b"iwarp self-test: a Send framed with markers and CRC, checked by the kernel's crc32c";

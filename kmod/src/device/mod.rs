@@ -11,12 +11,13 @@
 
 mod connection;
 mod registry;
+pub(crate) mod translate;
 
-use crate::abi::access;
 use crate::abi::{
     self, ring_kind, Accept, AdoptQp, ConnectQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, GetRequest, HandleOp, ListQps, Listen, PdOp, QueryQp,
     QueryStats, RegMr, SetEventFd, MAX_CQ, MAX_INLINE, MAX_LISTEN, MAX_LIST_QPS, MAX_QP, MAX_QP_WR, MAX_SGE,
 };
+use crate::abi::{PostRecv, PostSend, POST_RECV_SIZE, POST_SEND_SIZE};
 use crate::charged;
 use crate::cq::Cq;
 use crate::eventfd::EventFd;
@@ -29,6 +30,7 @@ use crate::qp::{self, Limits, QueuePair};
 use crate::ring;
 use crate::socket::Hook;
 use crate::sync::{new_spinlock_bh, SpinLockBh};
+use crate::verbs::access;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::ioctl::_IOC_SIZE;
 use kernel::miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration};
@@ -164,12 +166,19 @@ impl MiscDevice for Context {
             abi::IOCTL_QUERY_QP => me.in_out(
                 user,
                 |c, req: &mut QueryQp| {
-                    let _: () = c.qp(req.qp)?.query(req);
+                    *req = translate::query_qp(req.qp, &c.qp(req.qp)?.query());
                     Ok(())
                 },
                 |_, _| {},
             )?,
-            abi::IOCTL_DOORBELL => me.in_out(user, |c, db: &mut Doorbell| c.qp(db.qp)?.doorbell(db), |_, _| {})?,
+            abi::IOCTL_DOORBELL => me.in_out(
+                user,
+                |c, db: &mut Doorbell| {
+                    let qp = c.qp(db.qp)?;
+                    doorbell(&qp, db)
+                },
+                |_, _| {},
+            )?,
             abi::IOCTL_ADOPT_QP => me.connect_ioctl(user.reader_writer(), |c, req: &mut AdoptQp| c.adopt(req))?,
             abi::IOCTL_CONNECT_QP => me.connect_ioctl(user.reader_writer(), |c, req: &mut ConnectQp| c.connect(req))?,
             abi::IOCTL_ACCEPT => me.connect_ioctl(user.reader_writer(), |c, req: &mut Accept| c.accept(req))?,
@@ -185,13 +194,26 @@ impl MiscDevice for Context {
             abi::IOCTL_LIST_QPS => list_qps(user)?,
             abi::IOCTL_GET_ASYNC_EVENT => {
                 let ev = me.events.lock().pop();
-                let ev = ev.ok_or(EAGAIN)?;
-                user.writer().write(&ev)?;
+                let (ev, lost) = ev.ok_or(EAGAIN)?;
+                user.writer().write(&translate::async_event(&ev, lost))?;
             }
             _ => return Err(ENOTTY),
         }
         Ok(0)
     }
+}
+
+/// DOORBELL: runs the ring entries the application wrote up to its tails (`qp/work_ring.rs`),
+/// each translated to the engine's work request; says how many of each ring were taken and
+/// the errno of the one that failed.
+fn doorbell(qp: &QueuePair, db: &mut Doorbell) -> Result {
+    if db.sq_done != 0 || db.rq_done != 0 || db.sq_error != 0 || db.rq_error != 0 || db.reserved != 0 {
+        return Err(EINVAL);
+    }
+    let (rq, sq) =
+        qp.take_posted(db.rq_tail, db.sq_tail, |e: &PostRecv| qp.post_recv(&translate::recv_wr(e)), |e: &PostSend| qp.post_send(&translate::send_wr(e)?))?;
+    (db.rq_done, db.rq_error, db.sq_done, db.sq_error) = (rq.done, rq.error, sq.done, sq.error);
+    Ok(())
 }
 
 /// Whether the ioctl makes objects in kernel memory (checked for room in the caller's memory
@@ -286,11 +308,12 @@ impl Context {
         // Checked, pinned (which sleeps) outside the table's lock, then inserted: the domain
         // cannot go in between.
         let _lifecycle = self.lifecycle.lock();
-        self.mrs.lock().check_register(req.pd, req.addr, req.length, req.access)?;
-        let writable = req.access & (access::LOCAL_WRITE | access::REMOTE_WRITE) != 0;
+        let rights = translate::access(req.access)?;
+        self.mrs.lock().check_register(req.pd, req.addr, req.length, rights)?;
+        let writable = rights & (access::LOCAL_WRITE | access::REMOTE_WRITE) != 0;
         let pages = Arc::new(PinnedPages::pin(req.addr, req.length, writable)?, GFP_KERNEL_ACCOUNT)?;
         MrTable::reserve(&self.mrs)?;
-        let stag = self.mrs.lock().register(req.pd, pages, req.addr, req.length, req.access)?;
+        let stag = self.mrs.lock().register(req.pd, pages, req.addr, req.length, rights)?;
         req.lkey = stag;
         req.stag = stag;
         Ok(())
@@ -371,7 +394,14 @@ impl Context {
             let cqs = self.cqs.lock();
             (cqs.get(req.send_cq)?.clone(), cqs.get(req.recv_cq)?.clone())
         };
-        let limits = Limits { max_recv_wr: req.max_recv_wr, max_send_wr: req.max_send_wr, max_sge: req.max_sge, max_inline: req.max_inline };
+        let limits = Limits {
+            max_recv_wr: req.max_recv_wr,
+            max_send_wr: req.max_send_wr,
+            max_sge: req.max_sge,
+            max_inline: req.max_inline,
+            send_entry_size: POST_SEND_SIZE,
+            recv_entry_size: POST_RECV_SIZE,
+        };
         // DEALLOC_PD cannot free the domain until the QP is in the table. Lock order: the
         // lifecycle lock, then QPs (mmap takes the QPs under mmap_lock, and REG_MR pins, taking
         // mmap_lock, under the lifecycle lock).

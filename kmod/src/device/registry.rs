@@ -5,8 +5,10 @@
 //! list lock is a leaf: it is held only to add, remove or copy references, never while a QP or
 //! a socket is locked, so it fits anywhere in the lock order.
 
-use crate::abi::{Endpoint, QpInfo, QueryQp};
+use super::translate;
+use crate::abi::QpInfo;
 use crate::qp::QueuePair;
+use crate::socket::Endpoint;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -66,9 +68,9 @@ pub(super) fn snapshot(max: usize) -> Result<(KVec<QpInfo>, usize)> {
     };
     let mut infos = KVec::with_capacity(listed.len(), GFP_KERNEL_ACCOUNT)?;
     for (pid, qp) in listed.iter() {
-        let mut query = QueryQp::default();
-        qp.query(&mut query);
+        let query = translate::query_qp(qp.handle(), &qp.query());
         let (local, remote) = qp.socket().map_or((Endpoint::default(), Endpoint::default()), |s| s.endpoints());
+        let (local, remote) = (translate::endpoint(&local), translate::endpoint(&remote));
         infos.push(QpInfo { pid: *pid, reserved: 0, local, remote, query }, GFP_KERNEL_ACCOUNT)?;
     }
     Ok((infos, count))

@@ -6,9 +6,9 @@
 use crate::error::eproto;
 use crate::proto::mpa::handshake::{Handshake, Outcome, Step, MAX_FRAME};
 use crate::proto::mpa::negotiate::{Connection, Local};
+use crate::proto::tx::Fpdu;
 use crate::shim::KernelCrc;
 use crate::socket::TcpSocket;
-use crate::proto::tx::Fpdu;
 use kernel::prelude::*;
 
 /// What the exchange produced.

@@ -9,37 +9,37 @@
 //! regions, CQ, events (rx and after are spinlocks taken with bottom halves off, since the
 //! receive side runs in the socket's data-ready callback).
 
-mod doorbell;
 mod establish;
 mod outbound;
 mod payload;
 mod receive;
 mod send;
 mod unacked;
+mod work_ring;
 mod wr;
 
 pub(crate) use establish::{boxed, drive, establish, Established, Failed, Side};
 
-use crate::abi::{event_flags, event_kind, qp_state, wc_opcode, wc_status, AsyncEvent, Cqe, QueryQp};
 use crate::cq::{Attached, Cq};
 use crate::error::enotconn;
 use crate::events::AsyncEvents;
+use crate::mr::MrTable;
 use crate::proto::markers::{self, Markers};
 use crate::proto::mpa::negotiate::{Connection, Rtr};
-use crate::mr::MrTable;
-use crate::socket::TcpSocket;
-use crate::sync::{new_spinlock_bh, SpinLockBh};
 use crate::proto::terminate::Terminate;
 use crate::proto::tx::{self, Transmitter};
+use crate::socket::TcpSocket;
+use crate::sync::{new_spinlock_bh, SpinLockBh};
+use crate::verbs::{Completion, CompletionOp, QpEvent, QpEventKind, QpReport, QpState, Status};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use doorbell::{Heads, RecvRing, SendRing};
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex, SetOnce};
 use outbound::TxSide;
 use receive::RxSide;
 use unacked::Unacked;
-use wr::{Fifo, PendingAtomic, PendingRead, RecvWr};
+use work_ring::{Heads, WorkRing};
+use wr::{Fifo, PendingAtomic, PendingRead, PostedRecv};
 
 /// Queue pairs of all contexts.
 static QUEUE_PAIRS: AtomicU64 = AtomicU64::new(0);
@@ -87,6 +87,9 @@ pub(crate) struct Limits {
     pub(crate) max_sge: u32,
     /// Inline data per send work request.
     pub(crate) max_inline: u32,
+    /// Octets of an entry of the send ring, and of the receive ring (the front door's types).
+    pub(crate) send_entry_size: usize,
+    pub(crate) recv_entry_size: usize,
 }
 
 /// Why a QP left the connected state (what QUERY_QP and asynchronous events report).
@@ -125,13 +128,13 @@ impl Ended {
     }
 
     /// The asynchronous event to report for QP `qp`, if any.
-    fn event(&self, qp: u32) -> Option<AsyncEvent> {
+    fn event(&self, qp: u32) -> Option<QpEvent> {
         let kind = match self.by {
-            By::Terminate => event_kind::QP_TERMINATED,
-            By::ConnectionLost => event_kind::QP_CONNECTION_LOST,
+            By::Terminate => QpEventKind::Terminated { terminate: self.terminate, sent: self.sent },
+            By::ConnectionLost => QpEventKind::ConnectionLost,
             By::Owner => return None,
         };
-        Some(AsyncEvent { kind, qp, terminate: self.terminate, flags: if self.sent { event_flags::SENT } else { 0 } })
+        Some(QpEvent { qp, kind })
     }
 }
 
@@ -169,8 +172,8 @@ pub(crate) struct QueuePair {
     events: Arc<SpinLockBh<AsyncEvents>>,
     send_cq: Attached,
     recv_cq: Attached,
-    sq_ring: SendRing,
-    rq_ring: RecvRing,
+    sq_ring: WorkRing,
+    rq_ring: WorkRing,
     _counted: Counted,
     /// The module's own ring heads; held while a doorbell is processed (outermost lock).
     #[pin]
@@ -194,7 +197,7 @@ impl QueuePair {
         recv_cq: &Arc<Cq>,
         limits: Limits,
     ) -> Result<Arc<QueuePair>> {
-        let rq = Fifo::<RecvWr>::new(limits.max_recv_wr as usize)?;
+        let rq = Fifo::<PostedRecv>::new(limits.max_recv_wr as usize)?;
         let reads = Fifo::<PendingRead>::new(limits.max_send_wr as usize)?;
         let atomics = Fifo::<PendingAtomic>::new(limits.max_send_wr as usize)?;
         // Signaled requests outstanding, each behind at most one run of unsignaled ones.
@@ -212,8 +215,8 @@ impl QueuePair {
                 events,
                 send_cq: send_cq.attach(),
                 recv_cq: recv_cq.attach(),
-                sq_ring: SendRing::new(limits.max_send_wr)?,
-                rq_ring: RecvRing::new(limits.max_recv_wr)?,
+                sq_ring: WorkRing::new(limits.max_send_wr, limits.send_entry_size)?,
+                rq_ring: WorkRing::new(limits.max_recv_wr, limits.recv_entry_size)?,
                 _counted: Counted::new(),
                 heads <- new_mutex!(Heads::new()),
                 tx <- new_mutex!(None),
@@ -264,8 +267,13 @@ impl QueuePair {
         if let Some(rtr) = send_rtr {
             tx.queue_rtr(rtr)?;
         }
-        let rx_cfg =
-            crate::proto::rx::Config { markers: rx_marks, crc: c.crc, expect_rtr, expect_rtr_read_response: send_rtr == Some(Rtr::Read), extensions: c.extensions };
+        let rx_cfg = crate::proto::rx::Config {
+            markers: rx_marks,
+            crc: c.crc,
+            expect_rtr,
+            expect_rtr_read_response: send_rtr == Some(Rtr::Read),
+            extensions: c.extensions,
+        };
         // Allocated here: the receive side is set up under a spinlock.
         let rx_mem = receive::RxMemory::new(ird)?;
         est.sock.set_nodelay();
@@ -307,34 +315,50 @@ impl QueuePair {
         self.sock.as_ref().ok_or_else(enotconn)
     }
 
-    /// QUERY_QP: fills in the state, the Terminate that ended the QP, the octets sent and where
-    /// received payload was placed.
-    pub(crate) fn query(&self, q: &mut QueryQp) {
-        q.qp = self.handle;
+    /// The QP's handle in its context.
+    pub(crate) fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// The state, the Terminate that ended the QP, the octets sent and where received payload
+    /// was placed.
+    pub(crate) fn query(&self) -> QpReport {
         // Before the receive side: the socket's callbacks take the receive side inside the
         // socket's callback lock, which this takes.
-        q.doorbells = self.sock.as_ref().map_or(0, |s| s.doorbells());
-        if let Some(side) = &*self.tx.lock() {
-            (q.sent_zero_copy, q.sent_copied) = side.sent();
-            q.tx_marker_interval = side.config().markers.interval();
-        }
+        let doorbells = self.sock.as_ref().map_or(0, |s| s.doorbells());
+        let ((sent_zero_copy, sent_copied), tx_marker_interval) =
+            self.tx.lock().as_ref().map_or(((0, 0), 0), |side| (side.sent(), side.config().markers.interval()));
         let rx = self.rx.lock();
         let (p, e) = (rx.queues.placement, rx.early_stats());
-        (q.placed_in_order, q.placed_out_of_order, q.ooo_walks) = (p.in_order, p.out_of_order, p.ooo_walks);
-        q.received_copied = p.received_copied;
-        q.fpdus_out_of_order = e.by_marker + e.by_alignment + e.after_placed;
-        (q.fpdus_by_marker, q.fpdus_by_alignment, q.fpdus_held_back, q.fpdus_bad) = (e.by_marker, e.by_alignment, e.held_back, e.bad);
-        q.rx_marker_interval = rx.config().map_or(0, |c| c.markers.interval());
-        (q.state, q.terminate, q.terminate_sent) = match rx.phase {
-            Phase::Init | Phase::Connecting => (qp_state::INIT, 0, 0),
-            Phase::Connected => (qp_state::RTS, 0, 0),
-            Phase::Ended(e) => (qp_state::ERROR, e.terminate, u32::from(e.sent)),
+        let (state, terminate, terminate_sent) = match rx.phase {
+            Phase::Init | Phase::Connecting => (QpState::Init, 0, false),
+            Phase::Connected => (QpState::Rts, 0, false),
+            Phase::Ended(e) => (QpState::Error, e.terminate, e.sent),
         };
+        QpReport {
+            state,
+            terminate,
+            terminate_sent,
+            sent_zero_copy,
+            sent_copied,
+            placed_in_order: p.in_order,
+            placed_out_of_order: p.out_of_order,
+            fpdus_out_of_order: e.by_marker + e.by_alignment + e.after_placed,
+            ooo_walks: p.ooo_walks,
+            doorbells,
+            fpdus_by_marker: e.by_marker,
+            fpdus_held_back: e.held_back,
+            fpdus_bad: e.bad,
+            fpdus_by_alignment: e.by_alignment,
+            rx_marker_interval: rx.config().map_or(0, |c| c.markers.interval()),
+            tx_marker_interval,
+            received_copied: p.received_copied,
+        }
     }
 
     /// A completion of this QP.
-    fn cqe(&self, wr_id: u64, status: u32, opcode: u32, byte_len: u32) -> Cqe {
-        Cqe { wr_id, status, opcode, byte_len, qp: self.handle, flags: 0, invalidated: 0, imm_data: 0 }
+    fn completion(&self, wr_id: u64, status: Status, op: CompletionOp, byte_len: u32) -> Completion {
+        Completion { wr_id, status, op, byte_len, qp: self.handle, solicited: false, invalidated: None, imm: None }
     }
 
     /// Leaves the connected state for good: flushes every posted receive, outstanding Read and
@@ -350,14 +374,14 @@ impl QueuePair {
         }
         // A full CQ loses these flush entries; the QP is in error either way.
         while let Some(wr) = rx.queues.rq.pop() {
-            let _ = self.recv_cq.push(&self.cqe(wr.wr_id, wc_status::WR_FLUSH_ERR, wc_opcode::RECV, 0));
+            let _ = self.recv_cq.push(&self.completion(wr.wr_id, Status::Flushed, CompletionOp::Recv, 0));
         }
         self.flush_unacked(&mut rx.queues);
         while let Some(r) = rx.queues.reads.pop() {
-            let _ = self.send_cq.push(&self.cqe(r.wr_id, wc_status::WR_FLUSH_ERR, wc_opcode::RDMA_READ, 0));
+            let _ = self.send_cq.push(&self.completion(r.wr_id, Status::Flushed, CompletionOp::RdmaRead, 0));
         }
         while let Some(a) = rx.queues.atomics.pop() {
-            let _ = self.send_cq.push(&self.cqe(a.wr_id, wc_status::WR_FLUSH_ERR, a.opcode, 0));
+            let _ = self.send_cq.push(&self.completion(a.wr_id, Status::Flushed, a.opcode, 0));
         }
         true
     }

@@ -17,15 +17,15 @@ use super::payload::{self, OutPayload};
 use super::unacked::Unacked;
 use super::wr::Fifo;
 use super::{Ended, QueuePair};
-use crate::abi::wc_status;
 use crate::error::{enotconn, QpError};
 use crate::frags::{Arena, PageFrag};
 use crate::proto::mpa::negotiate::Rtr;
 use crate::proto::rdmap::ReadRequest;
-use crate::shim::KernelCrc;
-use crate::socket::TcpSocket;
 use crate::proto::terminate::Terminate;
 use crate::proto::tx::{self, Fpdu, Message, Outgoing, Piece, Transmitter};
+use crate::shim::KernelCrc;
+use crate::socket::TcpSocket;
+use crate::verbs::Status;
 use core::sync::atomic::Ordering;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -405,7 +405,7 @@ impl QueuePair {
         side.drain(|wr| {
             if wr.signaled {
                 // A full CQ loses it; the QP is in error either way.
-                let _ = self.send_cq.push(&self.cqe(wr.wr_id, wc_status::WR_FLUSH_ERR, wr.opcode, 0));
+                let _ = self.send_cq.push(&self.completion(wr.wr_id, Status::Flushed, wr.opcode, 0));
             }
         });
     }

@@ -7,11 +7,11 @@
 //! acknowledgement (`unacked.rs`). Smaller payloads are copied into fresh pages, which costs
 //! less than referencing pages and lets their work requests complete at once.
 
-use crate::abi::{Sge, MAX_SGE};
 use crate::frags::{Arena, PageFrag};
 use crate::mr::Domain;
 use crate::pinned::PinnedPages;
 use crate::proto::tx::Payload;
+use crate::verbs::{Sge, MAX_SGE};
 use core::cell::Cell;
 use kernel::prelude::*;
 use kernel::sync::Arc;

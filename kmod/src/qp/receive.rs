@@ -18,19 +18,19 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use super::unacked::Unacked;
-use super::wr::{Fifo, PeerRequest, PendingAtomic, PendingRead, RecvWr, Sgl};
+use super::wr::{Fifo, PeerRequest, PendingAtomic, PendingRead, PostedRecv, Sgl};
 use super::{Ended, Phase, QueuePair};
-use crate::abi::{access, wc_flags, wc_opcode, wc_status, Cqe, PostRecv};
-use crate::proto::atomic;
 use crate::error::{enotconn, FirstError};
-use crate::proto::mpa::negotiate::Rtr;
 use crate::mr::{Domain, Fault};
+use crate::proto::atomic;
+use crate::proto::mpa::negotiate::Rtr;
 use crate::proto::rdmap::Opcode;
 use crate::proto::rx::{self, EarlyStats, Event, Receiver, RxError, Sink, Target};
-use crate::shim::KernelCrc;
-use crate::socket::{Gather, InCallback, OnReceive, Wake};
 use crate::proto::stream::Pieces;
 use crate::proto::terminate::{Cause, Terminate};
+use crate::shim::KernelCrc;
+use crate::socket::{Gather, InCallback, OnReceive, Wake};
+use crate::verbs::{access, Completion, CompletionOp, RecvWr, Status};
 use kernel::prelude::*;
 
 /// What the receive side keeps.
@@ -65,7 +65,7 @@ impl RxMemory {
 pub(crate) struct Queues {
     /// MSN of the Send that fills the oldest posted receive.
     next_recv_msn: u32,
-    pub(super) rq: Fifo<RecvWr>,
+    pub(super) rq: Fifo<PostedRecv>,
     pub(super) reads: Fifo<PendingRead>,
     /// Our Atomic Requests outstanding, in order (they count against the Read queue's depth).
     pub(super) atomics: Fifo<PendingAtomic>,
@@ -106,7 +106,7 @@ pub(crate) struct Placement {
 }
 
 impl RxSide {
-    pub(super) fn new(rq: Fifo<RecvWr>, reads: Fifo<PendingRead>, atomics: Fifo<PendingAtomic>, unacked: Fifo<Unacked>) -> Result<RxSide> {
+    pub(super) fn new(rq: Fifo<PostedRecv>, reads: Fifo<PendingRead>, atomics: Fifo<PendingAtomic>, unacked: Fifo<Unacked>) -> Result<RxSide> {
         let max_reads = reads.capacity();
         let queues = Queues {
             next_recv_msn: 1,
@@ -206,12 +206,12 @@ struct Placer<'a> {
 }
 
 impl Placer<'_> {
-    fn recv(&self, msn: u32) -> Option<&RecvWr> {
+    fn recv(&self, msn: u32) -> Option<&PostedRecv> {
         self.q.rq.get(msn.wrapping_sub(self.q.next_recv_msn) as usize)
     }
 
     /// The oldest posted receive, which the Send or Immediate Data just delivered fills.
-    fn take_recv(&mut self) -> Option<RecvWr> {
+    fn take_recv(&mut self) -> Option<PostedRecv> {
         let wr = self.q.rq.pop()?;
         self.q.next_recv_msn = self.q.next_recv_msn.wrapping_add(1);
         Some(wr)
@@ -226,9 +226,9 @@ impl Placer<'_> {
         }
     }
 
-    fn complete(&mut self, send_side: bool, cqe: Cqe) {
+    fn complete(&mut self, send_side: bool, c: Completion) {
         let cq = if send_side { &self.qp.send_cq } else { &self.qp.recv_cq };
-        if let Err(e) = cq.push(&cqe) {
+        if let Err(e) = cq.push(&c) {
             self.q.fatal.set(e.into());
         }
     }
@@ -285,22 +285,19 @@ impl Sink for Placer<'_> {
         match event {
             Event::Send { len, solicited, invalidate, .. } => {
                 let Some(wr) = self.take_recv() else { return };
-                let mut cqe = self.qp.cqe(wr.wr_id, wc_status::SUCCESS, wc_opcode::RECV, len);
-                if solicited {
-                    cqe.flags |= wc_flags::SOLICITED;
-                }
+                let mut c = self.qp.completion(wr.wr_id, Status::Success, CompletionOp::Recv, len);
+                c.solicited = solicited;
                 if let Some(stag) = invalidate {
                     if self.mrs.invalidate(stag).is_ok() {
-                        cqe.flags |= wc_flags::WITH_INVALIDATE;
-                        cqe.invalidated = stag;
+                        c.invalidated = Some(stag);
                     } else {
                         // The receive completes in error, and nothing after this Send is
                         // placed or delivered (failed() below stops the core).
-                        cqe.status = wc_status::FATAL_ERR;
+                        c.status = Status::Fatal;
                         self.q.fatal.set(Terminate::new(Cause::RdmapCannotInvalidate));
                     }
                 }
-                self.complete(false, cqe);
+                self.complete(false, c);
             }
             Event::ReadResponse { .. } => {
                 self.complete_acked_before_answer();
@@ -309,11 +306,11 @@ impl Sink for Placer<'_> {
                     // Invalidate) completes in error, and reports it even unsignaled.
                     let invalidated = r.invalidate == 0 || self.mrs.invalidate(r.invalidate).is_ok();
                     if r.signaled || !invalidated {
-                        let mut cqe = self.qp.cqe(r.wr_id, wc_status::SUCCESS, wc_opcode::RDMA_READ, r.sink.length);
+                        let mut c = self.qp.completion(r.wr_id, Status::Success, CompletionOp::RdmaRead, r.sink.length);
                         if !invalidated {
-                            (cqe.status, cqe.byte_len) = (wc_status::LOC_PROT_ERR, 0);
+                            (c.status, c.byte_len) = (Status::LocalProtection, 0);
                         }
-                        self.complete(true, cqe);
+                        self.complete(true, c);
                     }
                 }
             }
@@ -327,10 +324,9 @@ impl Sink for Placer<'_> {
             }
             Event::Immediate { data, solicited, .. } => {
                 let Some(wr) = self.take_recv() else { return };
-                let mut cqe = self.qp.cqe(wr.wr_id, wc_status::SUCCESS, wc_opcode::RECV, 0);
-                cqe.flags = wc_flags::WITH_IMM | if solicited { wc_flags::SOLICITED } else { 0 };
-                cqe.imm_data = data;
-                self.complete(false, cqe);
+                let mut c = self.qp.completion(wr.wr_id, Status::Success, CompletionOp::Recv, 0);
+                (c.solicited, c.imm) = (solicited, Some(data));
+                self.complete(false, c);
             }
             Event::AtomicRequest(r) => {
                 // Carried out now, in stream order (everything before it is placed); the
@@ -353,7 +349,7 @@ impl Sink for Placer<'_> {
                             // Our own region went away meanwhile.
                             self.q.fatal.set(Terminate::new(Cause::RdmapCatastrophic));
                         } else if a.signaled {
-                            self.complete(true, self.qp.cqe(a.wr_id, wc_status::SUCCESS, a.opcode, 8));
+                            self.complete(true, self.qp.completion(a.wr_id, Status::Success, a.opcode, 8));
                         }
                     }
                     // An answer to nothing we asked.
@@ -522,7 +518,7 @@ impl QueuePair {
 impl QueuePair {
     /// POST_RECV: a buffer for the peer's next Send, also before the QP is connected (ENOMEM
     /// when the receive queue is full).
-    pub(crate) fn post_recv(&self, req: &PostRecv) -> Result {
+    pub(crate) fn post_recv(&self, req: &RecvWr) -> Result {
         if req.num_sge > self.max_sge {
             return Err(EINVAL);
         }
@@ -531,6 +527,6 @@ impl QueuePair {
         if matches!(rx.phase, Phase::Ended(_)) {
             return Err(enotconn());
         }
-        rx.queues.rq.push(RecvWr { wr_id: req.wr_id, sgl })
+        rx.queues.rq.push(PostedRecv { wr_id: req.wr_id, sgl })
     }
 }

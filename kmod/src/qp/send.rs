@@ -16,13 +16,13 @@ use super::payload::{OutPayload, Sources};
 use super::unacked::Unacked;
 use super::wr::{PeerRequest, PendingAtomic, PendingRead, Sgl};
 use super::{Ended, Phase, QueuePair};
-use crate::abi::{access, opcode, send_flags, wc_opcode, PostSend, Sge, MAX_MESSAGE};
-use crate::proto::atomic;
 use crate::error::eopnotsupp;
 use crate::mr::{Domain, Fault};
+use crate::proto::atomic;
 use crate::proto::rdmap::ReadRequest;
 use crate::proto::terminate::{Cause, Terminate};
 use crate::proto::tx::Message;
+use crate::verbs::{access, CompletionOp, SendOp, SendWr, Sge, MAX_MESSAGE};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 
@@ -65,41 +65,36 @@ pub(super) fn remote_cause(f: Fault) -> Cause {
 static ATOMIC_IDS: AtomicU32 = AtomicU32::new(0);
 
 impl QueuePair {
-    /// POST_SEND: one work request.
-    pub(crate) fn post_send(&self, req: &PostSend) -> Result {
-        if req.flags & !send_flags::ALL != 0 || req.num_sge > self.max_sge {
+    /// Posts one send work request.
+    pub(crate) fn post_send(&self, req: &SendWr) -> Result {
+        if req.num_sge > self.max_sge {
             return Err(EINVAL);
         }
-        let inline = req.flags & send_flags::INLINE != 0;
-        let signaled = req.flags & send_flags::SIGNALED != 0;
-        let solicited = req.flags & send_flags::SOLICITED != 0;
-        let extension = matches!(req.opcode, opcode::WRITE_WITH_IMM | opcode::IMMEDIATE | opcode::FETCH_ADD | opcode::COMPARE_SWAP);
+        let SendWr { inline, signaled, solicited, .. } = *req;
+        let extension = matches!(req.op, SendOp::Write { imm: Some(_), .. } | SendOp::Immediate { .. } | SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. });
         if extension && !self.rx.lock().queues.extensions {
             // The peer did not agree to RFC 7306: it must never see these messages.
             return Err(eopnotsupp());
         }
-        match req.opcode {
-            opcode::READ | opcode::READ_WITH_INVALIDATE | opcode::FETCH_ADD | opcode::COMPARE_SWAP if solicited || inline => return Err(EINVAL),
-            opcode::LOCAL_INVALIDATE | opcode::FAST_REGISTER if solicited || inline || req.num_sge != 0 => return Err(EINVAL),
-            opcode::READ => return self.post_read(req, signaled, 0),
-            opcode::READ_WITH_INVALIDATE => return self.post_read(req, signaled, req.invalidate),
-            opcode::FETCH_ADD | opcode::COMPARE_SWAP => return self.post_atomic(req, signaled),
-            opcode::LOCAL_INVALIDATE | opcode::FAST_REGISTER => return self.post_local(req, signaled),
+        match req.op {
+            SendOp::Read { .. } | SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. } if solicited || inline => return Err(EINVAL),
+            SendOp::LocalInvalidate { .. } | SendOp::FastRegister { .. } if solicited || inline || req.num_sge != 0 => return Err(EINVAL),
+            SendOp::Read { rkey, remote_addr, invalidate } => return self.post_read(req, rkey, remote_addr, invalidate),
+            SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. } => return self.post_atomic(req),
+            SendOp::LocalInvalidate { .. } | SendOp::FastRegister { .. } => return self.post_local(req),
             _ => {}
         }
-        let immediate = Message::Immediate { solicited, data: req.imm_data };
-        let msg = match req.opcode {
-            opcode::SEND => Message::Send { solicited, invalidate: None },
-            opcode::SEND_WITH_INVALIDATE => Message::Send { solicited, invalidate: Some(req.invalidate) },
-            opcode::WRITE if !solicited => Message::Write { stag: req.rkey, to: req.remote_addr },
-            opcode::WRITE_WITH_IMM => Message::Write { stag: req.rkey, to: req.remote_addr },
+        let (msg, imm) = match req.op {
+            SendOp::Send { invalidate } => (Message::Send { solicited, invalidate }, None),
+            SendOp::Write { rkey, remote_addr, imm: None } if !solicited => (Message::Write { stag: rkey, to: remote_addr }, None),
+            SendOp::Write { rkey, remote_addr, imm: Some(data) } => (Message::Write { stag: rkey, to: remote_addr }, Some(data)),
             // Immediate Data alone carries no payload of the caller's.
-            opcode::IMMEDIATE if req.num_sge == 0 && !inline => immediate,
+            SendOp::Immediate { imm } if req.num_sge == 0 && !inline => (Message::Immediate { solicited, data: imm }, None),
             _ => return Err(EINVAL),
         };
         // A Write with Immediate completes when TCP took its Immediate Data, so its payload
         // is copied: one sent from the application's pages may complete only on acknowledgement.
-        let with_imm = req.opcode == opcode::WRITE_WITH_IMM;
+        let with_imm = imm.is_some();
         let payload = if inline {
             // Copied from the caller's memory now: no region involved.
             let sge = &req.sge[..req.num_sge as usize];
@@ -123,12 +118,12 @@ impl QueuePair {
         if let Message::Write { to, .. } = msg {
             to.checked_add(payload.len()).ok_or(EINVAL)?;
         }
-        let op = if matches!(msg, Message::Write { .. }) { wc_opcode::RDMA_WRITE } else { wc_opcode::SEND };
+        let op = if matches!(msg, Message::Write { .. }) { CompletionOp::RdmaWrite } else { CompletionOp::Send };
         let wr = Unacked { wr_id: req.wr_id, end_seq: 0, opcode: op, len: payload.len() as u32, signaled };
         // Room to wait for the acknowledgement, counting the requests queued before it.
         let ready = |side: &super::outbound::TxSide| self.rx.lock().ready_to_send(side.queued_wrs());
-        if with_imm {
-            let imm = Outbound::bare(immediate, Some(wr));
+        if let Some(data) = imm {
+            let imm = Outbound::bare(Message::Immediate { solicited, data }, Some(wr));
             return self.enqueue([Outbound { msg: Some(msg), payload, wr: None }, imm], ready);
         }
         self.enqueue([Outbound { msg: Some(msg), payload, wr: Some(wr) }], ready)
@@ -136,21 +131,24 @@ impl QueuePair {
 
     /// Where the answer to a Read or an atomic lands: the request's one local entry, which
     /// must allow LOCAL_WRITE.
-    fn answer_sink(&self, req: &PostSend) -> Result<Sge> {
+    fn answer_sink(&self, req: &SendWr) -> Result<Sge> {
         Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?.single().ok_or(EINVAL)
     }
 
     /// An atomic operation (RFC 7306) on the peer's 64-bit value at an 8-aligned address; the
     /// value before lands in the one local entry of 8 octets (LOCAL_WRITE). Recorded as
     /// outstanding when queued, like a Read, and counted against the same depth.
-    fn post_atomic(&self, req: &PostSend, signaled: bool) -> Result {
+    fn post_atomic(&self, req: &SendWr) -> Result {
         let sink = self.answer_sink(req)?;
         let id = ATOMIC_IDS.fetch_add(1, Ordering::Relaxed);
-        let (r, opcode) = if req.opcode == opcode::FETCH_ADD {
-            (atomic::Request::fetch_add(id, req.rkey, req.remote_addr, req.compare_add), wc_opcode::FETCH_ADD)
-        } else {
-            (atomic::Request::compare_swap(id, req.rkey, req.remote_addr, req.compare_add, req.swap), wc_opcode::COMPARE_SWAP)
+        let (r, opcode) = match req.op {
+            SendOp::FetchAdd { rkey, remote_addr, add } => (atomic::Request::fetch_add(id, rkey, remote_addr, add), CompletionOp::FetchAdd),
+            SendOp::CompareSwap { rkey, remote_addr, compare, swap } => {
+                (atomic::Request::compare_swap(id, rkey, remote_addr, compare, swap), CompletionOp::CompareSwap)
+            }
+            _ => return Err(EINVAL),
         };
+        let signaled = req.signaled;
         if sink.length != atomic::OPERAND_LEN || !r.aligned() {
             return Err(EINVAL);
         }
@@ -162,14 +160,15 @@ impl QueuePair {
     /// outstanding when queued, and the queue keeps the order, so responses match the list.
     /// With `invalidate` (a valid STag of ours, not 0), the Read invalidates it once its data
     /// is in place.
-    fn post_read(&self, req: &PostSend, signaled: bool, invalidate: u32) -> Result {
+    fn post_read(&self, req: &SendWr, rkey: u32, remote_addr: u64, invalidate: u32) -> Result {
         let sink = self.answer_sink(req)?;
-        req.remote_addr.checked_add(u64::from(sink.length)).ok_or(EINVAL)?;
+        remote_addr.checked_add(u64::from(sink.length)).ok_or(EINVAL)?;
         if invalidate != 0 {
             self.mrs.lock().domain(self.pd).check_valid(invalidate).map_err(|_| EINVAL)?;
         }
-        let rr = ReadRequest { sink_stag: sink.lkey, sink_to: sink.addr, size: sink.length, src_stag: req.rkey, src_to: req.remote_addr };
+        let rr = ReadRequest { sink_stag: sink.lkey, sink_to: sink.addr, size: sink.length, src_stag: rkey, src_to: remote_addr };
         let ob = Outbound::bare(Message::ReadRequest(rr), None);
+        let signaled = req.signaled;
         self.enqueue([ob], |_| self.rx.lock().may_ask()?.reads.push(PendingRead { wr_id: req.wr_id, signaled, sink, invalidate }))
     }
 
@@ -177,18 +176,18 @@ impl QueuePair {
     /// refuses), completed behind the Sends and Writes posted before it (a queue entry without a
     /// message; Reads and atomics complete when answered, fenced by nothing). It is done
     /// only once the queue has taken it, so a refused post changes nothing.
-    fn post_local(&self, req: &PostSend, signaled: bool) -> Result {
-        let op = if req.opcode == opcode::LOCAL_INVALIDATE { wc_opcode::LOCAL_INVALIDATE } else { wc_opcode::FAST_REGISTER };
-        let wr = Unacked { wr_id: req.wr_id, end_seq: 0, opcode: op, len: 0, signaled };
+    fn post_local(&self, req: &SendWr) -> Result {
+        let op = if matches!(req.op, SendOp::LocalInvalidate { .. }) { CompletionOp::LocalInvalidate } else { CompletionOp::FastRegister };
+        let wr = Unacked { wr_id: req.wr_id, end_seq: 0, opcode: op, len: 0, signaled: req.signaled };
         let ob = Outbound { msg: None, payload: OutPayload::empty(), wr: Some(wr) };
         self.enqueue([ob], |side| {
             self.rx.lock().ready_to_send(side.queued_wrs())?;
             let mut table = self.mrs.lock();
             let mut mrs = table.domain(self.pd);
-            if req.opcode == opcode::LOCAL_INVALIDATE {
-                mrs.invalidate(req.invalidate).map_err(|_| EINVAL)
-            } else {
-                mrs.fast_register(req.rkey, req.remote_addr, req.compare_add, u32::try_from(req.swap).map_err(|_| EINVAL)?)
+            match req.op {
+                SendOp::LocalInvalidate { stag } => mrs.invalidate(stag).map_err(|_| EINVAL),
+                SendOp::FastRegister { stag, addr, length, rights } => mrs.fast_register(stag, addr, length, rights),
+                _ => Err(EINVAL),
             }
         })
     }

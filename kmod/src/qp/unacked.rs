@@ -10,9 +10,9 @@
 
 use super::receive::Queues;
 use super::{Phase, QueuePair};
-use crate::abi::wc_status;
 use crate::cq::Overrun;
 use crate::socket::seq_after;
+use crate::verbs::{CompletionOp, Status};
 use kernel::prelude::*;
 
 /// A queued Send or Write whose completion waits for the peer's acknowledgement.
@@ -22,7 +22,7 @@ pub(crate) struct Unacked {
     /// TCP sequence number just past its last octet.
     pub(crate) end_seq: u32,
     /// The completion's opcode and length.
-    pub(crate) opcode: u32,
+    pub(crate) opcode: CompletionOp,
     pub(crate) len: u32,
     /// Whether a completion is written (unsignaled ones only hold later completions back).
     pub(crate) signaled: bool,
@@ -49,7 +49,7 @@ impl QueuePair {
                 }
                 q.unacked.pop();
                 if u.signaled {
-                    self.send_cq.push(&self.cqe(u.wr_id, wc_status::SUCCESS, u.opcode, u.len))?;
+                    self.send_cq.push(&self.completion(u.wr_id, Status::Success, u.opcode, u.len))?;
                 }
             }
             let Some(goal) = q.unacked.get(0).map(|u| u.end_seq) else { return Ok(()) };
@@ -86,7 +86,7 @@ impl QueuePair {
             // the peer may have answered this one already): it succeeded if TCP took a copy or
             // has the acknowledgement.
             let ok = !wait || self.sock.as_ref().is_some_and(|s| reached(s.snd_una(), wr.end_seq));
-            let cqe = if ok { self.cqe(wr.wr_id, wc_status::SUCCESS, wr.opcode, wr.len) } else { self.cqe(wr.wr_id, wc_status::WR_FLUSH_ERR, wr.opcode, 0) };
+            let cqe = if ok { self.completion(wr.wr_id, Status::Success, wr.opcode, wr.len) } else { self.completion(wr.wr_id, Status::Flushed, wr.opcode, 0) };
             done = done.and(self.send_cq.push(&cqe));
         }
         done
@@ -98,7 +98,7 @@ impl QueuePair {
         let _ = self.complete_acked(q);
         while let Some(u) = q.unacked.pop() {
             if u.signaled {
-                let _ = self.send_cq.push(&self.cqe(u.wr_id, wc_status::WR_FLUSH_ERR, u.opcode, 0));
+                let _ = self.send_cq.push(&self.completion(u.wr_id, Status::Flushed, u.opcode, 0));
             }
         }
     }

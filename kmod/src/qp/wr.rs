@@ -8,11 +8,11 @@
 // (docs/security.md, "Arithmetic").
 #![deny(clippy::arithmetic_side_effects)]
 
-use crate::abi::{access, Sge, MAX_MESSAGE, MAX_SGE};
-use crate::proto::atomic;
 use crate::charged::ChargedVec;
 use crate::mr::{Domain, Fault};
+use crate::proto::atomic;
 use crate::proto::rdmap::ReadRequest;
+use crate::verbs::{access, CompletionOp, Sge, MAX_MESSAGE, MAX_SGE};
 use kernel::prelude::*;
 
 /// A validated scatter/gather list.
@@ -99,7 +99,7 @@ impl Sgl {
 
 /// A posted receive.
 #[derive(Clone, Copy, Default)]
-pub(crate) struct RecvWr {
+pub(crate) struct PostedRecv {
     pub(crate) wr_id: u64,
     pub(crate) sgl: Sgl,
 }
@@ -121,7 +121,7 @@ pub(crate) struct PendingAtomic {
     pub(crate) wr_id: u64,
     pub(crate) signaled: bool,
     /// The completion's opcode (Fetch-and-Add or Compare-and-Swap).
-    pub(crate) opcode: u32,
+    pub(crate) opcode: CompletionOp,
     /// The request's identifier, which its response echoes.
     pub(crate) id: u32,
     /// Where the value before the operation goes (8 octets).

@@ -11,7 +11,6 @@ mod hook;
 pub(crate) use gather::{Gather, InCallback};
 pub(crate) use hook::{Doorbell, Hook, OnReceive, Wake};
 
-use crate::abi::Endpoint;
 use crate::error::made;
 use crate::ffi;
 use crate::frags::PageFrag;
@@ -21,6 +20,16 @@ use hook::TxWatch;
 use kernel::bindings;
 use kernel::error::to_result;
 use kernel::prelude::*;
+
+/// One end of a TCP connection.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Endpoint {
+    /// `AF_INET` or `AF_INET6`; 0 where there is none.
+    pub(crate) family: u16,
+    pub(crate) port: u16,
+    /// In network order: IPv4 in the first 4 octets, IPv6 in all 16.
+    pub(crate) addr: [u8; 16],
+}
 
 /// Whether TCP sequence number `a` comes after `b` (modulo 2^32, as the kernel's `after()`).
 pub(crate) fn seq_after(a: u32, b: u32) -> bool {
@@ -182,8 +191,8 @@ impl TcpSocket {
         // SAFETY: the socket reference is live; both pointers are valid for writes of one
         // endpoint each.
         unsafe { ffi::iwarp_shim_sock_endpoints(self.sock.as_ptr(), local, remote) };
-        let abi = |e: &ffi::iwarp_endpoint| Endpoint { family: e.family, port: e.port, addr: e.addr };
-        (abi(&ends[0]), abi(&ends[1]))
+        let end = |e: &ffi::iwarp_endpoint| Endpoint { family: e.family, port: e.port, addr: e.addr };
+        (end(&ends[0]), end(&ends[1]))
     }
 
     /// Segments of this connection the out-of-order doorbell rang for (0 if not hooked).
