@@ -410,6 +410,33 @@ refused() {
     vm_run B "rmmod iwarp && ! insmod $ko inject_init_failure=1 && test ! -e /dev/iwarp && ! grep -qw iwarp /proc/modules"
 }
 
+# The rdma link type: a device of the kernel's RDMA core per netdev, an RNIC whose one iWARP
+# port follows its netdev (GID from its MAC), one device per netdev, Ethernet only; a netdev's
+# removal and `rdma link delete` unregister it. The last one stays for rmmod-A to take.
+ib_link() {
+    vm_run A 'set -e
+        want() { echo "$ $*"; out=$("$@" 2>&1); echo "$out"; }
+        want rdma link add iw0 type iwarp netdev $IWARP_IF
+        want rdma dev show iw0; echo "$out" | grep -q "node_type rnic"
+        want rdma link show iw0/1; echo "$out" | grep -q "state ACTIVE physical_state LINK_UP netdev $IWARP_IF"
+        grep -qx "4: RNIC" /sys/class/infiniband/iw0/node_type
+        gid=$(cat /sys/class/infiniband/iw0/ports/1/gids/0)
+        mac=$(tr -d : </sys/class/net/$IWARP_IF/address)
+        echo "gid $gid, mac $mac"
+        [ "$(echo "$gid" | tr -d : | cut -c1-12)" = "$mac" ]
+        ! rdma link add iw1 type iwarp netdev $IWARP_IF 2>&1 || { echo "a second device on one netdev"; exit 1; }
+        ! rdma link add iw1 type iwarp netdev lo 2>&1 || { echo "a device on loopback"; exit 1; }
+        ip link add iwbr0 type bridge
+        want rdma link add iw1 type iwarp netdev iwbr0
+        want rdma link show iw1/1; echo "$out" | grep -q "state DOWN"
+        ip link del iwbr0
+        for i in $(seq 50); do rdma dev show iw1 >/dev/null 2>&1 || break; sleep 0.1; done
+        ! rdma dev show iw1 2>/dev/null || { echo "iw1 outlived its netdev"; exit 1; }
+        want rdma link delete iw0
+        ! rdma dev show iw0 2>/dev/null || { echo "iw0 outlived rdma link delete"; exit 1; }
+        want rdma link add iw0 type iwarp netdev $IWARP_IF'
+}
+
 # --- sockets over iWARP: unmodified Debian programs under the preload library ---------------
 preload="$here/target/release/libiwarp_preload.so"
 # The library's environment for this test's ports; it says on stderr what it upgraded.
@@ -780,7 +807,9 @@ tests() {
     t nothing-left-A vm_run A "$check stats-zero"
     t nothing-left-B vm_run B "$check stats-zero"
     t init-failure-refused refused
-    t rmmod-A vm_run A "rmmod iwarp && ! grep -qw iwarp /proc/modules && test ! -e /dev/iwarp"
+    t ib-link-A ib_link
+    # With an RDMA core device of ours still registered (ib-link-A's).
+    t rmmod-A vm_run A "rmmod iwarp && ! grep -qw iwarp /proc/modules && test ! -e /dev/iwarp && test ! -e /sys/class/infiniband/iw0"
     t rmmod-B vm_run B "insmod $ko && rmmod iwarp && ! grep -qw iwarp /proc/modules"
     t dmesg-clean vm_stop
 }
@@ -826,7 +855,7 @@ WIRE_UNCHECKED=(
 # Tests in which no iWARP connection between the guests reaches full operation: no traffic
 # between them (one guest, loopback, no QP), or connections refused on purpose. Every other
 # test's capture must hold one, so an empty capture fails.
-WIRE_NO_CONNECTION='^(boot|insmod|query-device|siw-link|mr-|local-|nothing-left|rmmod|init-failure|tcp-A-to-B)'
+WIRE_NO_CONNECTION='^(boot|insmod|query-device|siw-link|ib-link|mr-|local-|nothing-left|rmmod|init-failure|tcp-A-to-B)'
 WIRE_NO_CONNECTION+='|^(cm-connect-disconnect-cycles-A|fault-memory-pressure-B|qp-adopt-errors-A|verbs-errors-A)$'
 WIRE_NO_CONNECTION+='|^(interop-siw-markers-refused|interop-siw-rejects-with-private-data|qp-garbage-peer-refused|qp-silent-peer-times-out)$'
 WIRE_NO_CONNECTION+='|^sockets-plain-peer-gets-tcp$'

@@ -114,4 +114,47 @@ void *iwarp_shim_kvrealloc_charged(const void *p, size_t size, unsigned long ali
 int iwarp_shim_charged_room(void);
 unsigned long iwarp_shim_vma_pgoff(const struct vm_area_struct *vma);
 
+/* ib_shim.c: a device of the kernel's RDMA core per rdma link (src/ib/) */
+struct ib_device;
+struct net_device;
+/* What the RDMA core is told of the engine's limits (src/verbs.rs). */
+struct iwarp_ib_limits {
+	u64 max_mr_size;
+	u32 max_message;
+	u32 max_qp;
+	u32 max_qp_wr;
+	u32 max_sge;
+	u32 max_cq;
+	u32 max_cqe;
+	u32 max_mr;
+	u32 max_pd;
+	u32 max_ird_ord;
+};
+/* Netdev events a device follows. */
+enum iwarp_netdev_event {
+	IWARP_NETDEV_UP,
+	IWARP_NETDEV_DOWN,
+	IWARP_NETDEV_UNREGISTER,
+};
+/* Rust's side (src/ib/link.rs), called in process context. */
+struct iwarp_ib_callbacks {
+	/* rdma link add NAME type iwarp netdev NDEV: 0 or an errno. */
+	int (*newlink)(const char *name, struct net_device *ndev);
+	/* A netdev event (RTNL held). */
+	void (*netdev_event)(struct net_device *ndev, enum iwarp_netdev_event what);
+	/* The RDMA core is done with @dev (its dealloc_driver): forget it. */
+	void (*gone)(struct ib_device *dev);
+};
+int iwarp_shim_ib_register(const struct iwarp_ib_callbacks *cb, const struct iwarp_ib_limits *limits);
+void iwarp_shim_ib_unregister(void);
+bool iwarp_shim_netdev_is_ethernet(const struct net_device *ndev);
+struct ib_device *iwarp_shim_ib_device_create(struct net_device *ndev);
+int iwarp_shim_ib_device_register(struct ib_device *dev, const char *name);
+void iwarp_shim_ib_device_free(struct ib_device *dev);
+void iwarp_shim_ib_device_hold(struct ib_device *dev);
+void iwarp_shim_ib_device_drop(struct ib_device *dev);
+void iwarp_shim_ib_device_unregister_and_drop(struct ib_device *dev);
+bool iwarp_shim_ib_device_unregister_queued(struct ib_device *dev);
+void iwarp_shim_ib_port_event(struct ib_device *dev, bool active);
+
 #endif

@@ -29,6 +29,7 @@ mod events;
 mod ffi;
 mod frags;
 mod handles;
+mod ib;
 mod listen;
 mod mr;
 mod pinned;
@@ -67,6 +68,8 @@ module! {
 struct IwarpModule {
     /// Rings a QP's receive work for segments that arrive out of order.
     _doorbell: socket::Doorbell,
+    /// The rdma link type `iwarp`, and our devices of the kernel's RDMA core.
+    _links: ib::Links,
     #[pin]
     device: kernel::miscdevice::MiscDeviceRegistration<device::Context>,
 }
@@ -78,6 +81,7 @@ impl kernel::InPlaceModule for IwarpModule {
                 startup()?;
                 socket::Doorbell::register()?
             },
+            _links: ib::Links::register()?,
             device <- device::register(),
         })
     }
