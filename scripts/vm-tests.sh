@@ -517,13 +517,14 @@ sock_fork() {
 }
 # py_ends NAME SERVE MIB [MODE]: scripts/sockets-NAME.py's two ends, both with the library:
 # `SERVE PORT` in B, `send B PORT MIB [MODE]` in A; both print the hash of the stream, which
-# must agree, and both connections must be upgraded.
+# must agree, and both connections must be upgraded (PY_ENDS_UPGRADED: how many ends, if the
+# ends make more than one connection).
 py_ends() {
     local out script="$here/scripts/sockets-$1.py"
     out=$(vm_pair B "$(socks) timeout 120 python3 $script $2 $PORT" \
         A "sleep 1; $(socks) timeout 120 python3 $script send $B $PORT $3 ${4:-}" 300) || { echo "$out"; return 1; }
     echo "$out"
-    same_hashes "$out" && upgraded 2 "$out"
+    same_hashes "$out" && upgraded "${PY_ENDS_UPGRADED:-2}" "$out"
 }
 # hash_server NAME PORT: in B, with the library, socat forking per connection (each child forks
 # again, for sha256sum) answers every connection with the hash of what it received.
@@ -584,6 +585,16 @@ sock_pollout() {
 # small vectors, compared by hash.
 sock_gather() {
     py_ends gather serve 16
+}
+# sock_stdio: a client on stdio (fdopen, fputs, fgets) over an upgraded socket, its raw read(2)
+# and dprintf refused with EINVAL; the server echoes, both compare by hash.
+sock_stdio() {
+    py_ends stdio serve 0.4
+}
+# sock_dup_listener: a server accepts twice on the last of three duplicates of its listener,
+# with the original open, then closed; both connections are upgraded on both sides.
+sock_dup_listener() {
+    PY_ENDS_UPGRADED=4 py_ends dup-listener serve 4
 }
 # sock_coalesce: writes of 100 octets, 256 KiB of them, faster than a link of 256 kbit/s
 # (netem on A's side) takes them (the debug kernel's sender makes about 600 a second): they
@@ -802,6 +813,8 @@ tests() {
     t sockets-zero-copy-writes-reusing-the-buffer sock_zero_copy
     t sockets-small-writes-coalesced-on-a-slow-link sock_coalesce
     t sockets-fortified-reader sock_fortified
+    t sockets-stdio-client sock_stdio
+    t sockets-duplicated-listener sock_dup_listener
     t sockets-peer-killed-mid-stream sock_peer_killed
     t fault-peer-guest-killed peer_killed
     t nothing-left-A vm_run A "$check stats-zero"

@@ -12,10 +12,12 @@
 //! ring, and go as one message when it completes (TCP took it), sent by whichever call of the
 //! library's sees that first, or by its [`crate::flusher`] thread.
 //!
-//! Readiness for `poll`, `select` and `epoll`: the application's descriptor becomes the receive
-//! CQ's eventfd. It is armed for solicited completions only, and only data and end-of-stream
-//! messages are solicited, so it reads as readable when there is something to read (or an error),
-//! and the library signals it itself while received data waits unread.
+//! Readiness for `poll`, `select` and `epoll`: the application's descriptor becomes an epoll
+//! instance watching the receive CQ's eventfd (so it polls as the eventfd does, and a read or
+//! write past this library fails instead of moving the counter). The eventfd is armed for
+//! solicited completions only, and only data and end-of-stream messages are solicited, so it
+//! reads as readable when there is something to read (or an error), and the library signals it
+//! itself while received data waits unread.
 
 use crate::real::real;
 use libc::{c_int, c_void};
@@ -26,7 +28,7 @@ use libiwarp::{
 use std::io;
 use std::mem::ManuallyDrop;
 use std::net::TcpStream;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -288,8 +290,8 @@ pub(crate) struct Conn {
     recvs_mr: ManuallyDrop<MemoryRegion<'static>>,
     owned: Owned,
     stream: Mutex<Stream>,
-    /// The application's O_NONBLOCK (kept here: its descriptor is now the eventfd, whose own
-    /// flag the library's waits need set).
+    /// The application's O_NONBLOCK (kept here: its descriptor now stands for the stream, and
+    /// the eventfd behind it keeps the flag the library's waits need).
     nonblocking: std::sync::atomic::AtomicBool,
     /// The module sends payload by reference (no markers, no CRCs): a write from the
     /// application's own buffer is zero copy. With either, it copies to frame, from our send
@@ -405,12 +407,17 @@ impl Conn {
             me: std::sync::Weak::new(),
             watched: std::sync::atomic::AtomicBool::new(false),
         };
-        // The application's descriptor becomes the eventfd; its close-on-exec flag is kept.
+        // The application's descriptor becomes an epoll instance watching the eventfd: it polls
+        // as the eventfd does, while a read or write this library does not see (the C library's
+        // stdio calling its own `read`, a raw system call) fails with EINVAL instead of taking
+        // the eventfd's counter for stream octets. Its close-on-exec flag is kept.
         let cloexec = crate::fcntl_real(app_fd, libc::F_GETFD, 0);
+        let watch = watching(conn.event_fd())?;
         // SAFETY: plain descriptor calls on descriptors this process owns.
-        if unsafe { libc::dup2(conn.event_fd(), app_fd) } < 0 {
+        if unsafe { libc::dup2(watch.as_raw_fd(), app_fd) } < 0 {
             return Err(io::Error::last_os_error());
         }
+        drop(watch);
         if cloexec >= 0 {
             crate::fcntl_real(app_fd, libc::F_SETFD, cloexec as libc::c_ulong);
         }
@@ -1114,6 +1121,24 @@ impl<'a> Deadline<'a> {
 // The eventfd calls below go to the C library itself, not through this library's own `read`,
 // `write` and `poll`, which would take the table of connections under the stream's lock (and
 // `fork` takes them in the other order).
+
+/// A new epoll instance, readable while the eventfd `fd` is.
+fn watching(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: makes a descriptor that nothing else owns.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor, owned here.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 0 };
+    let ctl = real!(epoll_ctl: unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int);
+    // SAFETY: both descriptors are live; one valid event.
+    if unsafe { ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ep)
+}
 
 /// Resets the (non-blocking) eventfd `fd`.
 fn drain(fd: RawFd) {

@@ -10,6 +10,7 @@ mod probe;
 mod readiness;
 mod real;
 mod rules;
+mod stdio;
 
 use conn::Conn;
 use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
@@ -37,7 +38,9 @@ fn tables_are_ours() -> bool {
     of == 0 || of == std::process::id()
 }
 /// Listening descriptors whose port answers the upgrade question, each with the flag that keeps
-/// its answering thread answering (cleared when the listener is closed).
+/// its answering thread answering. Duplicates of a listener (dup, dup2, dup3, F_DUPFD) share its
+/// flag, which is cleared when the last of them is closed: a connection accepted on any of them
+/// is upgraded, as its initiator was told.
 static LISTENERS: Mutex<BTreeMap<RawFd, Arc<AtomicBool>>> = Mutex::new(BTreeMap::new());
 
 pub(crate) fn conn(fd: RawFd) -> Option<Arc<Conn>> {
@@ -64,8 +67,11 @@ fn release(fd: RawFd) {
         readiness::forget(fd);
     }
     drop(forget(fd));
-    if let Some(open) = LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).remove(&fd) {
-        open.store(false, Ordering::Relaxed);
+    let mut listeners = LISTENERS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(open) = listeners.remove(&fd) {
+        if !listeners.values().any(|other| Arc::ptr_eq(other, &open)) {
+            open.store(false, Ordering::Relaxed);
+        }
     }
 }
 
@@ -699,13 +705,17 @@ pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
     new
 }
 
-/// `new` (a duplicate of `fd`) shares `fd`'s connection, if it has one.
+/// `new` (a duplicate of `fd`) shares `fd`'s connection or listener, if it has one.
 fn share(fd: RawFd, new: RawFd) {
     if new >= 0 && new != fd && tables_are_ours() {
         if let Some(c) = conn(fd) {
             let old = CONNS.write().unwrap_or_else(|e| e.into_inner()).insert(new, c);
             // Dropped after the lock: closing a connection calls close(2), which takes it.
             drop(old);
+        }
+        let mut listeners = LISTENERS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(open) = listeners.get(&fd).cloned() {
+            listeners.insert(new, open);
         }
     }
 }
@@ -751,22 +761,21 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
 #[no_mangle]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
     if let Some(c) = conn(fd) {
-        // The application's O_NONBLOCK is the connection's; the eventfd keeps its own.
+        // The application's O_NONBLOCK is the connection's; the descriptor keeps its own.
         match cmd {
             libc::F_GETFL => return (fcntl_real(fd, cmd, 0) & !libc::O_NONBLOCK) | if c.nonblocking() { libc::O_NONBLOCK } else { 0 },
             libc::F_SETFL => {
                 c.set_nonblocking(arg as c_int & libc::O_NONBLOCK != 0);
                 return 0;
             }
-            libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
-                let new = fcntl_real(fd, cmd, arg);
-                share(fd, new);
-                return new;
-            }
             _ => {}
         }
     }
-    fcntl_real(fd, cmd, arg)
+    let new = fcntl_real(fd, cmd, arg);
+    if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
+        share(fd, new);
+    }
+    new
 }
 
 /// # Safety
