@@ -591,6 +591,11 @@ sock_gather() {
 sock_stdio() {
     py_ends stdio serve 0.4
 }
+# sock_semantics: socket calls whose meaning must be TCP's or a clear errno (sockets-semantics.py),
+# both ends checking, the stream compared by hash.
+sock_semantics() {
+    py_ends semantics serve 0
+}
 # sock_dup_listener: a server accepts twice on the last of three duplicates of its listener,
 # with the original open, then closed; both connections are upgraded on both sides.
 sock_dup_listener() {
@@ -815,6 +820,7 @@ tests() {
     t sockets-fortified-reader sock_fortified
     t sockets-stdio-client sock_stdio
     t sockets-duplicated-listener sock_dup_listener
+    t sockets-calls-as-tcp-or-a-clear-errno sock_semantics
     t sockets-peer-killed-mid-stream sock_peer_killed
     t fault-peer-guest-killed peer_killed
     t nothing-left-A vm_run A "$check stats-zero"

@@ -237,6 +237,11 @@ pub(crate) struct Stream {
     broken: bool,
     /// We ended ours.
     ended: bool,
+    /// The application shut reading down (`shutdown(SHUT_RD)`): reads return what is buffered,
+    /// then 0 at once, as TCP's do.
+    read_shut: bool,
+    /// SO_ERROR has reported the break (it reports it once, as TCP's does).
+    error_reported: bool,
     /// The fork epoch this process's copy of the stream is from ([`Conn::claim`]).
     epoch: u32,
     /// A write would block (as `settle` last saw it).
@@ -397,6 +402,8 @@ impl Conn {
                 eof: false,
                 broken: false,
                 ended: false,
+                read_shut: false,
+                error_reported: false,
                 epoch: 0,
                 write_blocked: false,
             }),
@@ -812,7 +819,7 @@ impl Conn {
 
     /// Whether a read would return now (data, the end, or an error).
     fn readable(st: &Stream) -> bool {
-        st.rx_head > st.rx_tail || st.eof || st.broken
+        st.rx_head > st.rx_tail || st.eof || st.broken || st.read_shut
     }
 
     /// Whether a write would go out now, or fail at once (EPIPE, on a broken or ended stream).
@@ -851,14 +858,14 @@ impl Conn {
         loop {
             self.progress(&mut st);
             got += self.take(&mut st, &mut out[got..], peek);
-            let done = got == out.len() || (got > 0 && (!wait_all || peek)) || st.eof || st.broken;
+            let done = got == out.len() || (got > 0 && (!wait_all || peek)) || st.eof || st.broken || st.read_shut;
             self.give_back(&mut st, false);
             if done || dont_wait || self.nonblocking() || until.passed() {
                 let broken = st.broken && st.rx_head == st.rx_tail && !st.eof;
                 self.settle(&mut st);
                 return match got {
                     0 if broken => Err(io::Error::from_raw_os_error(libc::ECONNRESET)),
-                    0 if !st.eof && !out.is_empty() => Err(io::Error::from_raw_os_error(libc::EAGAIN)),
+                    0 if !st.eof && !st.read_shut && !out.is_empty() => Err(io::Error::from_raw_os_error(libc::EAGAIN)),
                     n => Ok(n),
                 };
             }
@@ -870,6 +877,37 @@ impl Conn {
                 Ok(st) => st,
                 Err(e) => return if got > 0 { Ok(got) } else { Err(e) },
             };
+        }
+    }
+
+    /// `shutdown(SHUT_RD)`: from now on reads never wait (a reader waiting now returns).
+    pub(crate) fn shut_read(&self) -> io::Result<()> {
+        let mut st = self.lock_here()?;
+        st.read_shut = true;
+        self.settle(&mut st);
+        Ok(())
+    }
+
+    /// Octets a read would return now (FIONREAD).
+    pub(crate) fn unread(&self) -> io::Result<usize> {
+        let mut st = self.lock_here()?;
+        self.progress(&mut st);
+        let n = (st.rx_head - st.rx_tail) as usize;
+        self.settle(&mut st);
+        Ok(n)
+    }
+
+    /// SO_ERROR: ECONNRESET the first time after the connection broke, else 0.
+    pub(crate) fn take_error(&self) -> c_int {
+        let Ok(mut st) = self.lock_here() else { return 0 };
+        self.progress(&mut st);
+        let first = st.broken && !st.error_reported;
+        st.error_reported |= st.broken;
+        self.settle(&mut st);
+        if first {
+            libc::ECONNRESET
+        } else {
+            0
         }
     }
 

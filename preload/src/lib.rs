@@ -5,6 +5,7 @@
 //! library's own; on an upgraded one, to its [`conn::Conn`]. Design: `docs/sockets.md`.
 
 mod conn;
+mod flags;
 mod flusher;
 mod probe;
 mod readiness;
@@ -13,7 +14,7 @@ mod rules;
 mod stdio;
 
 use conn::Conn;
-use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
+use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t, timespec};
 use libiwarp::Role;
 use real::real;
 use std::collections::BTreeMap;
@@ -323,7 +324,7 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
     };
     // SAFETY: the caller's buffer of `n` octets.
     let out = unsafe { slice_mut(buf, n) };
-    report(c.read(out, flags & libc::MSG_PEEK != 0, flags & libc::MSG_WAITALL != 0, flags & libc::MSG_DONTWAIT != 0))
+    report(flags::recv(flags).and_then(|f| c.read(out, f.peek, f.wait_all, f.dont_wait)))
 }
 
 /// # Safety
@@ -414,7 +415,7 @@ pub unsafe extern "C" fn __recvfrom_chk(
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
     match conn(fd) {
         // SAFETY: the caller's buffer of `n` octets.
-        Some(c) => report_sent(c.write(unsafe { slice(buf, n) }, flags & libc::MSG_DONTWAIT != 0), flags),
+        Some(c) => report_sent(flags::send(flags).and_then(|dont_wait| c.write(unsafe { slice(buf, n) }, dont_wait)), flags),
         // SAFETY: the caller's arguments, passed on.
         None => unsafe { real!(send: unsafe extern "C" fn(c_int, *const c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags) },
     }
@@ -452,7 +453,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 /// # Safety
 /// Each vector describes `iov_len` writable octets at `iov_base`.
 unsafe fn readv_conn(c: &Conn, iov: &[iovec], flags: c_int) -> io::Result<usize> {
-    let (peek, all, dont_wait) = (flags & libc::MSG_PEEK != 0, flags & libc::MSG_WAITALL != 0, flags & libc::MSG_DONTWAIT != 0);
+    let flags::Recv { peek, wait_all: all, dont_wait } = flags::recv(flags)?;
     let mut filled = iov.iter().filter(|v| v.iov_len > 0);
     if let (Some(only), None) = (filled.next(), filled.next()) {
         // SAFETY: as this function's caller promises.
@@ -487,7 +488,7 @@ unsafe fn iov_slice<'a>(v: &iovec) -> &'a mut [u8] {
 /// far as they fit).
 fn writev_conn(c: &Conn, iov: &[iovec], flags: c_int) -> io::Result<usize> {
     let total = iov.iter().map(|v| v.iov_len).sum();
-    c.write_from(total, flags & libc::MSG_DONTWAIT != 0, &mut |mut at, out| {
+    c.write_from(total, flags::send(flags)?, &mut |mut at, out| {
         let mut filled = 0;
         for v in iov {
             if filled == out.len() {
@@ -605,6 +606,69 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     report_sent(unsafe { vecs(m.msg_iov, m.msg_iovlen) }.and_then(|v| writev_conn(&c, v, flags)), flags)
 }
 
+/// Each message as sendmsg sends it, in order, until one fails: the count sent, or -1 if the
+/// first failed (as the kernel reports it).
+///
+/// # Safety
+/// As sendmmsg(2).
+#[no_mangle]
+pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, n: libc::c_uint, flags: c_int) -> c_int {
+    if conn(fd).is_none() {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe { real!(sendmmsg: unsafe extern "C" fn(c_int, *mut libc::mmsghdr, libc::c_uint, c_int) -> c_int)(fd, msgs, n, flags) };
+    }
+    let mut done = 0;
+    for i in 0..n as usize {
+        // SAFETY: the caller's `n` messages.
+        let m = unsafe { &mut *msgs.add(i) };
+        // SAFETY: as above, one of them.
+        let sent = unsafe { sendmsg(fd, &m.msg_hdr, flags) };
+        if sent < 0 {
+            return if done > 0 { done } else { -1 };
+        }
+        m.msg_len = sent as libc::c_uint;
+        done += 1;
+    }
+    done
+}
+
+/// Each message as recvmsg receives it, in order, until one fails (MSG_WAITFORONE: waiting
+/// for the first only; `timeout`, looked at after each message, as the kernel does).
+///
+/// # Safety
+/// As recvmmsg(2).
+#[no_mangle]
+pub unsafe extern "C" fn recvmmsg(fd: c_int, msgs: *mut libc::mmsghdr, n: libc::c_uint, flags: c_int, timeout: *mut timespec) -> c_int {
+    if conn(fd).is_none() {
+        let real = real!(recvmmsg: unsafe extern "C" fn(c_int, *mut libc::mmsghdr, libc::c_uint, c_int, *mut timespec) -> c_int);
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe { real(fd, msgs, n, flags, timeout) };
+    }
+    // SAFETY: the caller's timeout, if any.
+    let until = unsafe { timeout.as_ref() }
+        .map(|t| std::time::Instant::now() + std::time::Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32));
+    let mut done = 0;
+    for i in 0..n as usize {
+        let mut f = flags & !libc::MSG_WAITFORONE;
+        if i > 0 && flags & libc::MSG_WAITFORONE != 0 {
+            f |= libc::MSG_DONTWAIT;
+        }
+        // SAFETY: the caller's `n` messages.
+        let m = unsafe { &mut *msgs.add(i) };
+        // SAFETY: as above, one of them.
+        let got = unsafe { recvmsg(fd, &mut m.msg_hdr, f) };
+        if got < 0 {
+            return if done > 0 { done } else { -1 };
+        }
+        m.msg_len = got as libc::c_uint;
+        done += 1;
+        if until.is_some_and(|u| std::time::Instant::now() >= u) {
+            break;
+        }
+    }
+    done
+}
+
 /// # Safety
 /// As close(2).
 #[no_mangle]
@@ -665,7 +729,16 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
         // SAFETY: the caller's arguments, passed on.
         return unsafe { real!(shutdown: unsafe extern "C" fn(c_int, c_int) -> c_int)(fd, how) };
     };
-    if how == libc::SHUT_WR || how == libc::SHUT_RDWR {
+    if !(libc::SHUT_RD..=libc::SHUT_RDWR).contains(&how) {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    if how != libc::SHUT_WR {
+        if let Err(e) = c.shut_read() {
+            return report(Err(e)) as c_int;
+        }
+    }
+    if how != libc::SHUT_RD {
         return report(c.end().map(|_| 0)) as c_int;
     }
     0
@@ -724,9 +797,35 @@ fn share(fd: RawFd, new: RawFd) {
 /// As getsockopt(2).
 #[no_mangle]
 pub unsafe extern "C" fn getsockopt(fd: c_int, level: c_int, name: c_int, val: *mut c_void, len: *mut socklen_t) -> c_int {
-    let fd = conn(fd).map_or(fd, |c| c.shadow.as_raw_fd());
+    let c = conn(fd);
+    if let Some(c) = c.as_ref().filter(|_| level == libc::SOL_SOCKET && name == libc::SO_ERROR) {
+        // The stream's error, not the TCP socket's (which the module holds).
+        // SAFETY: the caller's int-sized option buffer and its length.
+        return unsafe { int_option(val, len, c.take_error()) };
+    }
+    let fd = c.map_or(fd, |c| c.shadow.as_raw_fd());
     // SAFETY: the caller's arguments, passed on (for an upgraded socket, to the TCP socket).
     unsafe { real!(getsockopt: unsafe extern "C" fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(fd, level, name, val, len) }
+}
+
+/// Answers an int-sized socket option.
+///
+/// # Safety
+/// `val` and `len` are getsockopt(2)'s.
+unsafe fn int_option(val: *mut c_void, len: *mut socklen_t, v: c_int) -> c_int {
+    const INT: usize = std::mem::size_of::<c_int>();
+    // SAFETY: as the caller promises.
+    let room = if len.is_null() { 0 } else { (unsafe { *len }) as usize };
+    if val.is_null() || room < INT {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: `room` writable octets at `val`, at least an int.
+    unsafe {
+        std::ptr::write_unaligned(val.cast::<c_int>(), v);
+        *len = INT as socklen_t;
+    }
+    0
 }
 
 /// # Safety
@@ -790,13 +889,35 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c
 /// As ioctl(2) with one argument.
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: libc::c_ulong, arg: *mut c_void) -> c_int {
-    // FIONBIO is tested first: the library's own ioctls (the module's doorbells, under a
+    // The request is tested first: the library's own ioctls (the module's doorbells, under a
     // stream's lock) must not take the table's.
-    if let Some(c) = (req == libc::FIONBIO).then(|| conn(fd)).flatten() {
-        if !arg.is_null() {
-            // SAFETY: FIONBIO takes a pointer to an int.
-            c.set_nonblocking(unsafe { *(arg as *const c_int) } != 0);
-            return 0;
+    let ours = [libc::FIONBIO, libc::FIONREAD, libc::TIOCOUTQ, libc::SIOCOUTQNSD];
+    if let Some(c) = ours.contains(&req).then(|| conn(fd)).flatten() {
+        if arg.is_null() {
+            set_errno(libc::EFAULT);
+            return -1;
+        }
+        match req {
+            libc::FIONBIO => {
+                // SAFETY: FIONBIO takes a pointer to an int.
+                c.set_nonblocking(unsafe { *(arg as *const c_int) } != 0);
+                return 0;
+            }
+            libc::FIONREAD => {
+                return match c.unread() {
+                    // SAFETY: FIONREAD (SIOCINQ) takes a pointer to an int.
+                    Ok(n) => unsafe {
+                        *(arg as *mut c_int) = n.min(c_int::MAX as usize) as c_int;
+                        0
+                    },
+                    Err(e) => report(Err(e)) as c_int,
+                };
+            }
+            // What the peer has not acknowledged is the module's to know, not the library's.
+            _ => {
+                set_errno(libc::EOPNOTSUPP);
+                return -1;
+            }
         }
     }
     // SAFETY: the caller's arguments, passed on.
