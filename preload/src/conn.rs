@@ -248,6 +248,63 @@ pub(crate) struct Stream {
     write_blocked: bool,
 }
 
+impl Stream {
+    /// A stream just set up: our Hello (a Send) sent, the peer's not seen yet.
+    fn new() -> Stream {
+        Stream {
+            peer: None,
+            credits: RECVS - 1,
+            returnable: 0,
+            tx_head: 0,
+            peer_freed: 0,
+            send_done: 0,
+            sq_free: SQ - 1,
+            rx_head: 0,
+            rx_tail: 0,
+            unreported: 0,
+            pending: 0,
+            writes: 0,
+            messages: 0,
+            eof: false,
+            broken: false,
+            ended: false,
+            read_shut: false,
+            error_reported: false,
+            epoch: 0,
+            write_blocked: false,
+        }
+    }
+
+    /// Takes the peer's Immediate Data in: whether it tells the truth. It may not say that its
+    /// Write placed nothing, or more than we have not read, or wrapped at our ring's end, or
+    /// came after its end; nor hand back more receives than we posted, or free more of its
+    /// ring than we wrote.
+    fn take_imm(&mut self, imm: Imm) -> bool {
+        self.credits += imm.recvs;
+        self.peer_freed += u64::from(imm.freed);
+        let well_formed = match imm.kind {
+            Kind::Data => self.placed(imm.len as usize),
+            Kind::End => {
+                self.eof = true;
+                true
+            }
+            Kind::Credit => true,
+        };
+        well_formed && self.peer_freed <= self.tx_head && self.credits <= RECVS
+    }
+
+    /// The peer's Write of `len` octets is in our ring, at the head: whether that fits what it
+    /// may write (no wrap within a message, nothing over what we have not read).
+    fn placed(&mut self, len: usize) -> bool {
+        let at = (self.rx_head % RING as u64) as usize;
+        let fits = len > 0 && at + len <= RING && self.rx_head + len as u64 - self.rx_tail <= RING as u64 && !self.eof;
+        if fits {
+            self.rx_head += len as u64;
+        }
+        fits
+    }
+}
+
 /// Writes a message's octets into the send buffer it is given, from the offset it is given into
 /// the octets to send; returns how many it wrote (0: the source has ended).
 pub(crate) type Fill<'a> = &'a mut dyn FnMut(usize, &mut [u8]) -> io::Result<usize>;
@@ -385,28 +442,7 @@ impl Conn {
             ring_mr: ManuallyDrop::new(ring_mr),
             recvs_mr: ManuallyDrop::new(recvs_mr),
             owned: guard.take(),
-            stream: Mutex::new(Stream {
-                peer: None,
-                credits: RECVS - 1,
-                returnable: 0,
-                tx_head: 0,
-                peer_freed: 0,
-                send_done: 0,
-                sq_free: SQ - 1,
-                rx_head: 0,
-                rx_tail: 0,
-                unreported: 0,
-                pending: 0,
-                writes: 0,
-                messages: 0,
-                eof: false,
-                broken: false,
-                ended: false,
-                read_shut: false,
-                error_reported: false,
-                epoch: 0,
-                write_blocked: false,
-            }),
+            stream: Mutex::new(Stream::new()),
             nonblocking: std::sync::atomic::AtomicBool::new(nonblocking),
             by_reference,
             shadow,
@@ -584,23 +620,9 @@ impl Conn {
                     _ => false,
                 }
             }
-            Some(v) => match Imm::decode(v) {
-                Some(imm) => {
-                    st.credits += imm.recvs;
-                    st.peer_freed += u64::from(imm.freed);
-                    match imm.kind {
-                        Kind::Data => self.placed(st, imm.len as usize),
-                        Kind::End => {
-                            st.eof = true;
-                            true
-                        }
-                        Kind::Credit => true,
-                    }
-                }
-                None => false,
-            },
+            Some(v) => Imm::decode(v).is_some_and(|imm| st.take_imm(imm)),
         };
-        if !well_formed || st.peer_freed > st.tx_head || st.credits > RECVS {
+        if !well_formed {
             st.broken = true;
             return false;
         }
@@ -619,17 +641,6 @@ impl Conn {
         } else {
             st.broken = true;
         }
-    }
-
-    /// The peer's Write of `len` octets is in our ring, at the head: whether that fits what it
-    /// may write (no wrap within a message, nothing over what we have not read).
-    fn placed(&self, st: &mut Stream, len: usize) -> bool {
-        let at = (st.rx_head % RING as u64) as usize;
-        let fits = len > 0 && at + len <= RING && st.rx_head + len as u64 - st.rx_tail <= RING as u64 && !st.eof;
-        if fits {
-            st.rx_head += len as u64;
-        }
-        fits
     }
 
     /// Octets we may add to the next message now (0 before the peer's Hello): as many as both
@@ -1289,6 +1300,35 @@ mod tests {
         // Kinds 3 to 15 are nobody's.
         assert_eq!(Imm::decode(3 << 60), None);
         assert_eq!(Imm::decode(u64::MAX), None);
+    }
+
+    #[test]
+    fn immediate_data_that_lies_breaks_the_stream() {
+        let data = |len| Imm { kind: Kind::Data, recvs: 0, freed: 0, len };
+        let mut st = Stream::new();
+        assert!(st.take_imm(data(100)), "a Write that fits");
+        assert_eq!(st.rx_head, 100);
+        // Placed nothing, or more than the ring holds beyond what we have not read.
+        assert!(!Stream::new().take_imm(data(0)));
+        assert!(!Stream::new().take_imm(data(RING as u32 + 1)));
+        let mut full = Stream::new();
+        full.rx_head = RING as u64 - 5;
+        assert!(!full.take_imm(data(10)), "past what we have not read");
+        // Wrapping at the ring's end within one message.
+        let mut end = Stream::new();
+        (end.rx_head, end.rx_tail) = (RING as u64 - 10, RING as u64 - 10);
+        assert!(!end.take_imm(data(20)));
+        assert!(end.take_imm(data(10)), "up to the end is fine");
+        // After its end of stream.
+        let mut ended = Stream::new();
+        assert!(ended.take_imm(Imm { kind: Kind::End, recvs: 0, freed: 0, len: 0 }));
+        assert!(!ended.take_imm(data(1)));
+        // Credits beyond what we posted, or our ring freed beyond what we wrote.
+        assert!(!Stream::new().take_imm(Imm { kind: Kind::Credit, recvs: 2, freed: 0, len: 0 }));
+        let mut wrote = Stream::new();
+        wrote.tx_head = 50;
+        assert!(wrote.take_imm(Imm { kind: Kind::Credit, recvs: 0, freed: 50, len: 0 }));
+        assert!(!wrote.take_imm(Imm { kind: Kind::Credit, recvs: 0, freed: 1, len: 0 }));
     }
 
     #[test]
