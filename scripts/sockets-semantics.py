@@ -3,7 +3,8 @@
 (docs/sockets.md, "Socket calls"): MSG_WAITALL, MSG_PEEK, FIONREAD, recvmsg into two buffers,
 sendmmsg and recvmmsg, SO_ERROR, shutdown(SHUT_RD); MSG_OOB refused on send (EOPNOTSUPP) and
 receive (EINVAL), MSG_ERRQUEUE finding nothing (EAGAIN) and taking no data, splice refused
-(EINVAL) without taking data.
+(EINVAL) without taking data; close_range closing what the program asked and nothing of the
+library's, and releasing the connection it closes.
 
 Usage: sockets-semantics.py serve PORT | send HOST PORT MIB (MIB unused)
 Both print the SHA-256 of the stream the client sent, for the caller to compare.
@@ -109,6 +110,12 @@ def send(host, port, _mib):
     expect_errno("send: send(MSG_OOB)", errno.EOPNOTSUPP, lambda: c.send(b"!", socket.MSG_OOB))
     r, w = os.pipe()
     expect_errno("send: splice from the socket", errno.EINVAL, lambda: os.splice(c.fileno(), w, 16))
+    # close_range above the socket: the pipe goes, the library's own descriptors stay (the
+    # connection works on below).
+    fd = c.fileno()
+    check("send: close_range above the socket", libc.close_range(fd + 1, 1 << 16, 0) == 0)
+    for p in (r, w):
+        expect_errno(f"send: the pipe's descriptor {p} after close_range", errno.EBADF, lambda p=p: os.fstat(p))
     c.sendall(data[:500])
     time.sleep(0.3)
     c.sendall(data[500:1000])
@@ -119,9 +126,13 @@ def send(host, port, _mib):
     arr, keep = messages(bufs)
     check("send: sendmmsg sent 3 messages of 100 octets", libc.sendmmsg(c.fileno(), arr, 3, 0) == 3)
     check("send: the server's two messages arrived", c.recv(2, socket.MSG_WAITALL) == b"ok")
-    c.shutdown(socket.SHUT_WR)
-    c.recv(1)
-    c.close()
+    # close_range over the socket itself ends the connection as close would, and leaves no
+    # trace: a new socket that takes its number is a plain one.
+    check("send: close_range over the socket", libc.close_range(fd, fd, 0) == 0)
+    c.detach()
+    s = socket.socket()
+    check(f"send: a new socket on descriptor {s.fileno()} (the old one's was {fd}) is unbound", s.getsockname() == ("0.0.0.0", 0))
+    s.close()
     print(f"send: {len(data)} octets")
     print(hashlib.sha256(data).hexdigest())
 

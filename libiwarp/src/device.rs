@@ -22,6 +22,13 @@ pub struct Device {
     file: File,
 }
 
+/// The device's descriptor (what a program that closes descriptors wholesale must leave open).
+impl AsFd for Device {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
 impl Device {
     /// Opens [`DEVICE_PATH`].
     pub fn open() -> io::Result<Device> {

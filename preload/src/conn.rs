@@ -28,7 +28,7 @@ use libiwarp::{
 use std::io;
 use std::mem::ManuallyDrop;
 use std::net::TcpStream;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -492,6 +492,14 @@ impl Conn {
 
     fn event_fd(&self) -> RawFd {
         self.recv_cq().event_fd().as_raw_fd()
+    }
+
+    /// The library's own descriptors of this connection: the TCP socket's, the device's and
+    /// the CQs' eventfds.
+    pub(crate) fn descriptors(&self) -> [RawFd; 4] {
+        // SAFETY: see `Owned`.
+        let dev = unsafe { &*self.owned.dev };
+        [self.shadow.as_raw_fd(), dev.as_fd().as_raw_fd(), self.event_fd(), self.send_cq().event_fd().as_raw_fd()]
     }
 
     fn control(&self) -> &Control {

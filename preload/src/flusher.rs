@@ -45,6 +45,12 @@ pub(crate) fn forked(f: &mut Flusher) {
     *f = Flusher { pid: 0, kick: -1, conns: Vec::new() };
 }
 
+/// The thread's eventfd, if it runs in this process.
+pub(crate) fn descriptor() -> Option<RawFd> {
+    let f = flusher();
+    (f.pid == std::process::id() && f.kick >= 0).then_some(f.kick)
+}
+
 /// `conn` has octets waiting: the thread watches it until they are sent.
 pub(crate) fn watch(conn: Weak<Conn>) {
     let mut f = flusher();

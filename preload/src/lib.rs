@@ -678,6 +678,62 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(fd) }
 }
 
+/// Closes `first..=last` as the program asked, but as `close` would: the connections and
+/// listeners of descriptors in the range are released first, and the library's own descriptors
+/// in it (connections', the flusher's, the answering sockets') stay open, the range closed
+/// around them. (The kernel's call would leave the tables naming closed descriptors, and
+/// close the library's under connections still in use.) `CLOSE_RANGE_CLOEXEC` only marks
+/// descriptors, and goes to the kernel as it is.
+///
+/// # Safety
+/// As close_range(2).
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int {
+    let real = real!(close_range: unsafe extern "C" fn(libc::c_uint, libc::c_uint, c_int) -> c_int);
+    if first > last || flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0 || !tables_are_ours() {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe { real(first, last, flags) };
+    }
+    let in_range = |fd: &RawFd| (first..=last).contains(&(*fd as libc::c_uint));
+    let mut named: Vec<RawFd> = CONNS.read().unwrap_or_else(|e| e.into_inner()).keys().copied().filter(in_range).collect();
+    named.extend(LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().filter(in_range));
+    for fd in named {
+        release(fd);
+    }
+    let mut keep: Vec<RawFd> = CONNS.read().unwrap_or_else(|e| e.into_inner()).values().flat_map(|c| c.descriptors()).collect();
+    keep.extend(flusher::descriptor());
+    keep.extend(probe::descriptors());
+    keep.retain(in_range);
+    keep.sort_unstable();
+    keep.dedup();
+    let mut from = first;
+    for k in keep.into_iter().map(|k| k as libc::c_uint) {
+        if k > from {
+            // SAFETY: a part of the caller's range.
+            let rc = unsafe { real(from, k - 1, flags) };
+            if rc != 0 {
+                return rc;
+            }
+        }
+        from = k + 1;
+    }
+    if from <= last {
+        // SAFETY: the rest of the caller's range.
+        return unsafe { real(from, last, flags) };
+    }
+    0
+}
+
+/// As `close_range(low, ~0, 0)`: the C library's own closes the library's descriptors too.
+///
+/// # Safety
+/// As closefrom(3).
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    // SAFETY: a range from the caller's descriptor on; closefrom reports nothing.
+    unsafe { close_range(low.max(0) as libc::c_uint, libc::c_uint::MAX, 0) };
+}
+
 /// Forks with every connection ready for it ([`Conn::fork_begin`]): both processes hold each,
 /// and whichever uses one first owns it from then on; the other's copy fails with EIO, and its
 /// close leaves the connection to the owner. A server that forks per connection and closes its

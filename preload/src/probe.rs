@@ -7,6 +7,7 @@
 
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -63,10 +64,13 @@ pub(crate) fn answer(at: SocketAddrV4, open: Arc<AtomicBool>) -> bool {
     if sock.set_read_timeout(Some(Duration::from_millis(500))).is_err() {
         return false;
     }
-    std::thread::Builder::new()
+    let fd = sock.as_raw_fd();
+    ANSWERING.lock().unwrap_or_else(|e| e.into_inner()).push(fd);
+    let spawned = std::thread::Builder::new()
         .name("iwarp-probe".into())
         .spawn(move || {
             let mut buf = [0u8; 32];
+            let forget = Forget(sock.as_raw_fd());
             while open.load(Ordering::Relaxed) {
                 let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
                 if !open.load(Ordering::Relaxed) {
@@ -87,8 +91,31 @@ pub(crate) fn answer(at: SocketAddrV4, open: Arc<AtomicBool>) -> bool {
                 }
                 let _ = sock.send_to(&message(ANSWER, port), from);
             }
+            // Off the list before the socket closes (its number may be reused at once).
+            drop(forget);
         })
-        .is_ok()
+        .is_ok();
+    if !spawned {
+        ANSWERING.lock().unwrap_or_else(|e| e.into_inner()).retain(|&f| f != fd);
+    }
+    spawned
+}
+
+/// The UDP sockets answering questions in this process (kept open by `close_range`).
+static ANSWERING: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
+
+/// Takes an answering socket off [`ANSWERING`] when dropped.
+struct Forget(RawFd);
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        ANSWERING.lock().unwrap_or_else(|e| e.into_inner()).retain(|&f| f != self.0);
+    }
+}
+
+/// The descriptors of the answering sockets.
+pub(crate) fn descriptors() -> Vec<RawFd> {
+    ANSWERING.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// Server side: whether the connection from `peer` was asked about (and forgets the question).
