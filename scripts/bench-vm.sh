@@ -273,12 +273,6 @@ tcp() {
 # median: the median of the numbers on stdin (empty lines are runs that failed), or nothing.
 median() { sort -g | awk 'NF { v[n++] = $1 } END { if (n) print (n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) }'; }
 
-# one_packet_per_fault: netem acts on what leaves an interface, which with GSO is a whole GSO
-# packet (up to 64 KiB): a stack that builds smaller ones would take more drops and holds per
-# octet. With gso_max_segs 1 every skb is one wire packet, for every stack alike.
-one_packet_per_fault() {
-    vm_run A 'ip link set dev $IWARP_IF gso_max_segs 1' && vm_run B 'ip link set dev $IWARP_IF gso_max_segs 1'
-}
 # TCP's counters of a run, in both guests (nstat: what changed since the last look).
 TCP_COUNTERS='TcpOutSegs|TcpRetransSegs|TcpExt(TCPSACKReorder|TCPDSACKRecv|TCPSpuriousRTOs|TCPBacklogDrop|TCPRcvQDrop|TCPOFOQueue|TCPOFODrop|TCPFastRetrans|TCPTimeouts|DelayedACKs|TCPBacklogCoalesce|TCPLossProbes|TCPRenoReorder|TCPTSReorder|TCPSACKReneging)'
 # counters_reset, then counters after a run: TCP's counters in both guests and, unless --quick,
@@ -306,8 +300,7 @@ if [ $faults = 1 ]; then
     one_packet_per_fault || { vm_stop; echo "FATAL: gso_max_segs" >&2; exit 1; }
     # The goal's faults ("reorder N %": N % of the packets held 2 ms, the others sent at once),
     # then the rest of vm-lib.sh's (their GSO-sized form runs in the VM tests).
-    fault_list=("none|" "reorder-1pct|delay 2ms reorder 99% 50%" "reorder-5pct|delay 2ms reorder 95% 50%"
-        "reorder-25pct|delay 2ms reorder 75% 50%" "loss-1pct|loss 1%")
+    fault_list=("none|" "reorder-1pct|$(netem_reorder 1)" "reorder-5pct|$(netem_reorder 5)" "reorder-25pct|$(netem_reorder 25)" "loss-1pct|loss 1%")
     ((quick)) || fault_list+=("duplicate-5pct|duplicate 5%" "corrupt-0.1pct|corrupt 0.1%")
     # Every stack's figure is the median of FAULT_REPS runs (1 in --quick, else 3), the stacks
     # taking turns.
@@ -386,8 +379,8 @@ if [ $sweep = 1 ]; then
         one_packet_per_fault || { vm_stop; echo "FATAL: gso_max_segs" >&2; exit 1; }
         # (a) Reordering ("reorder N %": N % of the packets held 2 ms, the others sent at once,
         # as in --faults), and loss without delay.
-        rates=("none|" "reorder-1%|delay 2ms reorder 99% 50%" "reorder-5%|delay 2ms reorder 95% 50%"
-            "reorder-25%|delay 2ms reorder 75% 50%" "loss-0.1%|loss 0.1%" "loss-1%|loss 1%")
+        rates=("none|" "reorder-1%|$(netem_reorder 1)" "reorder-5%|$(netem_reorder 5)" "reorder-25%|$(netem_reorder 25)"
+            "loss-0.1%|loss 0.1%" "loss-1%|loss 1%")
         # Every stack, ours and siw and TCP alike, takes turns SWEEP_REPS times (3 unless set);
         # each cell is the median of its runs (R[FAULT/STACK], how many gave a figure in
         # R[FAULT/STACK/runs]).
@@ -412,7 +405,7 @@ if [ $sweep = 1 ]; then
         # (b) Marker separation, FPDUs not aligned (only markers find them), as in Balaji et al.'s
         # "Analyzing the Impact of Supporting Out-of-Order Communication on In-order Performance".
         intervals=(512 1024 2048 4096 16384 none)
-        for f in "none|" "reorder-1%|delay 2ms reorder 99% 50%"; do
+        for f in "none|" "reorder-1%|$(netem_reorder 1)"; do
             n=${f%%|*}
             echo "---- marker separation, netem: ${f#*|}"
             vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }

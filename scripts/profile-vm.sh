@@ -34,9 +34,9 @@ cases=("mc-bw|--markers 1 --crc 1|write_bw|65536|$bw_iters" "plain-bw|--markers 
     "mc-write-lat|--markers 1 --crc 1|write_lat|8|$lat_iters" "mc-send-lat|--markers 1 --crc 1|send_lat|8|$lat_iters")
 if ((reorder)); then
     cases=("${cases[@]:0:2}")
+    one_packet_per_fault || status=1
     for g in A B; do
-        vm_run $g 'ip link set dev $IWARP_IF gso_max_segs 1' >/dev/null || status=1
-        vm_netem $g "delay 2ms reorder 75% 50%" || status=1
+        vm_netem $g "$(netem_reorder 25)" || status=1
     done
     echo "==== under 25 % reordering (a quarter of the packets held 2 ms), one wire packet per fault"
 fi

@@ -216,9 +216,20 @@ vm_pair() {
 }
 
 # What networks do to packets, for netem (vm_netem): NAME|SPEC. The VM tests run each under
-# heavy traffic; bench-vm.sh --faults measures bandwidth under each.
+# heavy traffic (on GSO-sized packets).
 VM_NET_FAULTS=("duplicate-1pct|duplicate 1%" "duplicate-5pct|duplicate 5%" "reorder-25pct|delay 2ms reorder 25% 50%"
     "loss-1pct|loss 1%" "corrupt-0.1pct|corrupt 0.1%" "all-at-once|delay 2ms reorder 5% 50% loss 1% duplicate 1% corrupt 0.1%")
+
+# netem_reorder N: the netem spec that holds N % of the packets 2 ms and sends the others at
+# once (netem's own percentage counts those sent at once). The benchmarks' "reorder N %".
+netem_reorder() { echo "delay 2ms reorder $((100 - $1))% 50%"; }
+
+# one_packet_per_fault: netem acts on what leaves an interface, which with GSO is a whole GSO
+# packet (up to 64 KiB): a stack that builds smaller ones would take more drops and holds per
+# octet. With gso_max_segs 1 in both guests every skb is one wire packet, for every stack alike.
+one_packet_per_fault() {
+    vm_run A 'ip link set dev $IWARP_IF gso_max_segs 1' >/dev/null && vm_run B 'ip link set dev $IWARP_IF gso_max_segs 1' >/dev/null
+}
 
 # Servers started by vm_serve live in the guest's /run/iwarp/serve.NAME.{sh,out,pid,rc}.
 vm_serve() {

@@ -2,8 +2,8 @@
 
 //! Completion queues: a ring the application maps and polls without system calls (layout in
 //! the ABI's `cq_ring`, entries as `device/translate.rs` writes them), written only by the
-//! module. The ring is `/dev/iwarp`'s; the kernel's RDMA core will need a second kind. Blocking waits go through an eventfd the
-//! application passed in and armed (ARM_CQ).
+//! module. Blocking waits go through an eventfd the application passed in and armed (ARM_CQ).
+//! The ring is `/dev/iwarp`'s; the kernel's RDMA core will need a second kind.
 
 // Values from user space or the wire are computed on here: no unchecked arithmetic
 // (docs/security.md, "Arithmetic").

@@ -64,13 +64,12 @@ pub(crate) fn answer(at: SocketAddrV4, open: Arc<AtomicBool>) -> bool {
     if sock.set_read_timeout(Some(Duration::from_millis(500))).is_err() {
         return false;
     }
-    let fd = sock.as_raw_fd();
-    ANSWERING.lock().unwrap_or_else(|e| e.into_inner()).push(fd);
-    let spawned = std::thread::Builder::new()
+    // Listed while the thread holds the socket (a thread that fails to start drops it at once).
+    let listed = Listed::new(sock.as_raw_fd());
+    std::thread::Builder::new()
         .name("iwarp-probe".into())
         .spawn(move || {
             let mut buf = [0u8; 32];
-            let forget = Forget(sock.as_raw_fd());
             while open.load(Ordering::Relaxed) {
                 let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
                 if !open.load(Ordering::Relaxed) {
@@ -92,22 +91,25 @@ pub(crate) fn answer(at: SocketAddrV4, open: Arc<AtomicBool>) -> bool {
                 let _ = sock.send_to(&message(ANSWER, port), from);
             }
             // Off the list before the socket closes (its number may be reused at once).
-            drop(forget);
+            drop(listed);
         })
-        .is_ok();
-    if !spawned {
-        ANSWERING.lock().unwrap_or_else(|e| e.into_inner()).retain(|&f| f != fd);
-    }
-    spawned
+        .is_ok()
 }
 
 /// The UDP sockets answering questions in this process (kept open by `close_range`).
 static ANSWERING: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
 
-/// Takes an answering socket off [`ANSWERING`] when dropped.
-struct Forget(RawFd);
+/// An answering socket on [`ANSWERING`], taken off when this is dropped.
+struct Listed(RawFd);
 
-impl Drop for Forget {
+impl Listed {
+    fn new(fd: RawFd) -> Listed {
+        ANSWERING.lock().unwrap_or_else(|e| e.into_inner()).push(fd);
+        Listed(fd)
+    }
+}
+
+impl Drop for Listed {
     fn drop(&mut self) {
         ANSWERING.lock().unwrap_or_else(|e| e.into_inner()).retain(|&f| f != self.0);
     }

@@ -1,8 +1,8 @@
 //! `poll`, `select` and `epoll` (and `ppoll`, `pselect`, `epoll_pwait2`) over sets that mix
 //! upgraded and ordinary descriptors. An upgraded descriptor is an epoll instance watching its
 //! receive CQ's eventfd, which the kernel reports readable exactly when the library has data or
-//! an end for it ([`Conn`]), and never writable. So writability is taken out of what the kernel is asked and decided
-//! here, from credits and ring room ([`Conn::readiness`]); a poller waiting for it is woken by
+//! an end for it ([`Conn`]), and never writable. So writability is taken out of what the
+//! kernel is asked and decided here, from credits and ring room ([`Conn::readiness`]); a poller waiting for it is woken by
 //! the credit's completion, and a wake-up that brought no data is not reported as readable.
 //!
 //! With none of the calls' descriptors upgraded, each goes straight to the C library.

@@ -80,8 +80,17 @@ impl QueuePair {
             SendOp::Read { .. } | SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. } if solicited || inline => return Err(EINVAL),
             SendOp::LocalInvalidate { .. } | SendOp::FastRegister { .. } if solicited || inline || req.num_sge != 0 => return Err(EINVAL),
             SendOp::Read { rkey, remote_addr, invalidate } => return self.post_read(req, rkey, remote_addr, invalidate),
-            SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. } => return self.post_atomic(req),
-            SendOp::LocalInvalidate { .. } | SendOp::FastRegister { .. } => return self.post_local(req),
+            SendOp::FetchAdd { rkey, remote_addr, add } => {
+                return self.post_atomic(req, |id| atomic::Request::fetch_add(id, rkey, remote_addr, add), CompletionOp::FetchAdd)
+            }
+            SendOp::CompareSwap { rkey, remote_addr, compare, swap } => {
+                let r = |id| atomic::Request::compare_swap(id, rkey, remote_addr, compare, swap);
+                return self.post_atomic(req, r, CompletionOp::CompareSwap);
+            }
+            SendOp::LocalInvalidate { stag } => return self.post_local(req, CompletionOp::LocalInvalidate, |mrs| mrs.invalidate(stag).map_err(|_| EINVAL)),
+            SendOp::FastRegister { stag, addr, length, rights } => {
+                return self.post_local(req, CompletionOp::FastRegister, |mrs| mrs.fast_register(stag, addr, length, rights))
+            }
             _ => {}
         }
         let (msg, imm) = match req.op {
@@ -138,16 +147,11 @@ impl QueuePair {
     /// An atomic operation (RFC 7306) on the peer's 64-bit value at an 8-aligned address; the
     /// value before lands in the one local entry of 8 octets (LOCAL_WRITE). Recorded as
     /// outstanding when queued, like a Read, and counted against the same depth.
-    fn post_atomic(&self, req: &SendWr) -> Result {
+    /// `request` makes the request from its identifier.
+    fn post_atomic(&self, req: &SendWr, request: impl FnOnce(u32) -> atomic::Request, opcode: CompletionOp) -> Result {
         let sink = self.answer_sink(req)?;
         let id = ATOMIC_IDS.fetch_add(1, Ordering::Relaxed);
-        let (r, opcode) = match req.op {
-            SendOp::FetchAdd { rkey, remote_addr, add } => (atomic::Request::fetch_add(id, rkey, remote_addr, add), CompletionOp::FetchAdd),
-            SendOp::CompareSwap { rkey, remote_addr, compare, swap } => {
-                (atomic::Request::compare_swap(id, rkey, remote_addr, compare, swap), CompletionOp::CompareSwap)
-            }
-            _ => return Err(EINVAL),
-        };
+        let r = request(id);
         let signaled = req.signaled;
         if sink.length != atomic::OPERAND_LEN || !r.aligned() {
             return Err(EINVAL);
@@ -176,19 +180,13 @@ impl QueuePair {
     /// refuses), completed behind the Sends and Writes posted before it (a queue entry without a
     /// message; Reads and atomics complete when answered, fenced by nothing). It is done
     /// only once the queue has taken it, so a refused post changes nothing.
-    fn post_local(&self, req: &SendWr) -> Result {
-        let op = if matches!(req.op, SendOp::LocalInvalidate { .. }) { CompletionOp::LocalInvalidate } else { CompletionOp::FastRegister };
+    /// `apply` does it on the QP's domain.
+    fn post_local(&self, req: &SendWr, op: CompletionOp, apply: impl FnOnce(&mut Domain<'_>) -> Result) -> Result {
         let wr = Unacked { wr_id: req.wr_id, end_seq: 0, opcode: op, len: 0, signaled: req.signaled };
         let ob = Outbound { msg: None, payload: OutPayload::empty(), wr: Some(wr) };
         self.enqueue([ob], |side| {
             self.rx.lock().ready_to_send(side.queued_wrs())?;
-            let mut table = self.mrs.lock();
-            let mut mrs = table.domain(self.pd);
-            match req.op {
-                SendOp::LocalInvalidate { stag } => mrs.invalidate(stag).map_err(|_| EINVAL),
-                SendOp::FastRegister { stag, addr, length, rights } => mrs.fast_register(stag, addr, length, rights),
-                _ => Err(EINVAL),
-            }
+            apply(&mut self.mrs.lock().domain(self.pd))
         })
     }
 

@@ -54,11 +54,8 @@ impl WorkRing {
         self.ring.mmap(vma)
     }
 
-    /// A private copy of entry `n`, if `T` is this ring's entry.
+    /// A private copy of entry `n` (`T` of the ring's entry size: [`WorkRing::take`] checks).
     fn entry<T: FromBytes>(&self, n: u32) -> Option<T> {
-        if core::mem::size_of::<T>() != self.entry_size {
-            return None;
-        }
         let mut raw = [0u8; Self::MAX_ENTRY];
         let raw = raw.get_mut(..self.entry_size)?;
         let at = (n.checked_rem(self.entries)? as usize).checked_mul(self.entry_size)?;
@@ -67,10 +64,11 @@ impl WorkRing {
     }
 
     /// Takes entries `head..tail`, passing private copies to `run` in order; stops at the first
-    /// that fails (the rest are dropped). EINVAL if `tail` is more than a ring ahead.
+    /// that fails (the rest are dropped). EINVAL if `tail` is more than a ring ahead, or `T` is
+    /// not the ring's entry.
     fn take<T: FromBytes>(&self, head: &mut u32, tail: u32, mut run: impl FnMut(&T) -> Result) -> Result<Taken> {
         let n = tail.wrapping_sub(*head);
-        if n > self.entries {
+        if n > self.entries || core::mem::size_of::<T>() != self.entry_size {
             return Err(EINVAL);
         }
         let mut taken = Taken::default();
