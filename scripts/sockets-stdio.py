@@ -45,8 +45,6 @@ def serve(port):
     print(f"serve: read {len(data)} octets, sending them back")
     print(hashlib.sha256(data).hexdigest())
     c.sendall(data)
-    # Closed once the client has it all: a close right after a large write may still lose its
-    # tail on the sockets layer (docs/sockets.md, "Known problems").
     c.recv(1)
     c.close()
 

@@ -32,7 +32,7 @@ MUTATED=300 CYCLES=10000 CALLS=1000000 GUESSES=1000000 SOCK_MIB=256 RACES=20000
 # own: the examples, the sockets library beyond one stream, the wire's format, timing) and run
 # on the release kernel only; interop with siw too (see interop_tests).
 RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-segments|verbs-p2p-rtr-[wr]|verbs-post-to-a-stalled-peer|example-.*|net-reorder-25pct-ipv6|fault-peer-guest-killed)$'
-RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer)'
+RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close)'
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
 
@@ -601,6 +601,18 @@ sock_semantics() {
 sock_dup_listener() {
     PY_ENDS_UPGRADED=4 py_ends dup-listener serve 4
 }
+# sock_close: a server closes as soon as its answer (3 MiB, more than the client's ring) is
+# written, on a link of 20 Mbit/s (netem on B): its last octets are still on the way when the
+# client, reading, hands credits back; every octet must arrive, three connections
+# (sockets-close.py).
+sock_close() {
+    local out rc=0
+    vm_netem B "rate 20mbit" || return 1
+    out=$(PY_ENDS_UPGRADED=6 py_ends close serve 3) || rc=1
+    vm_netem B || rc=1
+    echo "$out"
+    return $rc
+}
 # sock_coalesce: writes of 100 octets, 256 KiB of them, faster than a link of 256 kbit/s
 # (netem on A's side) takes them (the debug kernel's sender makes about 600 a second): they
 # must be coalesced, the sender's library counting at close at least two writes per data
@@ -820,6 +832,7 @@ tests() {
     t sockets-fortified-reader sock_fortified
     t sockets-stdio-client sock_stdio
     t sockets-duplicated-listener sock_dup_listener
+    t sockets-close-right-after-writing sock_close
     t sockets-calls-as-tcp-or-a-clear-errno sock_semantics
     t sockets-peer-killed-mid-stream sock_peer_killed
     t fault-peer-guest-killed peer_killed

@@ -796,7 +796,9 @@ impl Conn {
         // would go back and forth for ever, giving neither anything.
         let owed = st.returnable > 1 || st.unreported > 0;
         let due = st.returnable >= RECVS / 2 || st.unreported as usize >= RING / 2 || (starved && owed);
-        if due && st.credits >= 1 && st.sq_free >= 1 && !st.broken {
+        // Once the peer has ended its stream it writes no more: credits would only reach a
+        // connection it may have closed, and draw a reset.
+        if due && st.credits >= 1 && st.sq_free >= 1 && !st.broken && !st.eof {
             let _ = self.control_message(st, Kind::Credit);
         }
     }
@@ -1127,8 +1129,49 @@ impl Conn {
             eprintln!("iwarp-preload: connection closed: {} writes sent in {} data messages", st.writes, st.messages);
         }
         let _ = self.qp.disconnect();
+        // Completed means TCP took it, not that it arrived. Once the connection is closed for
+        // good, anything the peer still sends (credits written before it read our end) draws a
+        // reset from TCP, which throws away what it has not delivered: wait (bounded) until
+        // the peer has acknowledged all of it, our FIN too.
+        for _ in 0..5000 {
+            if self.delivered() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Whether TCP holds nothing of ours the peer has not acknowledged, or the connection is
+    /// gone.
+    fn delivered(&self) -> bool {
+        let fd = self.shadow.as_raw_fd();
+        let mut queued: c_int = 0;
+        // SAFETY: SIOCOUTQ writes one int, to a live one.
+        let rc = unsafe { real!(ioctl: unsafe extern "C" fn(c_int, libc::c_ulong, *mut c_void) -> c_int)(fd, SIOCOUTQ, (&raw mut queued).cast()) };
+        if rc != 0 || queued == 0 {
+            return true;
+        }
+        // SAFETY: tcp_info is plain integers, for which all zeros is a value.
+        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        // SAFETY: a tcp_info and its length, both live.
+        let rc = unsafe {
+            real!(getsockopt: unsafe extern "C" fn(c_int, c_int, c_int, *mut c_void, *mut libc::socklen_t) -> c_int)(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                (&raw mut info).cast(),
+                &mut len,
+            )
+        };
+        rc != 0 || info.tcpi_state == TCP_CLOSE
     }
 }
+
+/// `SIOCOUTQ`: octets TCP has not had acknowledged (the C library names it only for terminals).
+const SIOCOUTQ: libc::c_ulong = libc::TIOCOUTQ as libc::c_ulong;
+/// `TCP_INFO`'s state of a connection that is gone (`include/net/tcp_states.h`).
+const TCP_CLOSE: u8 = 7;
 
 /// When a blocking call gives up: the TCP socket's `SO_RCVTIMEO` or `SO_SNDTIMEO`, read when the
 /// call first has to wait (none: never). Then it returns what it has done, or EAGAIN.

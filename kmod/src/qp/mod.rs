@@ -394,13 +394,15 @@ impl QueuePair {
         Ok(())
     }
 
-    /// Ends the QP and shuts the connection down, then flushes what was still queued for TCP
-    /// (after what `stop` flushed, which was posted before it).
+    /// Ends the QP and our sending (the peer sees a FIN after what TCP holds), then flushes what
+    /// was still queued for TCP (after what `stop` flushed, which was posted before it). What
+    /// the peer still sends is left unread: shutting reading down too would have TCP answer it
+    /// with a reset, and a reset throws away what TCP has not yet delivered of ours.
     fn end_and_flush(&self, why: Ended) {
         let stopped = self.stop(&mut self.rx.lock(), why);
         if stopped {
             if let Some(s) = self.sock.as_ref() {
-                s.shutdown();
+                s.shutdown_send();
             }
         }
         self.flush_queued();

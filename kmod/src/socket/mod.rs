@@ -226,15 +226,15 @@ impl TcpSocket {
         unsafe { ffi::iwarp_shim_sock_unread(self.sock.as_ptr()) }
     }
 
-    /// Shuts the connection down both ways (the peer sees a FIN).
+    /// Shuts the socket down both ways (a listener: it stops listening).
     pub(crate) fn shutdown(&self) {
         // SAFETY: the socket reference is live.
         unsafe { ffi::iwarp_shim_sock_shutdown(self.sock.as_ptr(), false) }
     }
 
     /// Ends our sending (the peer sees a FIN after what is queued) but keeps receiving: what the
-    /// peer still sends is left unread instead of drawing a reset, which would throw away the
-    /// Terminate before the FIN.
+    /// peer still sends is left unread instead of drawing a reset, which would throw away what
+    /// TCP has not delivered yet (the last data, a Terminate) before the FIN.
     pub(crate) fn shutdown_send(&self) {
         // SAFETY: the socket reference is live.
         unsafe { ffi::iwarp_shim_sock_shutdown(self.sock.as_ptr(), true) }
