@@ -91,11 +91,11 @@ static struct socket *with_file(struct socket *sock)
 }
 
 /*
- * Connects a new kernel TCP socket, in the caller's network namespace, to @addr:@port (host
- * order), waiting at most @timeout_ms. The socket gets a file, so iwarp_shim_sock_put() releases
- * it like an adopted one. Returns it, or an ERR_PTR.
+ * Starts connecting a new kernel TCP socket, in the caller's network namespace, to @addr:@port
+ * (host order), without waiting (iwarp_shim_sock_connected() says how it goes). The socket gets
+ * a file, so iwarp_shim_sock_put() releases it like an adopted one. Returns it, or an ERR_PTR.
  */
-struct socket *iwarp_shim_sock_connect(u32 addr, u16 port, unsigned int timeout_ms)
+struct socket *iwarp_shim_sock_connect(u32 addr, u16 port)
 {
 	struct sockaddr_in sin = {
 		.sin_family = AF_INET,
@@ -108,14 +108,34 @@ struct socket *iwarp_shim_sock_connect(u32 addr, u16 port, unsigned int timeout_
 	rc = sock_create_kern(current->nsproxy->net_ns, AF_INET, SOCK_STREAM, IPPROTO_TCP, &sock);
 	if (rc)
 		return ERR_PTR(rc);
-	WRITE_ONCE(sock->sk->sk_sndtimeo, msecs_to_jiffies(timeout_ms));
-	rc = kernel_connect(sock, (struct sockaddr_unsized *)&sin, sizeof(sin), 0);
-	if (rc) {
+	rc = kernel_connect(sock, (struct sockaddr_unsized *)&sin, sizeof(sin), O_NONBLOCK);
+	if (rc && rc != -EINPROGRESS) {
 		sock_release(sock);
-		return ERR_PTR(rc == -EINPROGRESS ? -ETIMEDOUT : rc);
+		return ERR_PTR(rc);
 	}
-	WRITE_ONCE(sock->sk->sk_sndtimeo, MAX_SCHEDULE_TIMEOUT);
 	return with_file(sock);
+}
+
+/*
+ * How connecting went: 0 once connected (whatever happened after), -EINPROGRESS while it goes
+ * on, or why it failed (the socket's error, which this reports once, or -ECONNRESET).
+ */
+int iwarp_shim_sock_connected(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+	int err = sock_error(sk);
+
+	if (err)
+		return err;
+	switch (READ_ONCE(sk->sk_state)) {
+	case TCP_SYN_SENT:
+	case TCP_SYN_RECV:
+		return -EINPROGRESS;
+	case TCP_CLOSE:
+		return -ECONNRESET;
+	default:
+		return 0;
+	}
 }
 
 /*
@@ -151,20 +171,19 @@ struct socket *iwarp_shim_sock_listen(u32 addr, u16 *port, int backlog)
 }
 
 /*
- * The next connection on @listener, waiting at most @timeout_ms (-ETIMEDOUT; -EINVAL once the
+ * The next connection queued on @listener, without waiting (-EAGAIN: none; -EINVAL once the
  * listener is shut down), with a file like the others; its peer's address in *@addr, *@port.
  * Returns it or an ERR_PTR.
  */
-struct socket *iwarp_shim_sock_accept(struct socket *listener, unsigned int timeout_ms, u32 *addr, u16 *port)
+struct socket *iwarp_shim_sock_accept(struct socket *listener, u32 *addr, u16 *port)
 {
 	struct sockaddr_in sin = {};
 	struct socket *sock;
 	int rc;
 
-	WRITE_ONCE(listener->sk->sk_rcvtimeo, msecs_to_jiffies(timeout_ms));
-	rc = kernel_accept(listener, &sock, 0);
+	rc = kernel_accept(listener, &sock, O_NONBLOCK);
 	if (rc)
-		return ERR_PTR(rc == -EAGAIN ? -ETIMEDOUT : rc);
+		return ERR_PTR(rc);
 	if (kernel_getpeername(sock, (struct sockaddr *)&sin) >= 0) {
 		*addr = ntohl(sin.sin_addr.s_addr);
 		*port = ntohs(sin.sin_port);
@@ -215,35 +234,6 @@ int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len)
 		len -= rc;
 	}
 	return 0;
-}
-
-/*
- * Receives exactly @len bytes, waiting at most @timeout_ms for each piece. Returns 0,
- * -ETIMEDOUT, -ECONNRESET (peer closed early) or another negative errno (e.g. -EINTR).
- */
-int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsigned int timeout_ms)
-{
-	long saved = READ_ONCE(sock->sk->sk_rcvtimeo);
-	int rc = 0;
-
-	WRITE_ONCE(sock->sk->sk_rcvtimeo, msecs_to_jiffies(timeout_ms));
-	while (len) {
-		struct kvec iov = { .iov_base = buf, .iov_len = len };
-		struct msghdr msg = {};
-
-		rc = kernel_recvmsg(sock, &msg, &iov, 1, len, MSG_WAITALL);
-		if (rc == -EAGAIN)
-			rc = -ETIMEDOUT;
-		if (rc == 0)
-			rc = -ECONNRESET;
-		if (rc < 0)
-			break;
-		buf += rc;
-		len -= rc;
-		rc = 0;
-	}
-	WRITE_ONCE(sock->sk->sk_rcvtimeo, saved);
-	return rc;
 }
 
 /*

@@ -34,14 +34,14 @@ u32 iwarp_shim_crc32c(u32 crc, const void *p, size_t len);
 /* net_shim.c: kernel TCP sockets */
 int iwarp_shim_tcp_probe(u16 *port, u32 *write_seq);
 struct socket *iwarp_shim_sock_adopt(int fd);
-struct socket *iwarp_shim_sock_connect(u32 addr, u16 port, unsigned int timeout_ms);
+struct socket *iwarp_shim_sock_connect(u32 addr, u16 port);
+int iwarp_shim_sock_connected(struct socket *sock);
 struct socket *iwarp_shim_sock_listen(u32 addr, u16 *port, int backlog);
-struct socket *iwarp_shim_sock_accept(struct socket *listener, unsigned int timeout_ms, u32 *addr, u16 *port);
+struct socket *iwarp_shim_sock_accept(struct socket *listener, u32 *addr, u16 *port);
 void iwarp_shim_sock_put(struct socket *sock);
 void iwarp_shim_sock_shutdown(struct socket *sock, bool send_only);
 bool iwarp_shim_sock_established(struct socket *sock);
 int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len);
-int iwarp_shim_sock_recv_exact(struct socket *sock, void *buf, size_t len, unsigned int timeout_ms);
 int iwarp_shim_sock_recv_nowait(struct socket *sock, void *buf, size_t len);
 long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, const u32 *records, size_t nrec,
 				bool eor, bool more, u32 *end_seq);
@@ -95,6 +95,15 @@ u64 iwarp_shim_sock_doorbells(struct socket *sock);
 void iwarp_shim_hook_remove(struct iwarp_hook *h);
 int iwarp_shim_doorbell_register(void);
 void iwarp_shim_doorbell_unregister(void);
+
+/* waker_shim.c: a listener's work, run when it or a connection it watches calls back */
+struct iwarp_waker;
+struct iwarp_waker *iwarp_shim_waker_install(struct socket *listener, void *owner, void (*run)(void *owner));
+void iwarp_shim_waker_later(struct iwarp_waker *w, unsigned int ms);
+void iwarp_shim_waker_kick(struct iwarp_waker *w);
+void iwarp_shim_waker_watch(struct iwarp_waker *w, struct socket *conn);
+void iwarp_shim_waker_unwatch(struct iwarp_waker *w, struct socket *conn);
+void iwarp_shim_waker_remove(struct iwarp_waker *w);
 
 /* mem_shim.c: pinned user memory */
 struct iwarp_pinned;

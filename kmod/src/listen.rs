@@ -1,28 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The passive side of connection setup. A [`Listener`] collects the MPA requests of the
-//! connections it accepted side by side, so an initiator that sends its request slowly (or
-//! never) holds up nobody else: at most [`MAX_INCOMING`] requests are in progress at once, each
-//! has [`REQUEST_DEADLINE`] to arrive whole, and a malformed one ends only its own connection.
-//! A whole request is a [`Pending`] connection, held until the application has seen the
-//! initiator's private data and accepts (the MPA reply, `qp::Side::Accepting`) or rejects it.
+//! The passive side of connection setup, driven by the sockets' callbacks. A [`Listener`]'s work
+//! ([`Waker`]) runs when a connection arrives or a connection whose MPA request is on the way
+//! sends more: it accepts, and reads what each initiator sent so far, never waiting, so an
+//! initiator that sends its request slowly (or never) holds up nobody else. At most
+//! [`MAX_INCOMING`] requests are in progress or waiting at once, each has [`REQUEST_DEADLINE`]
+//! to arrive whole, and a malformed one ends only its own connection. A whole request is a
+//! [`Pending`] connection, queued for GET_REQUEST (which waits for one without polling) and held
+//! until the application has seen the initiator's private data and accepts (the MPA reply,
+//! `qp::Side::Accepting`) or rejects it.
 
 use crate::error::eproto;
 use crate::proto::mpa::frame::Frame;
 use crate::proto::mpa::handshake::{Handshake, Step};
-use crate::qp::{boxed, drive};
-use crate::socket::TcpSocket;
-use kernel::new_mutex;
+use crate::qp::{advance, boxed, send_out, wait_until};
+use crate::socket::{OnWake, TcpSocket, Waker, Watched};
 use kernel::prelude::*;
-use kernel::sync::{Arc, Mutex};
-use kernel::time::{delay::fsleep, Delta, Instant, Monotonic};
+use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
+use kernel::time::{Delta, Instant, Monotonic};
 
-/// Requests in progress on one listener at most; further connections wait in TCP's backlog.
+/// Requests in progress or waiting on one listener at most; further connections wait in TCP's
+/// backlog.
 const MAX_INCOMING: usize = 16;
 /// How long an initiator has, from the accept, to send its whole MPA request.
 const REQUEST_DEADLINE: Delta = Delta::from_millis(10_000);
-/// How often a waiting GET_REQUEST looks again at requests in progress.
-const POLL: Delta = Delta::from_millis(10);
+/// How often the work looks at requests in progress for their deadline, in milliseconds.
+const DEADLINE_CHECK_MS: u32 = 1000;
 
 /// A connection waiting for ACCEPT or REJECT.
 pub(crate) struct Pending {
@@ -40,13 +43,14 @@ impl Pending {
     /// Refuses the connection with `private` data; it closes as `self` goes.
     pub(crate) fn reject(mut self, private: &[u8]) -> Result {
         self.handshake.reject(private).map_err(|_| EINVAL)?;
-        drive(&self.sock, &mut self.handshake, 0)
+        send_out(&self.sock, &mut self.handshake)
     }
 }
 
 /// An accepted connection whose MPA request is not whole yet.
 struct Incoming {
-    pending: Pending,
+    sock: Watched,
+    handshake: KBox<Handshake>,
     addr: u32,
     port: u16,
     since: Instant<Monotonic>,
@@ -56,83 +60,172 @@ impl Incoming {
     /// Takes in what the initiator sent so far: true once the request is whole; an error if the
     /// connection closed or the request is malformed.
     fn advance(&mut self) -> Result<bool> {
-        let mut buf = [0u8; 128];
-        loop {
-            match self.pending.handshake.step() {
-                Step::Decide => return Ok(true),
-                Step::Receive(n) => {
-                    let piece = &mut buf[..n.min(128)];
-                    match self.pending.sock.recv_nowait(piece) {
-                        Ok(got) => self.pending.handshake.receive(&piece[..got]),
-                        Err(e) if e == EAGAIN => return Ok(false),
-                        Err(e) => return Err(e),
-                    };
-                }
-                Step::Send | Step::Done => return Err(eproto()),
-            }
+        let whole = advance(self.sock.socket(), &mut self.handshake)?;
+        if whole && self.handshake.step() != Step::Decide {
+            return Err(eproto());
         }
+        Ok(whole)
     }
 }
 
-/// A listening socket and the requests in progress on it.
+/// A whole request and the initiator's IPv4 address and port.
+type Arrived = (Pending, u32, u16);
+
+/// What the listener's work and GET_REQUEST share.
+struct Requests {
+    /// Requests on the way.
+    incoming: KVec<Incoming>,
+    /// Whole ones, oldest first.
+    whole: KVec<Arrived>,
+    /// The listener is shut down.
+    closed: bool,
+}
+
+/// A listening socket and the requests on it.
 #[pin_data]
 pub(crate) struct Listener {
     sock: TcpSocket,
+    /// Taken out (and dropped) by `shutdown`, which breaks the cycle the waker's reference to
+    /// the listener makes. Its work holds it while it runs. Taken before `requests`.
     #[pin]
-    incoming: Mutex<KVec<Incoming>>,
+    waker: Mutex<Option<Waker<Listener>>>,
+    #[pin]
+    requests: Mutex<Requests>,
+    /// Signalled when a request is whole or the listener shuts down.
+    #[pin]
+    arrived: CondVar,
 }
 
 impl Listener {
+    /// Listens on `sock`; [`Listener::shutdown`] must end it.
     pub(crate) fn new(sock: TcpSocket) -> Result<Arc<Listener>> {
-        Arc::pin_init(pin_init!(Listener { sock, incoming <- new_mutex!(KVec::new()) }), GFP_KERNEL_ACCOUNT)
+        let requests = Requests { incoming: KVec::new(), whole: KVec::new(), closed: false };
+        let listener = Arc::pin_init(
+            pin_init!(Listener {
+                sock,
+                waker <- new_mutex!(None),
+                requests <- new_mutex!(requests),
+                arrived <- new_condvar!("Listener::arrived"),
+            }),
+            GFP_KERNEL_ACCOUNT,
+        )?;
+        // Its first run, at once, waits for the lock: it finds the waker in place, and what
+        // arrived before it was installed.
+        let mut slot = listener.waker.lock();
+        // SAFETY: the listener owns its socket, and its waker goes first (`shutdown`).
+        *slot = Some(unsafe { Waker::install(&listener.sock, listener.clone())? });
+        drop(slot);
+        Ok(listener)
     }
 
-    /// Stops listening: a GET_REQUEST waiting here returns EINVAL.
+    /// Stops listening: a GET_REQUEST waiting here returns EINVAL, and requests not accepted
+    /// yet are closed.
     pub(crate) fn shutdown(&self) {
+        let (incoming, whole) = {
+            let mut r = self.requests.lock();
+            r.closed = true;
+            (core::mem::take(&mut r.incoming), core::mem::take(&mut r.whole))
+        };
+        self.arrived.notify_all();
+        // The watched connections first: they use the waker until they go.
+        drop(incoming);
+        drop(whole);
+        let waker = self.waker.lock().take();
+        drop(waker);
         self.sock.shutdown();
     }
 
     /// The next connection whose request is whole, waiting at most `timeout_ms` (ETIMEDOUT);
     /// with the initiator's IPv4 address and port.
-    pub(crate) fn next(&self, timeout_ms: u32) -> Result<(Pending, u32, u16)> {
-        let start = Instant::<Monotonic>::now();
+    pub(crate) fn next(&self, timeout_ms: u32) -> Result<Arrived> {
+        let deadline = Instant::<Monotonic>::now() + Delta::from_millis(i64::from(timeout_ms));
+        let mut r = self.requests.lock();
         loop {
-            if let Some(whole) = self.poll()? {
-                return Ok(whole);
+            if r.closed {
+                return Err(EINVAL);
             }
-            if start.elapsed().as_millis() >= i64::from(timeout_ms) {
-                return Err(ETIMEDOUT);
+            if !r.whole.is_empty() {
+                let got = r.whole.remove(0)?;
+                drop(r);
+                // There is room for another.
+                if let Some(w) = self.waker.lock().as_ref() {
+                    w.kick();
+                }
+                return Ok(got);
             }
-            fsleep(POLL);
+            wait_until(&self.arrived, &mut r, deadline)?;
         }
     }
+}
 
-    /// Accepts what TCP has queued while there is room, and advances every request in
-    /// progress: the first whole one, if any. Those too slow, malformed or closed are dropped
-    /// (their connections close).
-    fn poll(&self) -> Result<Option<(Pending, u32, u16)>> {
-        let mut incoming = self.incoming.lock();
-        while incoming.len() < MAX_INCOMING {
-            let (sock, addr, port) = match self.sock.accept(0) {
-                Ok(c) => c,
-                Err(e) if e == ETIMEDOUT => break,
-                Err(e) => return Err(e),
-            };
-            let pending = Pending { sock, handshake: boxed(Handshake::responder())? };
-            incoming.push(Incoming { pending, addr, port, since: Instant::now() }, GFP_KERNEL_ACCOUNT)?;
+impl OnWake for Listener {
+    /// Accepts what TCP has queued while there is room, and advances every request on the way.
+    fn on_wake(&self) {
+        let waker = self.waker.lock();
+        let Some(w) = waker.as_ref() else { return };
+        let mut r = self.requests.lock();
+        if r.closed {
+            return;
         }
+        // Until a pass neither accepts nor ends a request: a slot freed is filled at once.
+        let mut failed = false;
+        loop {
+            let before = (r.incoming.len(), r.whole.len());
+            while r.incoming.len() + r.whole.len() < MAX_INCOMING {
+                let (sock, addr, port) = match self.sock.accept() {
+                    Ok(c) => c,
+                    // None queued.
+                    Err(e) if e == EAGAIN => break,
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                };
+                // SAFETY: accepted from the waker's listener; `shutdown` drops every request
+                // before the waker, and a `Pending` holds the socket only after `release`.
+                let sock = unsafe { w.watch(sock) };
+                let Ok(handshake) = boxed(Handshake::responder()) else {
+                    failed = true;
+                    break;
+                };
+                if r.incoming.push(Incoming { sock, handshake, addr, port, since: Instant::now() }, GFP_KERNEL_ACCOUNT).is_err() {
+                    failed = true;
+                    break;
+                }
+            }
+            let ended = self.advance(&mut r);
+            if (r.incoming.len(), r.whole.len()) == before && !ended {
+                break;
+            }
+        }
+        // Requests on the way have deadlines; a failed accept (no memory) is tried again.
+        if !r.incoming.is_empty() || failed {
+            w.later(DEADLINE_CHECK_MS);
+        }
+    }
+}
+
+impl Listener {
+    /// Advances every request on the way: whole ones are queued for GET_REQUEST; those too
+    /// slow, malformed or closed are dropped (their connections close). Whether any ended.
+    fn advance(&self, r: &mut Requests) -> bool {
+        let mut ended = false;
         let mut i = 0;
-        while i < incoming.len() {
-            let ready = incoming[i].advance();
-            if matches!(ready, Ok(false)) && incoming[i].since.elapsed() < REQUEST_DEADLINE {
+        while i < r.incoming.len() {
+            let ready = r.incoming[i].advance();
+            if matches!(ready, Ok(false)) && r.incoming[i].since.elapsed() < REQUEST_DEADLINE {
                 i += 1;
                 continue;
             }
-            let Ok(done) = incoming.remove(i) else { break };
+            let Ok(done) = r.incoming.remove(i) else { break };
+            ended = true;
             if matches!(ready, Ok(true)) {
-                return Ok(Some((done.pending, done.addr, done.port)));
+                let Incoming { sock, handshake, addr, port, .. } = done;
+                if r.whole.push((Pending { sock: sock.release(), handshake }, addr, port), GFP_KERNEL_ACCOUNT).is_ok() {
+                    self.arrived.notify_all();
+                }
             }
         }
-        Ok(None)
+        ended
     }
 }

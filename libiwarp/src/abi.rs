@@ -283,7 +283,8 @@ pub mod ring_kind {
 }
 
 /// Argument of [`IOCTL_ADOPT_QP`]: adopt an already connected TCP socket into QP `qp` and run
-/// the MPA exchange on it (in the caller's context, up to `timeout_ms`). From then on the
+/// the MPA exchange on it (driven by the socket's callbacks; the call waits up to `timeout_ms`
+/// for all of it, ETIMEDOUT after that). From then on the
 /// socket belongs to the QP; the caller must not read or write its own descriptor any more.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -338,7 +339,7 @@ pub const IOCTL_ADOPT_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0c, ADOPT_QP_SIZE);
 
 /// Argument of [`IOCTL_CONNECT_QP`]: like [`IOCTL_ADOPT_QP`] (whose `fd` is unused), but the
 /// module makes the TCP connection itself: a kernel socket in the caller's network namespace,
-/// connected to `addr:port` within `adopt.timeout_ms`, then the MPA exchange as initiator.
+/// connecting to `addr:port`, then the MPA exchange as initiator, all within `adopt.timeout_ms`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConnectQp {
@@ -401,8 +402,9 @@ pub const IOCTL_CLOSE_LISTENER: u32 = ioc(IOC_WRITE, 0x11, HANDLE_OP_SIZE);
 pub struct GetRequest {
     /// The listener.
     pub listener: u32,
-    /// How long to wait for a connection, then again for its request (1..=60000 ms);
-    /// ETIMEDOUT after that, EPROTO (and the connection closed) for a malformed request.
+    /// How long to wait for a connection whose request is whole (1..=60000 ms); ETIMEDOUT
+    /// after that. Requests arrive while nobody waits too; a malformed one, or one not whole
+    /// within 10 s of its connection, is dropped (the connection closed).
     pub timeout_ms: u32,
     /// User pointer where the initiator's private data goes.
     pub peer_private: u64,

@@ -2,8 +2,8 @@
 
 //! Connection management ioctls: a QP gets its TCP connection from the caller (ADOPT_QP), from
 //! the module connecting (CONNECT_QP) or from a request that arrived on a listener (LISTEN,
-//! GET_REQUEST, then ACCEPT or REJECT), and runs the MPA exchange without holding any lock (it
-//! blocks on the network); DISCONNECT ends a connected QP.
+//! GET_REQUEST, then ACCEPT or REJECT), and waits, holding no lock, for the MPA exchange, which
+//! the socket's callbacks drive (`qp::establish`); DISCONNECT ends a connected QP.
 
 use super::{Context, Entry};
 use crate::abi::{self, conn, Accept, AdoptQp, ConnectQp, GetRequest, HandleOp, Listen, Reject, MAX_IRD_ORD, MAX_PRIVATE_DATA};
@@ -158,7 +158,7 @@ impl Context {
         let initiator = req.role == abi::role::INITIATOR;
         let (sock, side) = match from {
             SocketFrom::Fd => (TcpSocket::adopt(req.fd)?, if initiator { Side::Initiator } else { Side::Responder }),
-            SocketFrom::Connect { addr, port } => (TcpSocket::connect(addr, port, req.timeout_ms)?, Side::Initiator),
+            SocketFrom::Connect { addr, port } => (TcpSocket::connect(addr, port)?, Side::Initiator),
             SocketFrom::Request(p) => (p.sock, Side::Accepting(p.handshake)),
         };
         match qp::establish(sock, side, &local, &private, req.timeout_ms) {
@@ -187,7 +187,15 @@ impl Context {
         listeners.next_handle()?;
         let (sock, bound) = TcpSocket::listen(req.addr, port, req.backlog)?;
         req.port = u32::from(bound);
-        req.listener = listeners.insert(Listener::new(sock)?)?;
+        let listener = Listener::new(sock)?;
+        match listeners.insert(listener.clone()) {
+            Ok(handle) => req.listener = handle,
+            Err(e) => {
+                // It stays alive until shut down.
+                listener.shutdown();
+                return Err(e);
+            }
+        }
         Ok(())
     }
 

@@ -425,6 +425,10 @@ impl Context {
 #[pinned_drop]
 impl PinnedDrop for Context {
     fn drop(self: Pin<&mut Self>) {
+        // A listener's waker keeps it alive until it is shut down.
+        for listener in self.listeners.lock().values() {
+            listener.shutdown();
+        }
         CONTEXTS.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The MPA exchange that turns a TCP connection into an iWARP stream, in the caller's context:
-//! a thin driver of the protocol core's sans-IO [`Handshake`] over a blocking kernel socket.
+//! The MPA exchange that turns a TCP connection into an iWARP stream, driven by the socket's
+//! callbacks: a [`Waker`]'s work runs the protocol core's sans-IO [`Handshake`] when the
+//! connection is made or data arrives, sends what it hands out and takes in what arrived, never
+//! waiting for the peer. The caller only waits for the outcome (with a deadline, or a signal).
 
 use crate::error::eproto;
 use crate::proto::mpa::handshake::{Handshake, Outcome, Step, MAX_FRAME};
 use crate::proto::mpa::negotiate::{Connection, Local};
 use crate::proto::tx::Fpdu;
 use crate::shim::KernelCrc;
-use crate::socket::TcpSocket;
+use crate::socket::{OnWake, TcpSocket, Waker};
 use kernel::prelude::*;
+use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, CondVarTimeoutResult, Mutex, MutexGuard};
+use kernel::time::{msecs_to_jiffies, Delta, Instant, Monotonic};
 
 /// What the exchange produced.
 pub(crate) struct Established {
@@ -23,7 +27,7 @@ pub(crate) struct Established {
 
 /// Our part in the exchange.
 pub(crate) enum Side {
-    /// We send the request.
+    /// We send the request (on a connection that may still be being made).
     Initiator,
     /// We read the request, then answer it.
     Responder,
@@ -45,22 +49,20 @@ impl From<Error> for Failed {
     }
 }
 
-/// Runs the MPA exchange on `sock` as `side`, asking for `local` with `private` data.
+/// Runs the MPA exchange on `sock` as `side`, asking for `local` with `private` data, all of it
+/// within `timeout_ms`.
 pub(crate) fn establish(sock: TcpSocket, side: Side, local: &Local, private: &[u8], timeout_ms: u32) -> Result<Established, Failed> {
+    let deadline = Instant::<Monotonic>::now() + Delta::from_millis(i64::from(timeout_ms));
     let initiator = matches!(side, Side::Initiator);
-    let mut h = match side {
-        Side::Initiator => boxed(Handshake::initiator(*local, private).map_err(|_| EINVAL)?)?,
-        Side::Responder => {
-            let mut h = boxed(Handshake::responder())?;
-            drive(&sock, &mut h, timeout_ms)?;
-            h
-        }
-        Side::Accepting(h) => h,
+    let (sock, mut h) = match side {
+        Side::Initiator => (sock, boxed(Handshake::initiator(*local, private).map_err(|_| EINVAL)?)?),
+        Side::Responder => run(sock, boxed(Handshake::responder())?, deadline)?,
+        Side::Accepting(h) => (sock, h),
     };
     if h.step() == Step::Decide {
         h.accept(*local, private).map_err(|_| EINVAL)?;
     }
-    drive(&sock, &mut h, timeout_ms)?;
+    let (sock, h) = run(sock, h, deadline)?;
     match h.outcome() {
         Some(Outcome::Connected(conn)) => Ok(Established { sock, conn, peer_private: copy(h.peer_private())?, initiator }),
         Some(Outcome::Rejected) => Err(Failed::Rejected(copy(h.peer_private())?)),
@@ -83,24 +85,128 @@ fn send_term(sock: &TcpSocket, h: &Handshake) {
     let _ = sock.send_all(&wire);
 }
 
-/// Sends what `h` hands out and receives exactly what it lacks, each piece waited for at most
-/// `timeout_ms`, until it is to decide or done.
-pub(crate) fn drive(sock: &TcpSocket, h: &mut Handshake, timeout_ms: u32) -> Result {
+/// The exchange in progress: what its work and its waiter share.
+#[pin_data]
+struct Exchange {
+    /// Taken out (and dropped) by the waiter once it stops waiting, which breaks the cycle the
+    /// waker's reference makes. The work holds it while it runs. Taken before `progress`.
+    #[pin]
+    waker: Mutex<Option<Waker<Exchange>>>,
+    #[pin]
+    progress: Mutex<Progress>,
+    /// Signalled when the exchange settles.
+    #[pin]
+    settled: CondVar,
+}
+
+struct Progress {
+    /// Both `Some` until the waiter takes them back.
+    sock: Option<TcpSocket>,
+    h: Option<KBox<Handshake>>,
+    /// The handshake is to decide or done (Ok), or the connection failed.
+    settled: Option<Result>,
+}
+
+impl OnWake for Exchange {
+    fn on_wake(&self) {
+        let waker = self.waker.lock();
+        if waker.is_none() {
+            return;
+        }
+        let mut p = self.progress.lock();
+        let Progress { sock: Some(sock), h: Some(h), settled: settled @ None } = &mut *p else { return };
+        let r = match sock.connected() {
+            Ok(false) => return,
+            Ok(true) => advance(sock, h),
+            Err(e) => Err(e),
+        };
+        *settled = match r {
+            Ok(false) => return,
+            Ok(true) => Some(Ok(())),
+            Err(e) => Some(Err(e)),
+        };
+        self.settled.notify_all();
+    }
+}
+
+/// Runs `h` on `sock` until it is to decide or done, by `deadline` (ETIMEDOUT), or a signal
+/// (ERESTARTSYS). The connection closes on failure.
+fn run(sock: TcpSocket, h: KBox<Handshake>, deadline: Instant<Monotonic>) -> Result<(TcpSocket, KBox<Handshake>)> {
+    let progress = Progress { sock: Some(sock), h: Some(h), settled: None };
+    let ex = Arc::pin_init(
+        pin_init!(Exchange {
+            waker <- new_mutex!(None),
+            progress <- new_mutex!(progress),
+            settled <- new_condvar!("Exchange::settled"),
+        }),
+        GFP_KERNEL_ACCOUNT,
+    )?;
+    let outcome = {
+        let mut slot = ex.waker.lock();
+        let mut p = ex.progress.lock();
+        let sock = p.sock.as_ref().ok_or(EINVAL)?;
+        // SAFETY: the socket stays in `progress` until the waker is gone (below). Its first
+        // run, at once, waits for both locks.
+        *slot = Some(unsafe { Waker::install(sock, ex.clone())? });
+        drop(slot);
+        loop {
+            if let Some(r) = p.settled.take() {
+                break r;
+            }
+            if let Err(e) = wait_until(&ex.settled, &mut p, deadline) {
+                break Err(e);
+            }
+        }
+    };
+    // Waits out a running work; the work's reference to the exchange goes with the waker.
+    let waker = ex.waker.lock().take();
+    drop(waker);
+    outcome?;
+    let mut p = ex.progress.lock();
+    Ok((p.sock.take().ok_or(EINVAL)?, p.h.take().ok_or(EINVAL)?))
+}
+
+/// Waits on `cv` (releasing `guard` meanwhile) until signalled: ETIMEDOUT if `deadline` has
+/// passed, ERESTARTSYS on a signal.
+pub(crate) fn wait_until<T>(cv: &CondVar, guard: &mut MutexGuard<'_, T>, deadline: Instant<Monotonic>) -> Result {
+    let left = (deadline - Instant::now()).as_millis();
+    if left <= 0 {
+        return Err(ETIMEDOUT);
+    }
+    match cv.wait_interruptible_timeout(guard, msecs_to_jiffies(u32::try_from(left).unwrap_or(u32::MAX))) {
+        CondVarTimeoutResult::Signal { .. } => Err(ERESTARTSYS),
+        _ => Ok(()),
+    }
+}
+
+/// Sends what `h` hands out and takes in what has arrived, until it waits for more (false) or
+/// is to decide or done (true). Never waits for the peer (frames are small: a fresh
+/// connection's send buffer takes them).
+pub(crate) fn advance(sock: &TcpSocket, h: &mut Handshake) -> Result<bool> {
     let mut buf = KVec::from_elem(0u8, MAX_FRAME, GFP_KERNEL_ACCOUNT)?;
     loop {
         match h.step() {
-            Step::Send => {
-                sock.send_all(h.transmit())?;
-                h.sent(h.transmit().len());
-            }
+            Step::Send => send_out(sock, h)?,
             Step::Receive(n) => {
                 let piece = buf.get_mut(..n).ok_or(EINVAL)?;
-                sock.recv_exact(piece, timeout_ms)?;
-                h.receive(piece);
+                match sock.recv_nowait(piece) {
+                    Ok(got) => h.receive(&piece[..got]),
+                    Err(e) if e == EAGAIN => return Ok(false),
+                    Err(e) => return Err(e),
+                };
             }
-            Step::Decide | Step::Done => return Ok(()),
+            Step::Decide | Step::Done => return Ok(true),
         }
     }
+}
+
+/// Sends what `h` hands out now (a reject frame, then the exchange is done).
+pub(crate) fn send_out(sock: &TcpSocket, h: &mut Handshake) -> Result {
+    while h.step() == Step::Send {
+        sock.send_all(h.transmit())?;
+        h.sent(h.transmit().len());
+    }
+    Ok(())
 }
 
 /// The machine on the heap (it holds two whole frames).

@@ -18,7 +18,7 @@ mod unacked;
 mod work_ring;
 mod wr;
 
-pub(crate) use establish::{boxed, drive, establish, Established, Failed, Side};
+pub(crate) use establish::{advance, boxed, establish, send_out, wait_until, Established, Failed, Side};
 
 use crate::cq::{Attached, Cq};
 use crate::error::enotconn;

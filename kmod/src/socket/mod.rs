@@ -2,14 +2,17 @@
 
 //! A kernel TCP socket (`shim/net_shim.c`) behind a safe owner that shuts the connection down
 //! and drops its reference when it goes; the [`Hook`] that runs a QP's work when the socket
-//! calls back, and the out-of-order [`Doorbell`] (`hook`); receiving straight from the socket's
-//! buffers, in order and out of order, under its lock (`gather`).
+//! calls back, and the out-of-order [`Doorbell`] (`hook`); the [`Waker`] that runs a listener's
+//! work when it or a connection it watches calls back (`waker`); receiving straight from the
+//! socket's buffers, in order and out of order, under its lock (`gather`).
 
 mod gather;
 mod hook;
+mod waker;
 
 pub(crate) use gather::{Gather, InCallback};
 pub(crate) use hook::{Doorbell, Hook, OnReceive, Wake};
+pub(crate) use waker::{OnWake, Waker, Watched};
 
 use crate::error::made;
 use crate::ffi;
@@ -74,10 +77,22 @@ impl TcpSocket {
         TcpSocket::new(made(unsafe { ffi::iwarp_shim_sock_adopt(fd) })?)
     }
 
-    /// A new kernel TCP socket connected to `addr:port` (IPv4, host order) within `timeout_ms`.
-    pub(crate) fn connect(addr: u32, port: u16, timeout_ms: u32) -> Result<TcpSocket> {
+    /// A new kernel TCP socket connecting to `addr:port` (IPv4, host order): [`TcpSocket::connected`]
+    /// says when it is.
+    pub(crate) fn connect(addr: u32, port: u16) -> Result<TcpSocket> {
         // SAFETY: the shim only uses its scalar arguments.
-        TcpSocket::new(made(unsafe { ffi::iwarp_shim_sock_connect(addr, port, timeout_ms) })?)
+        TcpSocket::new(made(unsafe { ffi::iwarp_shim_sock_connect(addr, port) })?)
+    }
+
+    /// Whether the connection is made (true, whatever happened after), still being made
+    /// (false), or failed (why, reported once).
+    pub(crate) fn connected(&self) -> Result<bool> {
+        // SAFETY: the socket reference is live.
+        match unsafe { ffi::iwarp_shim_sock_connected(self.sock.as_ptr()) } {
+            0 => Ok(true),
+            rc if rc == -(bindings::EINPROGRESS as i32) => Ok(false),
+            rc => Err(Error::from_errno(rc)),
+        }
     }
 
     /// A new kernel TCP socket listening on `addr:port` (IPv4, host order; port 0: any) and the
@@ -89,13 +104,16 @@ impl TcpSocket {
         Ok((TcpSocket::new(made(raw)?)?, port))
     }
 
-    /// The next connection on this listening socket within `timeout_ms`, and its peer's IPv4
-    /// address and port.
-    pub(crate) fn accept(&self, timeout_ms: u32) -> Result<(TcpSocket, u32, u16)> {
+    /// The next connection queued on this listening socket (EAGAIN: none yet), and its peer's
+    /// IPv4 address and port.
+    pub(crate) fn accept(&self) -> Result<(TcpSocket, u32, u16)> {
+        // Made first, so that a connection accepted is always returned: it has its listener's
+        // callbacks until the caller decides.
+        let watch = KBox::new(TxWatch::default(), GFP_KERNEL_ACCOUNT)?;
         let (mut addr, mut port) = (0u32, 0u16);
         // SAFETY: the socket reference is live; the other pointers are live locals.
-        let raw = unsafe { ffi::iwarp_shim_sock_accept(self.sock.as_ptr(), timeout_ms, &mut addr, &mut port) };
-        Ok((TcpSocket::new(made(raw)?)?, addr, port))
+        let raw = unsafe { ffi::iwarp_shim_sock_accept(self.sock.as_ptr(), &mut addr, &mut port) };
+        Ok((TcpSocket { sock: made(raw)?, watch }, addr, port))
     }
 
     /// Sends all of `buf`, blocking.
@@ -161,12 +179,6 @@ impl TcpSocket {
     pub(crate) fn mss(&self) -> u32 {
         // SAFETY: the socket reference is live; the shim only reads one field.
         unsafe { ffi::iwarp_shim_sock_mss(self.sock.as_ptr()) }
-    }
-
-    /// Fills all of `buf`, waiting at most `timeout_ms` for each piece.
-    pub(crate) fn recv_exact(&self, buf: &mut [u8], timeout_ms: u32) -> Result {
-        // SAFETY: the socket reference is live; `buf` is valid for writes of its length.
-        to_result(unsafe { ffi::iwarp_shim_sock_recv_exact(self.sock.as_ptr(), buf.as_mut_ptr().cast(), buf.len(), timeout_ms) })
     }
 
     /// Receives what is queued now, up to all of `buf`, without waiting: how much (EAGAIN if

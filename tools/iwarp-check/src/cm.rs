@@ -131,7 +131,7 @@ pub(crate) fn slow_serve(port: &str) -> Check {
     let mut qp =
         dev.create_qp(&QpInit { pd: &pd, send_cq: &cq, recv_cq: &cq, max_recv_wr: 4, max_send_wr: 4, max_sge: 4, max_inline: 0 }).map_err(|e| e.to_string())?;
     req.accept(&mut qp, &options(Role::Responder, "")?).map_err(|e| format!("ACCEPT: {e}"))?;
-    // Requests advance while GET_REQUEST waits: 14 s of it see the slow ones' deadline pass.
+    // The listener's work closes the slow ones at their deadline: 14 s of waiting see it pass.
     for _ in 0..7 {
         expect_errno("GET_REQUEST with only slow initiators left", listener.get_request(Duration::from_secs(2)).map(|r| r.peer), libc::ETIMEDOUT)?;
     }
