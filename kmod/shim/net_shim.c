@@ -118,21 +118,21 @@ struct socket *iwarp_shim_sock_connect(u32 addr, u16 port)
 
 /*
  * How connecting went: 0 once connected (whatever happened after), -EINPROGRESS while it goes
- * on, or why it failed (the socket's error, which this reports once, or -ECONNRESET).
+ * on, or why it failed (the socket's error, taken only then, or -ECONNRESET). The state is read
+ * first, with acquire: TCP sets the error before it stores TCP_CLOSE.
  */
 int iwarp_shim_sock_connected(struct socket *sock)
 {
 	struct sock *sk = sock->sk;
-	int err = sock_error(sk);
+	int err;
 
-	if (err)
-		return err;
-	switch (READ_ONCE(sk->sk_state)) {
+	switch (inet_sk_state_load(sk)) {
 	case TCP_SYN_SENT:
 	case TCP_SYN_RECV:
 		return -EINPROGRESS;
 	case TCP_CLOSE:
-		return -ECONNRESET;
+		err = sock_error(sk);
+		return err ? err : -ECONNRESET;
 	default:
 		return 0;
 	}

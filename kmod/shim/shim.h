@@ -96,9 +96,9 @@ void iwarp_shim_hook_remove(struct iwarp_hook *h);
 int iwarp_shim_doorbell_register(void);
 void iwarp_shim_doorbell_unregister(void);
 
-/* waker_shim.c: a listener's work, run when it or a connection it watches calls back */
+/* waker_shim.c: setup work, run when a socket (or a connection its listener watches) calls back */
 struct iwarp_waker;
-struct iwarp_waker *iwarp_shim_waker_install(struct socket *listener, void *owner, void (*run)(void *owner));
+struct iwarp_waker *iwarp_shim_waker_install(struct socket *sock, void *owner, void (*run)(void *owner));
 void iwarp_shim_waker_later(struct iwarp_waker *w, unsigned int ms);
 void iwarp_shim_waker_kick(struct iwarp_waker *w);
 void iwarp_shim_waker_watch(struct iwarp_waker *w, struct socket *conn);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The waker of a listener (src/socket/waker.rs): connection setup driven by the sockets'
- * callbacks instead of polling. The listening socket's data_ready and state_change, and those of
- * each connection it watches (accepted, its MPA request on the way), queue one delayed work that
+ * A socket's waker (src/socket/waker.rs): connection setup driven by the sockets' callbacks
+ * instead of waiting. A socket's data_ready and state_change (a connection whose MPA exchange
+ * runs, or a listener and each connection it watches: accepted, its MPA request on the way)
+ * queue one delayed work that
  * calls @run(@owner) in process context, charging what it allocates to the memory cgroup of the
  * process that listened; what it does there is decided in Rust. TCP may call a callback it read
  * before the callbacks were restored: each looks under sk_callback_lock (read) whether the
@@ -25,7 +26,7 @@ struct iwarp_waker {
 	struct delayed_work work;
 	/* The listening process's memory cgroup (a reference), which the work charges. */
 	struct mem_cgroup *memcg;
-	/* The listening socket's callbacks, which its connections inherit when TCP clones them. */
+	/* The socket's callbacks (a listener's: its connections inherit them when TCP clones them). */
 	void (*old_data_ready)(struct sock *sk);
 	void (*old_state_change)(struct sock *sk);
 };
@@ -40,9 +41,9 @@ static void iwarp_waker_work(struct work_struct *work)
 }
 
 /*
- * data_ready and state_change of the listener and of its watched connections. A connection TCP
- * cloned from the listener has these callbacks too, but no waker (the listener's is not copied)
- * until it is watched: it does nothing then.
+ * data_ready and state_change of the socket (of a listener, and of its watched connections). A
+ * connection TCP cloned from a listener has these callbacks too, but no waker (the listener's is
+ * not copied) until it is watched: it does nothing then.
  */
 static void iwarp_waker_wake(struct sock *sk)
 {
@@ -69,12 +70,12 @@ static void iwarp_waker_restore(const struct iwarp_waker *w, struct sock *sk)
 }
 
 /*
- * Wakes @owner's @run on @listener's callbacks; runs it once at once too. Returns the waker or
- * an ERR_PTR (-EBUSY: the socket has a user already).
+ * Wakes @owner's @run on @sock's callbacks; runs it once at once too. Returns the waker or an
+ * ERR_PTR (-EBUSY: the socket has a user already).
  */
-struct iwarp_waker *iwarp_shim_waker_install(struct socket *listener, void *owner, void (*run)(void *owner))
+struct iwarp_waker *iwarp_shim_waker_install(struct socket *sock, void *owner, void (*run)(void *owner))
 {
-	struct sock *sk = listener->sk;
+	struct sock *sk = sock->sk;
 	struct iwarp_waker *w = kzalloc(sizeof(*w), GFP_KERNEL_ACCOUNT);
 
 	if (!w)
@@ -93,7 +94,7 @@ struct iwarp_waker *iwarp_shim_waker_install(struct socket *listener, void *owne
 	}
 	w->old_data_ready = sk->sk_data_ready;
 	w->old_state_change = sk->sk_state_change;
-	/* Not copied into the connections TCP clones from the listener. */
+	/* Not copied into the connections TCP clones from a listener. */
 	__rcu_assign_sk_user_data_with_flags(sk, w, SK_USER_DATA_NOCOPY);
 	sk->sk_data_ready = iwarp_waker_wake;
 	sk->sk_state_change = iwarp_waker_wake;
@@ -139,8 +140,8 @@ void iwarp_shim_waker_unwatch(struct iwarp_waker *w, struct socket *conn)
 }
 
 /*
- * Restores the listener's callbacks, waits for a queued or running work, frees @w. Every
- * connection accepted from the listener must have been unwatched. May sleep; never from @w's
+ * Restores the socket's callbacks, waits for a queued or running work, frees @w. Every
+ * connection accepted from a listener must have been unwatched. May sleep; never from @w's
  * own work.
  */
 void iwarp_shim_waker_remove(struct iwarp_waker *w)

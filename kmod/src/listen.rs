@@ -153,7 +153,12 @@ impl Listener {
                 }
                 return Ok(got);
             }
-            wait_until(&self.arrived, &mut r, deadline)?;
+            if let Err(e) = wait_until(&self.arrived, &mut r, deadline) {
+                // A request that came meanwhile is taken.
+                if r.closed || r.whole.is_empty() {
+                    return Err(e);
+                }
+            }
         }
     }
 }

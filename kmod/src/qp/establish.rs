@@ -3,7 +3,8 @@
 //! The MPA exchange that turns a TCP connection into an iWARP stream, driven by the socket's
 //! callbacks: a [`Waker`]'s work runs the protocol core's sans-IO [`Handshake`] when the
 //! connection is made or data arrives, sends what it hands out and takes in what arrived, never
-//! waiting for the peer. The caller only waits for the outcome (with a deadline, or a signal).
+//! waiting for the peer. The caller only waits for the outcome (with a deadline, or until a
+//! signal interrupts it).
 
 use crate::error::eproto;
 use crate::proto::mpa::handshake::{Handshake, Outcome, Step, MAX_FRAME};
@@ -130,7 +131,7 @@ impl OnWake for Exchange {
 }
 
 /// Runs `h` on `sock` until it is to decide or done, by `deadline` (ETIMEDOUT), or a signal
-/// (ERESTARTSYS). The connection closes on failure.
+/// (EINTR). The connection closes on failure.
 fn run(sock: TcpSocket, h: KBox<Handshake>, deadline: Instant<Monotonic>) -> Result<(TcpSocket, KBox<Handshake>)> {
     let progress = Progress { sock: Some(sock), h: Some(h), settled: None };
     let ex = Arc::pin_init(
@@ -154,7 +155,8 @@ fn run(sock: TcpSocket, h: KBox<Handshake>, deadline: Instant<Monotonic>) -> Res
                 break r;
             }
             if let Err(e) = wait_until(&ex.settled, &mut p, deadline) {
-                break Err(e);
+                // Settled meanwhile: that wins (an answer sent is not undone).
+                break p.settled.take().unwrap_or(Err(e));
             }
         }
     };
@@ -167,14 +169,15 @@ fn run(sock: TcpSocket, h: KBox<Handshake>, deadline: Instant<Monotonic>) -> Res
 }
 
 /// Waits on `cv` (releasing `guard` meanwhile) until signalled: ETIMEDOUT if `deadline` has
-/// passed, ERESTARTSYS on a signal.
+/// passed, EINTR on a signal (as the blocking calls before did: a restarted connect or accept
+/// would start over, or find its request used up).
 pub(crate) fn wait_until<T>(cv: &CondVar, guard: &mut MutexGuard<'_, T>, deadline: Instant<Monotonic>) -> Result {
     let left = (deadline - Instant::now()).as_millis();
     if left <= 0 {
         return Err(ETIMEDOUT);
     }
     match cv.wait_interruptible_timeout(guard, msecs_to_jiffies(u32::try_from(left).unwrap_or(u32::MAX))) {
-        CondVarTimeoutResult::Signal { .. } => Err(ERESTARTSYS),
+        CondVarTimeoutResult::Signal { .. } => Err(EINTR),
         _ => Ok(()),
     }
 }

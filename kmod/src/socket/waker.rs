@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The waker of a listening socket (`shim/waker_shim.c`): connection setup driven by the
-//! sockets' callbacks. A connection arriving on the listener, and data or a state change on a
-//! connection it [`Waker::watch`]es, run [`OnWake::on_wake`] in a work item, where accepting and
+//! A socket's waker (`shim/waker_shim.c`): connection setup driven by the sockets' callbacks.
+//! A connection made or data arriving on the socket (a connection whose MPA exchange runs, or a
+//! listener: a connection arriving, and data or a state change on a connection it
+//! [`Waker::watch`]es) runs [`OnWake::on_wake`] in a work item, where connecting, accepting and
 //! reading never wait; everything decided here.
 
 use super::TcpSocket;
@@ -21,12 +22,12 @@ pub(crate) trait OnWake: Send + Sync {
     fn on_wake(&self);
 }
 
-/// While this lives, the listening socket's callbacks run `T::on_wake`. Dropping it restores
-/// them and waits for a queued or running call.
+/// While this lives, the socket's callbacks run `T::on_wake`. Dropping it restores them and
+/// waits for a queued or running call.
 ///
 /// # Invariants
 ///
-/// `raw` is the shim's waker, installed on a listening socket that outlives it, whose `owner`
+/// `raw` is the shim's waker, installed on a socket that outlives it, whose `owner`
 /// pointer is `_owner`'s; it is removed exactly once, on drop, after every connection it watched
 /// was unwatched (`watch`'s contract).
 pub(crate) struct Waker<T: OnWake> {
@@ -42,13 +43,13 @@ unsafe impl<T: OnWake> Send for Waker<T> {}
 unsafe impl<T: OnWake> Sync for Waker<T> {}
 
 impl<T: OnWake> Waker<T> {
-    /// Wakes `owner` on `listener`'s callbacks (EBUSY if the socket has a user already), and
-    /// once at once. The waker keeps `owner` alive.
+    /// Wakes `owner` on `sock`'s callbacks (EBUSY if the socket has a user already), and once at
+    /// once. The waker keeps `owner` alive.
     ///
     /// # Safety
     ///
-    /// `listener` outlives the returned waker.
-    pub(crate) unsafe fn install(listener: &TcpSocket, owner: Arc<T>) -> Result<Waker<T>> {
+    /// `sock` outlives the returned waker.
+    pub(crate) unsafe fn install(sock: &TcpSocket, owner: Arc<T>) -> Result<Waker<T>> {
         // The shim's work, called with the pointer this waker gave the shim, only while it is
         // installed.
         #[allow(clippy::missing_safety_doc)]
@@ -61,7 +62,7 @@ impl<T: OnWake> Waker<T> {
         let ptr = Arc::as_ptr(&owner).cast_mut().cast();
         // SAFETY: the socket is live and outlives the waker (the caller's promise); `ptr` stays
         // valid while the waker is installed.
-        let raw = made(unsafe { ffi::iwarp_shim_waker_install(listener.sock.as_ptr(), ptr, Some(run::<T>)) })?;
+        let raw = made(unsafe { ffi::iwarp_shim_waker_install(sock.sock.as_ptr(), ptr, Some(run::<T>)) })?;
         Ok(Waker { raw, _owner: owner })
     }
 
