@@ -7,7 +7,7 @@
 //! signal interrupts it).
 
 use crate::error::eproto;
-use crate::proto::mpa::handshake::{Handshake, Outcome, Step, MAX_FRAME};
+use crate::proto::mpa::handshake::{Handshake, Outcome, Step};
 use crate::proto::mpa::negotiate::{Connection, Local};
 use crate::proto::tx::Fpdu;
 use crate::shim::KernelCrc;
@@ -186,12 +186,14 @@ pub(crate) fn wait_until<T>(cv: &CondVar, guard: &mut MutexGuard<'_, T>, deadlin
 /// is to decide or done (true). Never waits for the peer (frames are small: a fresh
 /// connection's send buffer takes them).
 pub(crate) fn advance(sock: &TcpSocket, h: &mut Handshake) -> Result<bool> {
-    let mut buf = KVec::from_elem(0u8, MAX_FRAME, GFP_KERNEL_ACCOUNT)?;
+    // The machine takes a frame in pieces: a small buffer on the stack does, with no allocation
+    // on each wake.
+    let mut buf = [0u8; 128];
     loop {
         match h.step() {
             Step::Send => send_out(sock, h)?,
             Step::Receive(n) => {
-                let piece = buf.get_mut(..n).ok_or(EINVAL)?;
+                let piece = &mut buf[..n.min(128)];
                 match sock.recv_nowait(piece) {
                     Ok(got) => h.receive(&piece[..got]),
                     Err(e) if e == EAGAIN => return Ok(false),
