@@ -123,11 +123,6 @@ impl MrTable {
         self.pds.remove(pd)
     }
 
-    /// The regions QPs of `pd` may reach.
-    pub(crate) fn domain(&mut self, pd: u32) -> Domain<'_> {
-        Domain { table: self, pd }
-    }
-
     /// Whether `[addr, addr + length)` may be registered in `pd` with `rights` (EINVAL if not).
     pub(crate) fn check_register(&self, pd: u32, addr: u64, length: u64, rights: u32) -> Result {
         let valid = self.has_pd(pd) && length > 0 && length <= MAX_MR_SIZE && addr.checked_add(length).is_some() && rights_allowed(rights);
@@ -179,68 +174,72 @@ impl MrTable {
 /// still hold them).
 pub(crate) struct Deregistered(#[allow(dead_code)] MemoryRegion);
 
-/// The regions of one protection domain.
+/// The regions one protection domain reaches. Each access holds the context's table only to
+/// look its region up: copies run outside it, on pages the access holds (a region deregistered
+/// meanwhile is unpinned when its last access ends, as siw's references to its regions do), so
+/// the QPs of one context place in parallel.
 pub(crate) struct Domain<'a> {
-    table: &'a mut MrTable,
+    table: &'a SpinLockBh<MrTable>,
     pd: u32,
 }
 
-impl Domain<'_> {
-    /// The region `stag` names, if it is in this domain.
-    fn get(&self, stag: u32) -> Result<&MemoryRegion, Fault> {
-        let mr = self.table.regions.get(stag).map_err(|_| Fault::InvalidStag)?;
+impl<'a> Domain<'a> {
+    /// The regions of `table` in protection domain `pd`.
+    pub(crate) fn new(table: &'a SpinLockBh<MrTable>, pd: u32) -> Self {
+        Domain { table, pd }
+    }
+
+    /// Runs `f` on the region `stag` names, if it is in this domain, holding the table.
+    fn with<R>(&self, stag: u32, f: impl FnOnce(&mut MemoryRegion) -> Result<R, Fault>) -> Result<R, Fault> {
+        let mut table = self.table.lock();
+        let mr = table.regions.get_mut(stag).map_err(|_| Fault::InvalidStag)?;
         if mr.pd != self.pd {
             return Err(Fault::OtherPd);
         }
-        Ok(mr)
+        f(mr)
     }
 
     /// Whether `len` octets at `addr` of region `stag` may be accessed with `need` rights.
     pub(crate) fn check(&self, stag: u32, addr: u64, len: u64, need: u32) -> Result<(), Fault> {
-        self.get(stag)?.offset(addr, len, need).map(drop)
+        self.with(stag, |mr| mr.offset(addr, len, need).map(drop))
     }
 
     /// The pinned pages behind `[addr, addr + len)` of region `stag` (`need` rights required)
-    /// and the range's offset in them, to send from by reference.
+    /// and the range's offset in them: to send from by reference, or to copy into.
     pub(crate) fn pages(&self, stag: u32, addr: u64, len: u64, need: u32) -> Result<(Arc<PinnedPages>, u64), Fault> {
-        let mr = self.get(stag)?;
-        let off = mr.offset(addr, len, need)?;
-        Ok((mr.pages.clone(), off))
+        self.with(stag, |mr| Ok((mr.pages.clone(), mr.offset(addr, len, need)?)))
     }
 
     /// Places `src` into region `stag` at `addr` (`need` rights required, which must include a
     /// write right).
     pub(crate) fn write(&self, stag: u32, addr: u64, src: &[u8], need: u32) -> Result<(), Fault> {
-        let mr = self.get(stag)?;
-        let off = mr.offset(addr, src.len() as u64, need)?;
-        mr.pages.copy_from(off, src).map_err(|_| Fault::Access)
+        let (pages, off) = self.pages(stag, addr, src.len() as u64, need)?;
+        pages.copy_from(off, src).map_err(|_| Fault::Access)
     }
 
     /// Runs atomic operation `op` on the 64-bit value at `addr` (8-aligned) of region `stag`
     /// (`need` rights required, which must include a write right) and returns the value before.
     pub(crate) fn atomic(&self, stag: u32, addr: u64, need: u32, op: impl Fn(u64) -> u64) -> Result<u64, Fault> {
-        let mr = self.get(stag)?;
-        let off = mr.offset(addr, 8, need)?;
-        mr.pages.update_u64(off, op).map_err(|_| Fault::Access)
+        let (pages, off) = self.pages(stag, addr, 8, need)?;
+        pages.update_u64(off, op).map_err(|_| Fault::Access)
     }
 
     /// Whether `stag` names a valid region of this domain.
     pub(crate) fn check_valid(&self, stag: u32) -> Result<(), Fault> {
-        if self.get(stag)?.valid {
-            Ok(())
-        } else {
-            Err(Fault::InvalidStag)
-        }
+        self.with(stag, |mr| if mr.valid { Ok(()) } else { Err(Fault::InvalidStag) })
     }
 
     /// Invalidates `stag` (a Local Invalidate, a Read with Invalidate, a peer's Send with
     /// Invalidate): later accesses fail until a Fast Register. Fails for unknown or already
     /// invalid STags.
-    pub(crate) fn invalidate(&mut self, stag: u32) -> Result<(), Fault> {
-        self.check_valid(stag)?;
-        let mr = self.table.regions.get_mut(stag).map_err(|_| Fault::InvalidStag)?;
-        mr.valid = false;
-        Ok(())
+    pub(crate) fn invalidate(&self, stag: u32) -> Result<(), Fault> {
+        self.with(stag, |mr| {
+            if !mr.valid {
+                return Err(Fault::InvalidStag);
+            }
+            mr.valid = false;
+            Ok(())
+        })
     }
 
     /// Fast Register: makes the invalid region in `stag`'s slot valid again as `stag` (the
@@ -248,13 +247,14 @@ impl Domain<'_> {
     /// `rights`. EINVAL for a region of another domain, a valid one, key 0, a range outside
     /// the buffer, rights a region may not have, or write rights on pages registered (so
     /// pinned) read-only.
-    pub(crate) fn fast_register(&mut self, stag: u32, addr: u64, len: u64, rights: u32) -> Result {
-        let mr = self.table.regions.in_slot(stag)?;
+    pub(crate) fn fast_register(&self, stag: u32, addr: u64, len: u64, rights: u32) -> Result {
+        let mut table = self.table.lock();
+        let mr = table.regions.in_slot(stag)?;
         let writes = rights & access::LOCAL_WRITE != 0;
         if mr.pd != self.pd || mr.valid || !mr.pins(addr, len) || !rights_allowed(rights) || (writes && !mr.pages.writable()) {
             return Err(EINVAL);
         }
-        let mr = self.table.regions.rekey(stag)?;
+        let mr = table.regions.rekey(stag)?;
         (mr.va, mr.len, mr.rights, mr.valid) = (addr, len, rights, true);
         Ok(())
     }

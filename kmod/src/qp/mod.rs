@@ -5,9 +5,9 @@
 //! without waiting (`outbound`; completions on acknowledgement in `unacked`), and a receive side
 //! that the socket's data-ready callback runs when data arrives (a work item for what must
 //! sleep), placing straight from the socket's buffers into registered memory and completing
-//! into the CQs (`receive`). Lock order: tx, socket, rx,
-//! regions, CQ, events (rx and after are spinlocks taken with bottom halves off, since the
-//! receive side runs in the socket's data-ready callback).
+//! into the CQs (`receive`). Lock order: tx, socket, rx, CQ, events; the region table is a
+//! leaf, held only to look a region up (rx and after are spinlocks taken with bottom halves
+//! off, since the receive side runs in the socket's data-ready callback).
 
 mod establish;
 mod outbound;
@@ -23,7 +23,7 @@ pub(crate) use establish::{advance, boxed, establish, send_out, wait_until, Esta
 use crate::cq::{Attached, Cq};
 use crate::error::enotconn;
 use crate::events::AsyncEvents;
-use crate::mr::MrTable;
+use crate::mr::{Domain, MrTable};
 use crate::proto::markers::{self, Markers};
 use crate::proto::mpa::negotiate::{Connection, Rtr};
 use crate::proto::terminate::Terminate;
@@ -303,6 +303,11 @@ impl QueuePair {
     /// The protection domain.
     pub(crate) fn pd(&self) -> u32 {
         self.pd
+    }
+
+    /// The regions this QP reaches: those of its protection domain.
+    fn regions(&self) -> Domain<'_> {
+        Domain::new(&self.mrs, self.pd)
     }
 
     /// Whether this QP places what TCP holds out of order (it then wants the doorbell).

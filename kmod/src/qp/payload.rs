@@ -28,8 +28,8 @@ struct Source {
     len: u64,
 }
 
-/// Where an outgoing payload comes from, resolved under the region table's lock (a spinlock:
-/// nothing is allocated there), so the payload is built outside it.
+/// Where an outgoing payload comes from: each piece's pages, held from the lookup on, and where
+/// the piece lies in them.
 pub(super) struct Sources {
     parts: [Option<Source>; MAX_SGE],
     n: usize,

@@ -271,14 +271,19 @@ impl Sink for Placer<'_> {
         let p = &mut self.q.placement;
         let counter = if self.early { &mut p.out_of_order } else { &mut p.in_order };
         *counter = counter.wrapping_add(bytes.len() as u64);
-        // check() allowed this range; regions cannot change while the pass holds the table.
-        let _ = match target {
-            Target::Tagged { stag, to } => self.mrs.write(stag, to, bytes, access::LOCAL_WRITE),
+        // check() allowed this range, but our side may have invalidated or deregistered the
+        // region since (each access looks it up anew): then the octets are not placed, and the
+        // stream ends as if check() had refused them.
+        let placed = match target {
+            Target::Tagged { stag, to } => self.mrs.write(stag, to, bytes, access::LOCAL_WRITE).map_err(tagged_cause),
             Target::Untagged { msn, mo } => match self.recv(msn) {
-                Some(wr) => wr.sgl.scatter(&self.mrs, mo, bytes),
+                Some(wr) => wr.sgl.scatter(&self.mrs, mo, bytes).map_err(|_| Cause::RdmapCatastrophic),
                 None => Ok(()),
             },
         };
+        if let Err(cause) = placed {
+            self.q.fatal.set(Terminate::new(cause));
+        }
     }
 
     fn deliver(&mut self, event: Event) {
@@ -444,8 +449,7 @@ impl OnReceive for QueuePair {
             // Octets at `ahead` from the first unread one are at stream offset consumed + ahead.
             let _ = locked.out_of_order(gather, |ahead, parts| {
                 let data = Pieces::new(consumed.wrapping_add(u64::from(ahead)), parts);
-                let mut mrs = self.mrs.lock();
-                let mut sink = Placer { qp: self, q: queues, mrs: mrs.domain(self.pd), early: true };
+                let mut sink = Placer { qp: self, q: queues, mrs: self.regions(), early: true };
                 // Out-of-order octets are only placed or left: errors wait for the in-order pass.
                 let _ = engine.receive::<KernelCrc, _>(&data, &mut sink);
             });
@@ -489,8 +493,7 @@ impl QueuePair {
     /// could not offer it all) the stream fails too.
     fn offer_in_order(&self, engine: &mut Receiver, consumed: &mut u64, queues: &mut Queues, parts: &[&[u8]], last_chance: bool) -> isize {
         let data = Pieces::new(*consumed, parts);
-        let mut mrs = self.mrs.lock();
-        let mut sink = Placer { qp: self, q: queues, mrs: mrs.domain(self.pd), early: false };
+        let mut sink = Placer { qp: self, q: queues, mrs: self.regions(), early: false };
         match engine.receive::<KernelCrc, _>(&data, &mut sink) {
             Ok(0) if last_chance => {
                 sink.q.fatal.set(Terminate::new(Cause::RdmapCatastrophic));
@@ -522,7 +525,7 @@ impl QueuePair {
         if req.num_sge > self.max_sge {
             return Err(EINVAL);
         }
-        let sgl = Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?;
+        let sgl = Sgl::new(&req.sge, req.num_sge, &self.regions(), access::LOCAL_WRITE)?;
         let mut rx = self.rx.lock();
         if matches!(rx.phase, Phase::Ended(_)) {
             return Err(enotconn());

@@ -112,14 +112,11 @@ impl QueuePair {
             }
             OutPayload::from_user(sge)?
         } else {
-            // The pieces are checked and their pages held under the region table's lock; the
-            // payload is built outside it (that allocates).
-            let sources = {
-                let mut table = self.mrs.lock();
-                let mrs = table.domain(self.pd);
-                let sgl = Sgl::new(&req.sge, req.num_sge, &mrs, 0)?;
-                Sources::resolve(sgl.entries(), &mrs, 0)?
-            };
+            // The pieces are checked and their pages held, then the payload is built from them
+            // (that allocates).
+            let mrs = self.regions();
+            let sgl = Sgl::new(&req.sge, req.num_sge, &mrs, 0)?;
+            let sources = Sources::resolve(sgl.entries(), &mrs, 0)?;
             OutPayload::gather(&sources, with_imm || self.copy_send.load(Ordering::Relaxed))?
         };
         // The peer's offsets must not wrap past the end of its address space: refused here, not
@@ -141,7 +138,7 @@ impl QueuePair {
     /// Where the answer to a Read or an atomic lands: the request's one local entry, which
     /// must allow LOCAL_WRITE.
     fn answer_sink(&self, req: &SendWr) -> Result<Sge> {
-        Sgl::new(&req.sge, req.num_sge, &self.mrs.lock().domain(self.pd), access::LOCAL_WRITE)?.single().ok_or(EINVAL)
+        Sgl::new(&req.sge, req.num_sge, &self.regions(), access::LOCAL_WRITE)?.single().ok_or(EINVAL)
     }
 
     /// An atomic operation (RFC 7306) on the peer's 64-bit value at an 8-aligned address; the
@@ -168,7 +165,7 @@ impl QueuePair {
         let sink = self.answer_sink(req)?;
         remote_addr.checked_add(u64::from(sink.length)).ok_or(EINVAL)?;
         if invalidate != 0 {
-            self.mrs.lock().domain(self.pd).check_valid(invalidate).map_err(|_| EINVAL)?;
+            self.regions().check_valid(invalidate).map_err(|_| EINVAL)?;
         }
         let rr = ReadRequest { sink_stag: sink.lkey, sink_to: sink.addr, size: sink.length, src_stag: rkey, src_to: remote_addr };
         let ob = Outbound::bare(Message::ReadRequest(rr), None);
@@ -181,12 +178,12 @@ impl QueuePair {
     /// message; Reads and atomics complete when answered, fenced by nothing). It is done
     /// only once the queue has taken it, so a refused post changes nothing.
     /// `apply` does it on the QP's domain.
-    fn post_local(&self, req: &SendWr, op: CompletionOp, apply: impl FnOnce(&mut Domain<'_>) -> Result) -> Result {
+    fn post_local(&self, req: &SendWr, op: CompletionOp, apply: impl FnOnce(&Domain<'_>) -> Result) -> Result {
         let wr = Unacked { wr_id: req.wr_id, end_seq: 0, opcode: op, len: 0, signaled: req.signaled };
         let ob = Outbound { msg: None, payload: OutPayload::empty(), wr: Some(wr) };
         self.enqueue([ob], |side| {
             self.rx.lock().ready_to_send(side.queued_wrs())?;
-            apply(&mut self.mrs.lock().domain(self.pd))
+            apply(&self.regions())
         })
     }
 
@@ -235,11 +232,8 @@ impl QueuePair {
             };
             let source = Sge { addr: rr.src_to, length: rr.size, lkey: rr.src_stag };
             let catastrophic = || Terminate::new(Cause::RdmapCatastrophic).with_read_request(rr.emit());
-            let sources = {
-                let mut table = self.mrs.lock();
-                let mrs = table.domain(self.pd);
-                check_read_request(&rr, &mrs).and_then(|()| Sources::resolve(&[source], &mrs, access::REMOTE_READ).map_err(|_| catastrophic()))
-            };
+            let mrs = self.regions();
+            let sources = check_read_request(&rr, &mrs).and_then(|()| Sources::resolve(&[source], &mrs, access::REMOTE_READ).map_err(|_| catastrophic()));
             let payload = sources.and_then(|s| OutPayload::gather(&s, copy).map_err(|_| catastrophic()));
             match payload {
                 Ok(payload) => {
