@@ -1,151 +1,46 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Completion queues: a ring the application maps and polls without system calls (layout in
-//! the ABI's `cq_ring`, entries as `device/translate.rs` writes them), written only by the
-//! module. Blocking waits go through an eventfd the application passed in and armed (ARM_CQ).
-//! The ring is `/dev/iwarp`'s; the kernel's RDMA core will need a second kind.
+//! Where a QP's completions go. The engine hands each front door's completion queue its own
+//! [`Completion`]; the door writes it in its consumer's layout (`/dev/iwarp`'s mapped ring:
+//! `device/ring_cq.rs`) and wakes the consumer if it asked.
 
-// Values from user space or the wire are computed on here: no unchecked arithmetic
-// (docs/security.md, "Arithmetic").
-#![deny(clippy::arithmetic_side_effects)]
-
-use crate::abi::{cq_ring, CQE_SIZE};
-use crate::device::translate;
-use crate::eventfd::EventFd;
-use crate::ring::SharedRing;
-use crate::sync::{new_spinlock_bh, SpinLockBh};
-use crate::verbs::{Completion, Status, MAX_CQE};
+use crate::verbs::Completion;
 use core::sync::atomic::{AtomicU32, Ordering};
-use kernel::mm::virt::VmaNew;
-use kernel::prelude::*;
 use kernel::sync::Arc;
-use kernel::transmute::AsBytes;
 
-/// The ring is full: the entry was not written (a CQ overrun, fatal to the QP that hit it).
+/// The CQ is full: the entry was not written (a CQ overrun, fatal to the QP that hit it).
 #[derive(Debug)]
 pub(crate) struct Overrun;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Armed {
-    No,
-    Any,
-    Solicited,
+/// A front door's completion queue.
+pub(crate) trait CompletionQueue: Send + Sync {
+    /// Stores `c` for the consumer and wakes it if it asked; `Overrun` if there is no room.
+    /// Called with bottom halves off (the receive side runs in the socket's callback).
+    fn push(&self, c: &Completion) -> Result<(), Overrun>;
+    /// How many QPs report here (a CQ in use is not destroyed).
+    fn users(&self) -> &AtomicU32;
 }
 
-struct State {
-    /// The module's own producer index; the ring's copy is only published from it.
-    producer: u32,
-    armed: Armed,
-}
+/// A QP's reference to its CQ, counted in the CQ's users while it lives.
+pub(crate) struct Attached(Arc<dyn CompletionQueue>);
 
-/// A completion queue.
-#[pin_data]
-pub(crate) struct Cq {
-    ring: SharedRing,
-    depth: u32,
-    notify: Option<EventFd>,
-    /// QPs reporting here (a CQ in use cannot be destroyed).
-    users: AtomicU32,
-    /// Taken by the receive side in softirq context too.
-    #[pin]
-    state: SpinLockBh<State>,
-}
-
-/// Where the ring's entry `n` starts (and, for `n` the depth, where the ring ends).
-fn entry_at(n: u32) -> Option<usize> {
-    (n as usize).checked_mul(CQE_SIZE)?.checked_add(cq_ring::ENTRIES)
-}
-
-impl Cq {
-    /// A CQ of at least `depth` entries (rounded up to a power of two), signalling `eventfd`
-    /// (if not negative) when armed.
-    pub(crate) fn new(depth: u32, eventfd: i32) -> Result<Arc<Cq>> {
-        if depth == 0 || depth > MAX_CQE {
-            return Err(EINVAL);
-        }
-        let depth = depth.next_power_of_two();
-        let ring = SharedRing::new(entry_at(depth).ok_or(EINVAL)?)?;
-        ring.store(cq_ring::DEPTH, depth);
-        let notify = if eventfd < 0 { None } else { Some(EventFd::get(eventfd)?) };
-        Arc::pin_init(
-            pin_init!(Cq { ring, depth, notify, users: AtomicU32::new(0), state <- new_spinlock_bh!(State { producer: 0, armed: Armed::No }, "Cq::state") }),
-            GFP_KERNEL_ACCOUNT,
-        )
-    }
-
-    pub(crate) fn depth(&self) -> u32 {
-        self.depth
-    }
-
-    /// Length of the mapping.
-    pub(crate) fn ring_len(&self) -> usize {
-        self.ring.len()
-    }
-
-    pub(crate) fn mmap(&self, vma: &VmaNew) -> Result {
-        self.ring.mmap(vma)
-    }
-
-    /// Counts a QP that reports here; the returned guard uncounts it.
-    pub(crate) fn attach(self: &Arc<Cq>) -> Attached {
-        self.users.fetch_add(1, Ordering::Relaxed);
-        Attached(self.clone())
-    }
-
-    pub(crate) fn in_use(&self) -> bool {
-        self.users.load(Ordering::Relaxed) != 0
-    }
-
-    /// Signal the eventfd once, for the next entry (only solicited ones and errors if
-    /// `solicited_only`). EINVAL without an eventfd.
-    pub(crate) fn arm(&self, solicited_only: bool) -> Result {
-        if self.notify.is_none() {
-            return Err(EINVAL);
-        }
-        self.state.lock().armed = if solicited_only { Armed::Solicited } else { Armed::Any };
-        Ok(())
-    }
-
-    /// Writes `c` and publishes it; wakes an armed waiter.
-    pub(crate) fn push(&self, c: &Completion) -> Result<(), Overrun> {
-        let mut st = self.state.lock();
-        // The application's consumer index is a hint: whatever it says, only the slot at our
-        // own producer index is written, and a ring that looks full is reported, not overwritten.
-        let consumer = self.ring.load(cq_ring::CONSUMER);
-        if st.producer.wrapping_sub(consumer) >= self.depth {
-            return Err(Overrun);
-        }
-        let at = st.producer.checked_rem(self.depth).and_then(entry_at).ok_or(Overrun)?;
-        self.ring.write(at, translate::cqe(c).as_bytes());
-        st.producer = st.producer.wrapping_add(1);
-        self.ring.store(cq_ring::PRODUCER, st.producer);
-        let wake = match st.armed {
-            Armed::No => false,
-            Armed::Any => true,
-            Armed::Solicited => c.status != Status::Success || c.solicited,
-        };
-        if wake {
-            st.armed = Armed::No;
-            if let Some(n) = &self.notify {
-                n.signal();
-            }
-        }
-        Ok(())
+impl Attached {
+    /// Counts one more QP reporting to `cq`.
+    pub(crate) fn new(cq: Arc<dyn CompletionQueue>) -> Attached {
+        cq.users().fetch_add(1, Ordering::Relaxed);
+        Attached(cq)
     }
 }
-
-/// A QP's reference to its CQ.
-pub(crate) struct Attached(Arc<Cq>);
 
 impl core::ops::Deref for Attached {
-    type Target = Cq;
-    fn deref(&self) -> &Cq {
-        &self.0
+    type Target = dyn CompletionQueue;
+    fn deref(&self) -> &Self::Target {
+        &*self.0
     }
 }
 
 impl Drop for Attached {
     fn drop(&mut self) {
-        self.0.users.fetch_sub(1, Ordering::Relaxed);
+        self.0.users().fetch_sub(1, Ordering::Relaxed);
     }
 }

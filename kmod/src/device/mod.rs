@@ -11,6 +11,7 @@
 
 mod connection;
 mod registry;
+mod ring_cq;
 pub(crate) mod translate;
 
 use crate::abi::{
@@ -19,7 +20,7 @@ use crate::abi::{
 };
 use crate::abi::{PostRecv, PostSend, POST_RECV_SIZE, POST_SEND_SIZE};
 use crate::charged;
-use crate::cq::Cq;
+use crate::cq::Attached;
 use crate::eventfd::EventFd;
 use crate::events::AsyncEvents;
 use crate::handles::Handles;
@@ -41,6 +42,7 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 use kernel::transmute::{AsBytes, FromBytes};
 use kernel::uaccess::{UserPtr, UserSlice};
+use ring_cq::RingCq;
 
 /// Open contexts.
 static CONTEXTS: AtomicU64 = AtomicU64::new(0);
@@ -84,7 +86,7 @@ pub(crate) struct Context {
     /// Shared with the QPs, which report how they ended.
     events: Arc<SpinLockBh<AsyncEvents>>,
     #[pin]
-    cqs: Mutex<Handles<Arc<Cq>>>,
+    cqs: Mutex<Handles<Arc<RingCq>>>,
     /// The QPs. mmap takes this under mmap_lock, and a QP's receive work holds its receive
     /// side while it takes the socket lock (whose holders may fault on user memory): never
     /// lock a QP's receive side inside this table.
@@ -332,7 +334,7 @@ impl Context {
         if req.cq != 0 || req.reserved != 0 || req.mmap_offset != 0 || req.mmap_len != 0 {
             return Err(EINVAL);
         }
-        let cq = Cq::new(req.depth, req.eventfd)?;
+        let cq = RingCq::new(req.depth, req.eventfd)?;
         req.depth = cq.depth();
         req.mmap_len = cq.ring_len() as u64;
         req.cq = self.cqs.lock().insert(cq)?;
@@ -392,7 +394,7 @@ impl Context {
         }
         let (send_cq, recv_cq) = {
             let cqs = self.cqs.lock();
-            (cqs.get(req.send_cq)?.clone(), cqs.get(req.recv_cq)?.clone())
+            (Attached::new(cqs.get(req.send_cq)?.clone()), Attached::new(cqs.get(req.recv_cq)?.clone()))
         };
         let limits = Limits {
             max_recv_wr: req.max_recv_wr,
@@ -411,7 +413,7 @@ impl Context {
         }
         let mut qps = self.qps.lock();
         let handle = qps.next_handle()?;
-        let qp = QueuePair::new(handle, req.pd, self.mrs.clone(), self.events.clone(), &send_cq, &recv_cq, limits)?;
+        let qp = QueuePair::new(handle, req.pd, self.mrs.clone(), self.events.clone(), send_cq, recv_cq, limits)?;
         req.sq_len = qp.send_ring().len() as u64;
         req.rq_len = qp.recv_ring().len() as u64;
         let _listed = registry::Registration::new(&qp)?;

@@ -20,7 +20,7 @@ mod wr;
 
 pub(crate) use establish::{advance, boxed, establish, send_out, wait_until, Established, Failed, Side};
 
-use crate::cq::{Attached, Cq};
+use crate::cq::Attached;
 use crate::error::enotconn;
 use crate::events::AsyncEvents;
 use crate::mr::{Domain, MrTable};
@@ -193,8 +193,8 @@ impl QueuePair {
         pd: u32,
         mrs: Arc<SpinLockBh<MrTable>>,
         events: Arc<SpinLockBh<AsyncEvents>>,
-        send_cq: &Arc<Cq>,
-        recv_cq: &Arc<Cq>,
+        send_cq: Attached,
+        recv_cq: Attached,
         limits: Limits,
     ) -> Result<Arc<QueuePair>> {
         let rq = Fifo::<PostedRecv>::new(limits.max_recv_wr as usize)?;
@@ -213,8 +213,8 @@ impl QueuePair {
                 awaiting_peer: AtomicBool::new(false),
                 mrs,
                 events,
-                send_cq: send_cq.attach(),
-                recv_cq: recv_cq.attach(),
+                send_cq,
+                recv_cq,
                 sq_ring: WorkRing::new(limits.max_send_wr, limits.send_entry_size)?,
                 rq_ring: WorkRing::new(limits.max_recv_wr, limits.recv_entry_size)?,
                 _counted: Counted::new(),
