@@ -237,6 +237,18 @@ int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len)
 }
 
 /*
+ * Sends as much of @len bytes as the send buffer takes now, without waiting. Returns the count,
+ * -EAGAIN if it takes nothing (sk_write_space follows when it can), or another negative errno.
+ */
+int iwarp_shim_sock_send_nowait(struct socket *sock, const void *buf, size_t len)
+{
+	struct kvec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL | MSG_DONTWAIT };
+
+	return kernel_sendmsg(sock, &msg, &iov, 1, len);
+}
+
+/*
  * Receives what is there now, up to @len bytes, without waiting. Returns the count, -EAGAIN if
  * nothing is there, -ECONNRESET once the peer closed, or another negative errno.
  */

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * A socket's waker (src/socket/waker.rs): connection setup driven by the sockets' callbacks
- * instead of waiting. A socket's data_ready and state_change (a connection whose MPA exchange
- * runs, or a listener and each connection it watches: accepted, its MPA request on the way)
- * queue one delayed work that
+ * instead of waiting. A socket's data_ready, state_change and write_space (a connection whose
+ * MPA exchange runs, or a listener and each connection it watches: accepted, its MPA request on
+ * the way) queue one delayed work that
  * calls @run(@owner) in process context, charging what it allocates to the memory cgroup of the
  * process that listened; what it does there is decided in Rust. TCP may call a callback it read
  * before the callbacks were restored: each looks under sk_callback_lock (read) whether the
@@ -29,6 +29,7 @@ struct iwarp_waker {
 	/* The socket's callbacks (a listener's: its connections inherit them when TCP clones them). */
 	void (*old_data_ready)(struct sock *sk);
 	void (*old_state_change)(struct sock *sk);
+	void (*old_write_space)(struct sock *sk);
 };
 
 static void iwarp_waker_work(struct work_struct *work)
@@ -41,7 +42,8 @@ static void iwarp_waker_work(struct work_struct *work)
 }
 
 /*
- * data_ready and state_change of the socket (of a listener, and of its watched connections). A
+ * data_ready, state_change and write_space of the socket (of a listener, and of its watched
+ * connections). A
  * connection TCP cloned from a listener has these callbacks too, but no waker (the listener's is
  * not copied) until it is watched: it does nothing then.
  */
@@ -66,6 +68,7 @@ static void iwarp_waker_restore(const struct iwarp_waker *w, struct sock *sk)
 	rcu_assign_sk_user_data(sk, NULL);
 	sk->sk_data_ready = w->old_data_ready;
 	sk->sk_state_change = w->old_state_change;
+	sk->sk_write_space = w->old_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);
 }
 
@@ -94,10 +97,12 @@ struct iwarp_waker *iwarp_shim_waker_install(struct socket *sock, void *owner, v
 	}
 	w->old_data_ready = sk->sk_data_ready;
 	w->old_state_change = sk->sk_state_change;
+	w->old_write_space = sk->sk_write_space;
 	/* Not copied into the connections TCP clones from a listener. */
 	__rcu_assign_sk_user_data_with_flags(sk, w, SK_USER_DATA_NOCOPY);
 	sk->sk_data_ready = iwarp_waker_wake;
 	sk->sk_state_change = iwarp_waker_wake;
+	sk->sk_write_space = iwarp_waker_wake;
 	write_unlock_bh(&sk->sk_callback_lock);
 	mod_delayed_work(system_dfl_wq, &w->work, 0);
 	return w;
@@ -127,6 +132,7 @@ void iwarp_shim_waker_watch(struct iwarp_waker *w, struct socket *conn)
 	rcu_assign_sk_user_data(sk, w);
 	sk->sk_data_ready = iwarp_waker_wake;
 	sk->sk_state_change = iwarp_waker_wake;
+	sk->sk_write_space = iwarp_waker_wake;
 	write_unlock_bh(&sk->sk_callback_lock);
 }
 

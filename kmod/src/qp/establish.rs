@@ -182,16 +182,22 @@ pub(crate) fn wait_until<T>(cv: &CondVar, guard: &mut MutexGuard<'_, T>, deadlin
     }
 }
 
-/// Sends what `h` hands out and takes in what has arrived, until it waits for more (false) or
-/// is to decide or done (true). Never waits for the peer (frames are small: a fresh
-/// connection's send buffer takes them).
+/// Sends what `h` hands out and takes in what has arrived, until it waits for room or for more
+/// (false) or is to decide or done (true). Never waits: an adopted connection's send buffer may
+/// be full of what the application sent before, and a peer that reads nothing must not hold
+/// the work (and the waiter behind it, which takes the work's lock).
 pub(crate) fn advance(sock: &TcpSocket, h: &mut Handshake) -> Result<bool> {
     // The machine takes a frame in pieces: a small buffer on the stack does, with no allocation
     // on each wake.
     let mut buf = [0u8; 128];
     loop {
         match h.step() {
-            Step::Send => send_out(sock, h)?,
+            Step::Send => match sock.send_nowait(h.transmit()) {
+                Ok(n) if n > 0 => h.sent(n),
+                Ok(_) => return Ok(false),
+                Err(e) if e == EAGAIN => return Ok(false),
+                Err(e) => return Err(e),
+            },
             Step::Receive(n) => {
                 let piece = &mut buf[..n.min(128)];
                 match sock.recv_nowait(piece) {
@@ -205,7 +211,8 @@ pub(crate) fn advance(sock: &TcpSocket, h: &mut Handshake) -> Result<bool> {
     }
 }
 
-/// Sends what `h` hands out now (a reject frame, then the exchange is done).
+/// Sends what `h` hands out now, waiting for room (a reject frame, from the caller of REJECT,
+/// then the exchange is done).
 pub(crate) fn send_out(sock: &TcpSocket, h: &mut Handshake) -> Result {
     while h.step() == Step::Send {
         sock.send_all(h.transmit())?;

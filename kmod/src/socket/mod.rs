@@ -181,6 +181,15 @@ impl TcpSocket {
         unsafe { ffi::iwarp_shim_sock_mss(self.sock.as_ptr()) }
     }
 
+    /// Sends as much of `buf` as the send buffer takes now, without waiting: how much (EAGAIN
+    /// if it takes nothing; the socket's write_space callback follows once it can).
+    pub(crate) fn send_nowait(&self, buf: &[u8]) -> Result<usize> {
+        // SAFETY: the socket reference is live; `buf` is valid for reads of its length.
+        let rc = unsafe { ffi::iwarp_shim_sock_send_nowait(self.sock.as_ptr(), buf.as_ptr().cast(), buf.len()) };
+        to_result(rc)?;
+        Ok(rc as usize)
+    }
+
     /// Receives what is queued now, up to all of `buf`, without waiting: how much (EAGAIN if
     /// nothing is there, ECONNRESET once the peer closed).
     pub(crate) fn recv_nowait(&self, buf: &mut [u8]) -> Result<usize> {

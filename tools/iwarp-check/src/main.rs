@@ -28,7 +28,8 @@
 //!                                   of them through the module
 //!   recv-user PORT SIZE             accept and receive those with a user-level engine built on
 //!                                   the protocol core (markers and CRC asked for), and verify
-//!   adopt-errors     descriptors that are not connected TCP streams, and bad arguments
+//!   adopt-errors     descriptors that are not connected TCP streams, bad arguments, and a
+//!                    connection whose send buffer is full (its peer reads nothing)
 //!   stats-zero       nothing pinned, no regions, no QPs, no contexts but this one
 //!   verbs-serve PORT MAX OPTS                 (B) answer rounds with buffers of MAX bytes
 //!   verbs-drive HOST PORT SIZES DEEP OPTS     (A) per size: Write + Send to B, B Reads it back
@@ -542,7 +543,61 @@ fn adopt_errors() -> Check {
     ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 1, "failed adoptions leave the QP as it was")?;
     expect_errno("freeing the PD of a QP", dev.dealloc_pd_raw(pd.handle()), libc::EBUSY)?;
     dev.destroy_qp_raw(made.qp).map_err(|e| format!("DESTROY_QP: {e}"))?;
-    ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 0, "no QP left")
+    ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 0, "no QP left")?;
+    adopt_full_send_buffer()
+}
+
+/// ADOPT_QP as initiator on a connection whose send buffer the application filled, to a peer
+/// that reads nothing, fails with ETIMEDOUT in its time: the MPA request waits for room without
+/// holding the module's work (which the call waits for when it gives up). Adopted on a thread:
+/// if the call is stuck, resetting the connection frees it, and the check fails.
+fn adopt_full_send_buffer() -> Check {
+    let err = |e: io::Error| e.to_string();
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(err)?;
+    let mut client = TcpStream::connect(listener.local_addr().map_err(err)?).map_err(err)?;
+    let (peer, _) = listener.accept().map_err(err)?;
+    client.set_nonblocking(true).map_err(err)?;
+    let chunk = vec![0u8; 1 << 16];
+    let mut queued = 0usize;
+    loop {
+        match client.write(&chunk) {
+            Ok(n) => queued += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(format!("filling the send buffer: {e}")),
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let adopter = std::thread::spawn(move || {
+        let r = (|| -> Result<(io::Result<()>, Duration), String> {
+            let dev = open()?;
+            let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
+            let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
+            let mut qp =
+                CreateQp { send_cq: cq.handle(), recv_cq: cq.handle(), max_recv_wr: 1, max_send_wr: 1, pd: pd.handle(), max_sge: 1, ..CreateQp::default() };
+            dev.create_qp_raw(&mut qp).map_err(|e| format!("CREATE_QP: {e}"))?;
+            let mut req =
+                AdoptQp { fd: client.as_raw_fd(), qp: qp.qp, role: role::INITIATOR, flags: conn::CRC, mpa_rev: 2, timeout_ms: 1000, ..AdoptQp::default() };
+            let started = std::time::Instant::now();
+            let r = dev.adopt_qp_raw(&mut req);
+            Ok((r, started.elapsed()))
+        })();
+        let _ = tx.send(r);
+    });
+    let outcome = match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(r) => r,
+        Err(_) => {
+            drop(peer);
+            let _ = adopter.join();
+            return Err(format!("ADOPT_QP (timeout 1 s) on a full send buffer ({queued} bytes queued) still blocked after 10 s"));
+        }
+    };
+    let _ = adopter.join();
+    let (r, took) = outcome?;
+    expect_errno("adopting a connection whose send buffer is full", r, libc::ETIMEDOUT)?;
+    ensure(took < Duration::from_secs(5), format!("ADOPT_QP gave up after {took:?} (timeout 1 s)"))?;
+    println!("ok: a full send buffer ({queued} bytes queued): ETIMEDOUT after {took:?}");
+    drop(peer);
+    Ok(())
 }
 
 /// The data both sides agree on: a pattern that differs at every offset.
