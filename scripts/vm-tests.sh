@@ -32,7 +32,7 @@ MUTATED=300 CYCLES=10000 CALLS=1000000 GUESSES=1000000 SOCK_MIB=256 RACES=20000
 # own: the examples, the sockets library beyond one stream, the wire's format, timing) and run
 # on the release kernel only; interop with siw too (see interop_tests).
 RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-segments|verbs-p2p-rtr-[wr]|verbs-post-to-a-stalled-peer|example-.*|net-reorder-25pct-ipv6|fault-peer-guest-killed)$'
-RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close)'
+RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|reuseport)'
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
 
@@ -601,6 +601,16 @@ sock_semantics() {
 sock_dup_listener() {
     PY_ENDS_UPGRADED=4 py_ends dup-listener serve 4
 }
+# sock_prefork: a master listens, two forked workers accept (sockets-prefork.py): the worker
+# that accepts finds the question the master answered, so four connections are upgraded on
+# both sides. sock_reuseport: two processes listen on one port with SO_REUSEPORT: the library
+# leaves their connections plain TCP (none upgraded), each stream intact.
+sock_prefork() {
+    PY_ENDS_UPGRADED=8 py_ends prefork prefork 4
+}
+sock_reuseport() {
+    PY_ENDS_UPGRADED=0 py_ends prefork reuseport 4
+}
 # sock_close: a server closes as soon as its answer (3 MiB, more than the client's ring) is
 # written, on a link of 20 Mbit/s (netem on B): its last octets are still on the way when the
 # client, reading, hands credits back; every octet must arrive, three connections
@@ -832,6 +842,8 @@ tests() {
     t sockets-fortified-reader sock_fortified
     t sockets-stdio-client sock_stdio
     t sockets-duplicated-listener sock_dup_listener
+    t sockets-prefork-workers-accept sock_prefork
+    t sockets-reuseport-pair-stays-tcp sock_reuseport
     t sockets-close-right-after-writing sock_close
     t sockets-calls-as-tcp-or-a-clear-errno sock_semantics
     t sockets-peer-killed-mid-stream sock_peer_killed
@@ -890,7 +902,7 @@ WIRE_UNCHECKED=(
 WIRE_NO_CONNECTION='^(boot|insmod|query-device|siw-link|ib-link|mr-|local-|nothing-left|rmmod|init-failure|tcp-A-to-B)'
 WIRE_NO_CONNECTION+='|^(cm-connect-disconnect-cycles-A|fault-memory-pressure-B|qp-adopt-errors-A|verbs-errors-A)$'
 WIRE_NO_CONNECTION+='|^(interop-siw-markers-refused|interop-siw-rejects-with-private-data|qp-garbage-peer-refused|qp-silent-peer-times-out)$'
-WIRE_NO_CONNECTION+='|^sockets-plain-peer-gets-tcp$'
+WIRE_NO_CONNECTION+='|^(sockets-plain-peer-gets-tcp|sockets-reuseport-pair-stays-tcp)$'
 # recapture: a test that runs a second time drops what its capture (t's `pcap`, tcpdump
 # `wire_pid`) holds so far and begins it again.
 recapture() {

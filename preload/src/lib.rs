@@ -165,11 +165,16 @@ unsafe fn getsockname_real(fd: RawFd, a: *mut sockaddr, l: *mut socklen_t) -> c_
 }
 
 fn is_tcp(fd: RawFd) -> bool {
-    let mut ty: c_int = 0;
+    socket_option(fd, libc::SO_TYPE) == Some(libc::SOCK_STREAM)
+}
+
+/// The integer socket option `name` (at SOL_SOCKET) of `fd`.
+fn socket_option(fd: RawFd, name: c_int) -> Option<c_int> {
+    let mut v: c_int = 0;
     let mut len = std::mem::size_of::<c_int>() as socklen_t;
     // SAFETY: an int and its length, both live.
-    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&raw mut ty).cast(), &mut len) };
-    rc == 0 && ty == libc::SOCK_STREAM
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, name, (&raw mut v).cast(), &mut len) };
+    (rc == 0).then_some(v)
 }
 
 /// Upgrades the connected socket `fd` as `role` and records it; on failure the descriptor is
@@ -271,6 +276,10 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
             let open = Arc::new(AtomicBool::new(true));
             if !conn::module_present() {
                 eprintln!("iwarp-preload: no iwarp device: connections to {at} stay plain TCP");
+            } else if socket_option(fd, libc::SO_REUSEPORT).is_some_and(|v| v != 0) {
+                // Listeners of a group share the port: the one that answers a question may not
+                // be the one TCP hands the connection to, and their questions are not shared.
+                eprintln!("iwarp-preload: SO_REUSEPORT: connections to {at} stay plain TCP");
             } else if probe::answer(at, open.clone()) {
                 LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).insert(fd, open);
             } else {
