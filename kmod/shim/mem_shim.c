@@ -16,12 +16,14 @@
 #include <linux/capability.h>
 #include <linux/err.h>
 #include <linux/highmem.h>
+#include <linux/llist.h>
 #include <linux/mm.h>
 #include <linux/overflow.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
+#include <linux/workqueue.h>
 
 #include "shim.h"
 
@@ -51,6 +53,8 @@ struct iwarp_pinned {
 	struct mm_struct *mm;
 	unsigned long npages;
 	bool writable;
+	/* On iwarp_unpin_list while its unpinning waits for process context. */
+	struct llist_node later;
 	struct page *pages[];
 };
 
@@ -117,6 +121,35 @@ void iwarp_shim_unpin_user(struct iwarp_pinned *p)
 	unpin_and_uncharge(p->mm, p->pages, p->npages, p->npages, p->writable);
 	mmdrop(p->mm);
 	kvfree(p);
+}
+
+/* Pinned sets whose unpinning was left to iwarp_unpin_work. */
+static LLIST_HEAD(iwarp_unpin_list);
+
+static void iwarp_unpin_later_fn(struct work_struct *work)
+{
+	struct iwarp_pinned *p, *next;
+
+	llist_for_each_entry_safe(p, next, llist_del_all(&iwarp_unpin_list), later)
+		iwarp_shim_unpin_user(p);
+}
+
+static DECLARE_WORK(iwarp_unpin_work, iwarp_unpin_later_fn);
+
+/*
+ * iwarp_shim_unpin_user() from a work item, for a caller that may not sleep (marking written
+ * pages dirty takes their lock). Allocates nothing.
+ */
+void iwarp_shim_unpin_user_later(struct iwarp_pinned *p)
+{
+	llist_add(&p->later, &iwarp_unpin_list);
+	schedule_work(&iwarp_unpin_work);
+}
+
+/* Waits until every pinned set left to the work item is unpinned (before the module goes). */
+void iwarp_shim_unpin_flush(void)
+{
+	flush_work(&iwarp_unpin_work);
 }
 
 unsigned long iwarp_shim_pinned_npages(const struct iwarp_pinned *p)

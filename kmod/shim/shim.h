@@ -110,6 +110,8 @@ void iwarp_shim_waker_remove(struct iwarp_waker *w);
 struct iwarp_pinned;
 struct iwarp_pinned *iwarp_shim_pin_user(u64 addr, u64 len, bool writable);
 void iwarp_shim_unpin_user(struct iwarp_pinned *p);
+void iwarp_shim_unpin_user_later(struct iwarp_pinned *p);
+void iwarp_shim_unpin_flush(void);
 unsigned long iwarp_shim_pinned_npages(const struct iwarp_pinned *p);
 void iwarp_shim_pinned_copy_from(const struct iwarp_pinned *p, u64 offset, void *dst, size_t len);
 void iwarp_shim_pinned_copy_to(const struct iwarp_pinned *p, u64 offset, const void *src, size_t len);

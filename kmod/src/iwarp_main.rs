@@ -72,6 +72,8 @@ struct IwarpModule {
     _links: ib::Links,
     #[pin]
     device: kernel::miscdevice::MiscDeviceRegistration<device::Context>,
+    /// Last to go: waits for pages a region's last access left to unpin.
+    _later_unpins: pinned::LaterUnpins,
 }
 
 impl kernel::InPlaceModule for IwarpModule {
@@ -83,6 +85,7 @@ impl kernel::InPlaceModule for IwarpModule {
             },
             _links: ib::Links::register()?,
             device <- device::register(),
+            _later_unpins: pinned::LaterUnpins::new(),
         })
     }
 }

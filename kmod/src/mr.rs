@@ -176,8 +176,8 @@ pub(crate) struct Deregistered(#[allow(dead_code)] MemoryRegion);
 
 /// The regions one protection domain reaches. Each access holds the context's table only to
 /// look its region up: copies run outside it, on pages the access holds (a region deregistered
-/// meanwhile is unpinned when its last access ends, as siw's references to its regions do), so
-/// the QPs of one context place in parallel.
+/// meanwhile is unpinned when its last access ends, by a work item: writes and atomics run with
+/// bottom halves off, and unpinning may sleep), so the QPs of one context place in parallel.
 pub(crate) struct Domain<'a> {
     table: &'a SpinLockBh<MrTable>,
     pd: u32,
@@ -214,14 +214,18 @@ impl<'a> Domain<'a> {
     /// write right).
     pub(crate) fn write(&self, stag: u32, addr: u64, src: &[u8], need: u32) -> Result<(), Fault> {
         let (pages, off) = self.pages(stag, addr, src.len() as u64, need)?;
-        pages.copy_from(off, src).map_err(|_| Fault::Access)
+        let r = pages.copy_from(off, src).map_err(|_| Fault::Access);
+        PinnedPages::let_go(pages);
+        r
     }
 
     /// Runs atomic operation `op` on the 64-bit value at `addr` (8-aligned) of region `stag`
     /// (`need` rights required, which must include a write right) and returns the value before.
     pub(crate) fn atomic(&self, stag: u32, addr: u64, need: u32, op: impl Fn(u64) -> u64) -> Result<u64, Fault> {
         let (pages, off) = self.pages(stag, addr, 8, need)?;
-        pages.update_u64(off, op).map_err(|_| Fault::Access)
+        let r = pages.update_u64(off, op).map_err(|_| Fault::Access);
+        PinnedPages::let_go(pages);
+        r
     }
 
     /// Whether `stag` names a valid region of this domain.

@@ -15,6 +15,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 /// User pages pinned by every region of every context.
 static PINNED_PAGES: AtomicU64 = AtomicU64::new(0);
@@ -38,6 +39,8 @@ pub(crate) struct PinnedPages {
     first: usize,
     len: u64,
     writable: bool,
+    /// The unpinning was handed to a work item ([`PinnedPages::let_go`]): drop leaves it.
+    unpinned_later: bool,
 }
 
 // SAFETY: the pinned set is owned exclusively by this value; the C object is only read for its
@@ -60,7 +63,7 @@ impl PinnedPages {
         // SAFETY: `ptr` is the valid set the shim just returned.
         let npages = unsafe { ffi::iwarp_shim_pinned_npages(ptr.as_ptr()) };
         PINNED_PAGES.fetch_add(npages as u64, Ordering::Relaxed);
-        Ok(PinnedPages { ptr, npages, first: (addr % PAGE) as usize, len, writable })
+        Ok(PinnedPages { ptr, npages, first: (addr % PAGE) as usize, len, writable, unpinned_later: false })
     }
 
     /// Where buffer offset `offset` lies from the start of the first pinned page.
@@ -155,10 +158,43 @@ impl PinnedPages {
     }
 }
 
+impl PinnedPages {
+    /// Drops a reference where sleeping is not allowed (the receive side, with bottom halves
+    /// off): if it was the last (the region was deregistered during the access), unpinning,
+    /// which may sleep, is left to a work item.
+    pub(crate) fn let_go(pages: Arc<PinnedPages>) {
+        let Some(mut last) = Arc::into_unique_or_drop(pages) else { return };
+        let last = last.as_mut().get_mut();
+        // SAFETY: `ptr` came from iwarp_shim_pin_user() and is released exactly once: here,
+        // and drop, seeing `unpinned_later`, does not again.
+        unsafe { ffi::iwarp_shim_unpin_user_later(last.ptr.as_ptr()) };
+        last.unpinned_later = true;
+    }
+}
+
 impl Drop for PinnedPages {
     fn drop(&mut self) {
-        // SAFETY: `ptr` came from iwarp_shim_pin_user() and is released exactly once, here.
-        unsafe { ffi::iwarp_shim_unpin_user(self.ptr.as_ptr()) };
+        if !self.unpinned_later {
+            // SAFETY: `ptr` came from iwarp_shim_pin_user() and is released exactly once, here.
+            unsafe { ffi::iwarp_shim_unpin_user(self.ptr.as_ptr()) };
+        }
         PINNED_PAGES.fetch_sub(self.npages as u64, Ordering::Relaxed);
+    }
+}
+
+/// Held by the module: dropping it (at unload) waits for unpinning left to the work item.
+pub(crate) struct LaterUnpins(());
+
+impl LaterUnpins {
+    pub(crate) fn new() -> LaterUnpins {
+        LaterUnpins(())
+    }
+}
+
+impl Drop for LaterUnpins {
+    fn drop(&mut self) {
+        // SAFETY: no pinned set is left by now (every context has closed), so nothing queues
+        // more; this waits out what was queued.
+        unsafe { ffi::iwarp_shim_unpin_flush() };
     }
 }
