@@ -170,9 +170,15 @@ impl MrTable {
     }
 }
 
-/// A region taken out of its table: dropping it unpins its pages (unless sends in progress
-/// still hold them).
-pub(crate) struct Deregistered(#[allow(dead_code)] MemoryRegion);
+/// A region taken out of its table: dropping it waits for placements into it in progress,
+/// then unpins its pages (unless sends in progress still hold them).
+pub(crate) struct Deregistered(MemoryRegion);
+
+impl Drop for Deregistered {
+    fn drop(&mut self) {
+        self.0.pages.wait_unplaced();
+    }
+}
 
 /// The regions one protection domain reaches. Each access holds the context's table only to
 /// look its region up: copies run outside it, on pages the access holds (a region deregistered
@@ -210,22 +216,33 @@ impl<'a> Domain<'a> {
         self.with(stag, |mr| Ok((mr.pages.clone(), mr.offset(addr, len, need)?)))
     }
 
+    /// Places `len` octets at `addr` of region `stag` (`need` rights required) with `place`,
+    /// given the region's pages and the offset there. The region cannot be invalidated or
+    /// deregistered under the placement (both wait for it to end).
+    fn placing<R>(&self, stag: u32, addr: u64, len: u64, need: u32, place: impl FnOnce(&PinnedPages, u64) -> Result<R>) -> Result<R, Fault> {
+        let (pages, off) = self.with(stag, |mr| {
+            let off = mr.offset(addr, len, need)?;
+            mr.pages.begin_placing();
+            Ok((mr.pages.clone(), off))
+        })?;
+        let r = place(&pages, off).map_err(|_| Fault::Access);
+        pages.end_placing();
+        // Placements run with bottom halves off: a deregistration meanwhile leaves the
+        // unpinning to a work item.
+        PinnedPages::let_go(pages);
+        r
+    }
+
     /// Places `src` into region `stag` at `addr` (`need` rights required, which must include a
     /// write right).
     pub(crate) fn write(&self, stag: u32, addr: u64, src: &[u8], need: u32) -> Result<(), Fault> {
-        let (pages, off) = self.pages(stag, addr, src.len() as u64, need)?;
-        let r = pages.copy_from(off, src).map_err(|_| Fault::Access);
-        PinnedPages::let_go(pages);
-        r
+        self.placing(stag, addr, src.len() as u64, need, |pages, off| pages.copy_from(off, src))
     }
 
     /// Runs atomic operation `op` on the 64-bit value at `addr` (8-aligned) of region `stag`
     /// (`need` rights required, which must include a write right) and returns the value before.
     pub(crate) fn atomic(&self, stag: u32, addr: u64, need: u32, op: impl Fn(u64) -> u64) -> Result<u64, Fault> {
-        let (pages, off) = self.pages(stag, addr, 8, need)?;
-        let r = pages.update_u64(off, op).map_err(|_| Fault::Access);
-        PinnedPages::let_go(pages);
-        r
+        self.placing(stag, addr, 8, need, |pages, off| pages.update_u64(off, op))
     }
 
     /// Whether `stag` names a valid region of this domain.
@@ -237,13 +254,17 @@ impl<'a> Domain<'a> {
     /// Invalidate): later accesses fail until a Fast Register. Fails for unknown or already
     /// invalid STags.
     pub(crate) fn invalidate(&self, stag: u32) -> Result<(), Fault> {
-        self.with(stag, |mr| {
+        let pages = self.with(stag, |mr| {
             if !mr.valid {
                 return Err(Fault::InvalidStag);
             }
             mr.valid = false;
-            Ok(())
-        })
+            Ok(mr.pages.clone())
+        })?;
+        // No placement begins any more; those begun end before the invalidation does.
+        pages.wait_unplaced();
+        PinnedPages::let_go(pages);
+        Ok(())
     }
 
     /// Fast Register: makes the invalid region in `stag`'s slot valid again as `stag` (the
@@ -263,3 +284,4 @@ impl<'a> Domain<'a> {
         Ok(())
     }
 }
+

@@ -12,7 +12,7 @@ use crate::error::made;
 use crate::ffi;
 use crate::frags::PageFrag;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -41,6 +41,9 @@ pub(crate) struct PinnedPages {
     writable: bool,
     /// The unpinning was handed to a work item ([`PinnedPages::let_go`]): drop leaves it.
     unpinned_later: bool,
+    /// Placements into the pages in progress: invalidating or deregistering their region
+    /// waits until none is ([`PinnedPages::wait_unplaced`]).
+    placing: AtomicU32,
 }
 
 // SAFETY: the pinned set is owned exclusively by this value; the C object is only read for its
@@ -63,7 +66,7 @@ impl PinnedPages {
         // SAFETY: `ptr` is the valid set the shim just returned.
         let npages = unsafe { ffi::iwarp_shim_pinned_npages(ptr.as_ptr()) };
         PINNED_PAGES.fetch_add(npages as u64, Ordering::Relaxed);
-        Ok(PinnedPages { ptr, npages, first: (addr % PAGE) as usize, len, writable, unpinned_later: false })
+        Ok(PinnedPages { ptr, npages, first: (addr % PAGE) as usize, len, writable, unpinned_later: false, placing: AtomicU32::new(0) })
     }
 
     /// Where buffer offset `offset` lies from the start of the first pinned page.
@@ -159,6 +162,25 @@ impl PinnedPages {
 }
 
 impl PinnedPages {
+    /// Counts a placement into the pages until [`PinnedPages::end_placing`]. Called under the
+    /// lock that [`PinnedPages::wait_unplaced`]'s caller took to stop further placements.
+    pub(crate) fn begin_placing(&self) {
+        self.placing.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Ends a placement begun with [`PinnedPages::begin_placing`] (its writes happen before).
+    pub(crate) fn end_placing(&self) {
+        self.placing.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Waits until no placement is in progress (each is one segment's copy, on a CPU with
+    /// bottom halves off: a short spin), so nothing lands after the caller returns.
+    pub(crate) fn wait_unplaced(&self) {
+        while self.placing.load(Ordering::Acquire) != 0 {
+            core::hint::spin_loop();
+        }
+    }
+
     /// Drops a reference where sleeping is not allowed (the receive side, with bottom halves
     /// off): if it was the last (the region was deregistered during the access), unpinning,
     /// which may sleep, is left to a work item.

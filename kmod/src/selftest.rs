@@ -29,10 +29,11 @@ impl Sink for OneSend {
         }
     }
 
-    fn place(&mut self, target: Target, bytes: &[u8]) {
+    fn place(&mut self, target: Target, bytes: &[u8]) -> Result<(), Cause> {
         if let Target::Untagged { mo, .. } = target {
             self.buf[mo as usize..mo as usize + bytes.len()].copy_from_slice(bytes);
         }
+        Ok(())
     }
 
     fn deliver(&mut self, event: Event) {

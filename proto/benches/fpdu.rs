@@ -61,10 +61,11 @@ impl Sink for Place {
     fn check(&mut self, _: Opcode, _: Target, _: u32) -> Result<(), Cause> {
         Ok(())
     }
-    fn place(&mut self, t: Target, b: &[u8]) {
+    fn place(&mut self, t: Target, b: &[u8]) -> Result<(), Cause> {
         if let Target::Tagged { to, .. } = t {
             self.0[to as usize..to as usize + b.len()].copy_from_slice(b);
         }
+        Ok(())
     }
     fn deliver(&mut self, e: Event) {
         black_box(e);

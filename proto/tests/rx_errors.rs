@@ -101,6 +101,15 @@ fn valid_send_and_write_are_accepted() {
 }
 
 #[test]
+fn a_placement_refused_after_its_check_ends_the_stream_undelivered() {
+    let mut mem = Memory { refuse_place: Some(Cause::DdpInvalidStag), ..memory() };
+    let t = expect_ext(Cause::DdpInvalidStag, tagged(LT, 0x40, 0x100, 4096, b"abcd"), false, mem);
+    assert!(!t.ddp_header().is_empty(), "the refused segment's header is echoed");
+    mem = Memory { refuse_place: Some(Cause::RdmapCatastrophic), ..memory() };
+    expect_ext(Cause::RdmapCatastrophic, untagged(L, SEND, 0, 0, 1, 0, b"hello"), false, mem);
+}
+
+#[test]
 fn ddp_version_errors() {
     expect(Cause::DdpUntaggedVersion, untagged(0x42, SEND, 0, 0, 1, 0, b"x"));
     expect(Cause::DdpTaggedVersion, tagged(0xc0, 0x40, 0x100, 4096, b"x"));

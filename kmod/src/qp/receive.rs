@@ -203,6 +203,9 @@ struct Placer<'a> {
     mrs: Domain<'a>,
     /// Offering out-of-order octets (what is placed counts as placed early).
     early: bool,
+    /// The rights the last tagged segment's check asked of its region, which its placement
+    /// asks again (the region is looked up anew).
+    tagged_need: u32,
 }
 
 impl Placer<'_> {
@@ -237,8 +240,12 @@ impl Placer<'_> {
 impl Sink for Placer<'_> {
     fn check(&mut self, op: Opcode, target: Target, len: u32) -> Result<(), Cause> {
         match target {
-            Target::Tagged { stag, to } if op == Opcode::Write => self.mrs.check(stag, to, u64::from(len), access::REMOTE_WRITE).map_err(tagged_cause),
+            Target::Tagged { stag, to } if op == Opcode::Write => {
+                self.tagged_need = access::REMOTE_WRITE;
+                self.mrs.check(stag, to, u64::from(len), access::REMOTE_WRITE).map_err(tagged_cause)
+            }
             Target::Tagged { stag, to } => {
+                self.tagged_need = access::LOCAL_WRITE;
                 // A Read Response goes only where our oldest outstanding Read asked for it. Out
                 // of order, its FPDU may belong to a later Read into the same buffer, which the
                 // in-order pass would then overwrite with the older Read's data: only a lone
@@ -267,23 +274,25 @@ impl Sink for Placer<'_> {
         }
     }
 
-    fn place(&mut self, target: Target, bytes: &[u8]) {
+    fn place(&mut self, target: Target, bytes: &[u8]) -> Result<(), Cause> {
+        // check() allowed this range, but our side may have invalidated, registered anew or
+        // deregistered the region since (each access looks it up again, asking the same
+        // rights): then the octets are refused as check() would have refused them.
+        match target {
+            Target::Tagged { stag, to } => self.mrs.write(stag, to, bytes, self.tagged_need).map_err(|f| match self.tagged_need {
+                access::REMOTE_WRITE => tagged_cause(f),
+                // Where our own Read's response goes: our fault, not the peer's.
+                _ => Cause::RdmapCatastrophic,
+            }),
+            Target::Untagged { msn, mo } => match self.recv(msn) {
+                Some(wr) => wr.sgl.scatter(&self.mrs, mo, bytes).map_err(|_| Cause::RdmapCatastrophic),
+                None => Err(Cause::DdpNoBuffer),
+            },
+        }?;
         let p = &mut self.q.placement;
         let counter = if self.early { &mut p.out_of_order } else { &mut p.in_order };
         *counter = counter.wrapping_add(bytes.len() as u64);
-        // check() allowed this range, but our side may have invalidated or deregistered the
-        // region since (each access looks it up anew): then the octets are not placed, and the
-        // stream ends as if check() had refused them.
-        let placed = match target {
-            Target::Tagged { stag, to } => self.mrs.write(stag, to, bytes, access::LOCAL_WRITE).map_err(tagged_cause),
-            Target::Untagged { msn, mo } => match self.recv(msn) {
-                Some(wr) => wr.sgl.scatter(&self.mrs, mo, bytes).map_err(|_| Cause::RdmapCatastrophic),
-                None => Ok(()),
-            },
-        };
-        if let Err(cause) = placed {
-            self.q.fatal.set(Terminate::new(cause));
-        }
+        Ok(())
     }
 
     fn deliver(&mut self, event: Event) {
@@ -449,7 +458,7 @@ impl OnReceive for QueuePair {
             // Octets at `ahead` from the first unread one are at stream offset consumed + ahead.
             let _ = locked.out_of_order(gather, |ahead, parts| {
                 let data = Pieces::new(consumed.wrapping_add(u64::from(ahead)), parts);
-                let mut sink = Placer { qp: self, q: queues, mrs: self.regions(), early: true };
+                let mut sink = Placer { qp: self, q: queues, mrs: self.regions(), early: true, tagged_need: 0 };
                 // Out-of-order octets are only placed or left: errors wait for the in-order pass.
                 let _ = engine.receive::<KernelCrc, _>(&data, &mut sink);
             });
@@ -493,7 +502,7 @@ impl QueuePair {
     /// could not offer it all) the stream fails too.
     fn offer_in_order(&self, engine: &mut Receiver, consumed: &mut u64, queues: &mut Queues, parts: &[&[u8]], last_chance: bool) -> isize {
         let data = Pieces::new(*consumed, parts);
-        let mut sink = Placer { qp: self, q: queues, mrs: self.regions(), early: false };
+        let mut sink = Placer { qp: self, q: queues, mrs: self.regions(), early: false, tagged_need: 0 };
         match engine.receive::<KernelCrc, _>(&data, &mut sink) {
             Ok(0) if last_chance => {
                 sink.q.fatal.set(Terminate::new(Cause::RdmapCatastrophic));

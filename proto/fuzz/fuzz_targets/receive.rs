@@ -39,12 +39,13 @@ impl Sink for Bounded {
         Ok(())
     }
 
-    fn place(&mut self, t: Target, bytes: &[u8]) {
+    fn place(&mut self, t: Target, bytes: &[u8]) -> Result<(), Cause> {
         let (a, len) = self.allowed.expect("placement without a check");
         let ((ak, ao), (tk, to)) = (range(a), range(t));
         assert_eq!(ak, tk, "placed into another buffer than checked");
         assert!(to >= ao && to + bytes.len() as u64 <= ao + len as u64, "placed outside the checked range");
         self.placed += bytes.len() as u64;
+        Ok(())
     }
 
     fn deliver(&mut self, _e: Event) {}

@@ -359,7 +359,9 @@ mod tests {
         fn check(&mut self, _: Opcode, _: Target, _: u32) -> Result<(), Cause> {
             Ok(())
         }
-        fn place(&mut self, _: Target, _: &[u8]) {}
+        fn place(&mut self, _: Target, _: &[u8]) -> Result<(), Cause> {
+            Ok(())
+        }
         fn deliver(&mut self, e: Event) {
             self.0.push(e);
         }

@@ -101,8 +101,11 @@ pub trait Sink {
     /// buffer posted for this MSN and large enough). Called before any octet of the segment is
     /// placed, also for zero-length segments.
     fn check(&mut self, op: Opcode, target: Target, len: u32) -> Result<(), Cause>;
-    /// Places octets that `check` allowed.
-    fn place(&mut self, target: Target, bytes: &[u8]);
+    /// Places octets that `check` allowed. It may still refuse them (the target changed since
+    /// the check): in order, the stream then ends with a Terminate of that cause and the
+    /// segment is not delivered; ahead of the in-order point, the segment is left for the
+    /// in-order pass to place again.
+    fn place(&mut self, target: Target, bytes: &[u8]) -> Result<(), Cause>;
     /// Takes a delivery.
     fn deliver(&mut self, event: Event);
     /// Whether the upper layer ended the stream itself (a delivery it could not carry out, such
@@ -463,8 +466,13 @@ impl Receiver {
             return Ok(());
         }
         sink.check(seg.op, target(0), seg.payload_len)?;
-        fpdu::for_each_payload(data, self.cfg.markers, f, 2 + seg.hdr_len, |off, bytes| sink.place(target(off), bytes));
-        Ok(())
+        let mut placed = Ok(());
+        fpdu::for_each_payload(data, self.cfg.markers, f, 2 + seg.hdr_len, |off, bytes| {
+            if placed.is_ok() {
+                placed = sink.place(target(off), bytes);
+            }
+        });
+        placed
     }
 
     fn is_rtr(&self, seg: &Segment) -> bool {

@@ -158,6 +158,8 @@ pub struct Memory {
     /// Fail the stream once this many deliveries were taken (as an upper layer does when it
     /// cannot carry one out).
     pub fail_after: Option<usize>,
+    /// Refuse every placement with this cause (a target changed after its check).
+    pub refuse_place: Option<Cause>,
 }
 
 impl Memory {
@@ -227,7 +229,10 @@ impl Sink for Memory {
         }
     }
 
-    fn place(&mut self, target: Target, data: &[u8]) {
+    fn place(&mut self, target: Target, data: &[u8]) -> Result<(), Cause> {
+        if let Some(cause) = self.refuse_place {
+            return Err(cause);
+        }
         let (bytes, count, at) = match target {
             Target::Tagged { stag, to } => {
                 let (base, b, c) = self.tagged.get_mut(&stag).expect("placed without check");
@@ -240,6 +245,7 @@ impl Sink for Memory {
         };
         bytes[at..at + data.len()].copy_from_slice(data);
         count[at..at + data.len()].iter_mut().for_each(|c| *c += 1);
+        Ok(())
     }
 
     fn deliver(&mut self, event: Event) {

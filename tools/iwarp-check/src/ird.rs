@@ -48,10 +48,11 @@ impl Sink for Slots {
             Target::Untagged { .. } => Err(Cause::DdpNoBuffer),
         }
     }
-    fn place(&mut self, t: Target, bytes: &[u8]) {
+    fn place(&mut self, t: Target, bytes: &[u8]) -> Result<(), Cause> {
         if let Target::Tagged { to, .. } = t {
             self.mem[to as usize..to as usize + bytes.len()].copy_from_slice(bytes);
         }
+        Ok(())
     }
     fn deliver(&mut self, e: Event) {
         self.events.push(e);

@@ -302,10 +302,11 @@ impl Sink for Collect {
             Target::Untagged { .. } => Ok(()),
         }
     }
-    fn place(&mut self, t: Target, b: &[u8]) {
+    fn place(&mut self, t: Target, b: &[u8]) -> Result<(), Cause> {
         if let Target::Tagged { to, .. } = t {
             self.foreign += b.iter().enumerate().filter(|&(j, &x)| x != source(to as usize + j)).count();
         }
+        Ok(())
     }
     fn deliver(&mut self, e: Event) {
         self.terminated |= matches!(e, Event::Terminate(_));

@@ -39,7 +39,9 @@ impl Sink for Collect {
             _ => Err(Cause::DdpNoBuffer),
         }
     }
-    fn place(&mut self, _: Target, _: &[u8]) {}
+    fn place(&mut self, _: Target, _: &[u8]) -> Result<(), Cause> {
+        Ok(())
+    }
     fn deliver(&mut self, e: Event) {
         self.0.push(e);
     }
