@@ -42,8 +42,7 @@ static void iwarp_waker_work(struct work_struct *work)
 }
 
 /*
- * data_ready, state_change and write_space of the socket (of a listener, and of its watched
- * connections). A
+ * data_ready and state_change of the socket (of a listener, and of its watched connections). A
  * connection TCP cloned from a listener has these callbacks too, but no waker (the listener's is
  * not copied) until it is watched: it does nothing then.
  */
@@ -57,6 +56,27 @@ static void iwarp_waker_wake(struct sock *sk)
 	/* Restored meanwhile, and maybe hooked by a QP since: its sk_user_data is not ours. */
 	if (w && sk->sk_state_change == iwarp_waker_wake)
 		mod_delayed_work(system_dfl_wq, &w->work, 0);
+	rcu_read_unlock();
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * write_space: the socket's own callback first (an adopted socket's writers and pollers wait
+ * on it), then the work, if the socket takes more now (it is called on every acknowledgement
+ * while SOCK_NOSPACE is set).
+ */
+static void iwarp_waker_write_space(struct sock *sk)
+{
+	struct iwarp_waker *w;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	rcu_read_lock();
+	w = rcu_dereference_sk_user_data(sk);
+	if (w && sk->sk_state_change == iwarp_waker_wake) {
+		w->old_write_space(sk);
+		if (sk_stream_is_writeable(sk))
+			mod_delayed_work(system_dfl_wq, &w->work, 0);
+	}
 	rcu_read_unlock();
 	read_unlock_bh(&sk->sk_callback_lock);
 }
@@ -102,7 +122,7 @@ struct iwarp_waker *iwarp_shim_waker_install(struct socket *sock, void *owner, v
 	__rcu_assign_sk_user_data_with_flags(sk, w, SK_USER_DATA_NOCOPY);
 	sk->sk_data_ready = iwarp_waker_wake;
 	sk->sk_state_change = iwarp_waker_wake;
-	sk->sk_write_space = iwarp_waker_wake;
+	sk->sk_write_space = iwarp_waker_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);
 	mod_delayed_work(system_dfl_wq, &w->work, 0);
 	return w;
@@ -132,7 +152,7 @@ void iwarp_shim_waker_watch(struct iwarp_waker *w, struct socket *conn)
 	rcu_assign_sk_user_data(sk, w);
 	sk->sk_data_ready = iwarp_waker_wake;
 	sk->sk_state_change = iwarp_waker_wake;
-	sk->sk_write_space = iwarp_waker_wake;
+	sk->sk_write_space = iwarp_waker_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);
 }
 

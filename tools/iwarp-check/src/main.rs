@@ -549,9 +549,49 @@ fn adopt_errors() -> Check {
 
 /// ADOPT_QP as initiator on a connection whose send buffer the application filled, to a peer
 /// that reads nothing, fails with ETIMEDOUT in its time: the MPA request waits for room without
-/// holding the module's work (which the call waits for when it gives up). Adopted on a thread:
-/// if the call is stuck, resetting the connection frees it, and the check fails.
+/// holding the module's work (which the call waits for when it gives up). Once the peer reads
+/// what was queued, the request follows (TCP's write_space wakes the work). Adopted on a
+/// thread: if the call is stuck, resetting the connection frees it, and the check fails.
 fn adopt_full_send_buffer() -> Check {
+    let (client, peer, queued) = filled_connection()?;
+    let (adopted, adopter) = adopt_on_a_thread(client, 1000);
+    let Ok(outcome) = adopted.recv_timeout(Duration::from_secs(10)) else {
+        drop(peer);
+        let _ = adopter.join();
+        return Err(format!("ADOPT_QP (timeout 1 s) on a full send buffer ({queued} bytes queued) still blocked after 10 s"));
+    };
+    let _ = adopter.join();
+    let (r, took) = outcome?;
+    expect_errno("adopting a connection whose send buffer is full", r, libc::ETIMEDOUT)?;
+    ensure(took < Duration::from_secs(5), format!("ADOPT_QP gave up after {took:?} (timeout 1 s)"))?;
+    println!("ok: a full send buffer ({queued} bytes queued): ETIMEDOUT after {took:?}");
+    drop(peer);
+
+    let (client, mut peer, queued) = filled_connection()?;
+    let (adopted, adopter) = adopt_on_a_thread(client, 10_000);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut buf = vec![0u8; 1 << 16];
+    let mut drained = 0;
+    while drained < queued {
+        let n = io::Read::read(&mut peer, &mut buf[..(queued - drained).min(1 << 16)]).map_err(|e| format!("draining: {e}"))?;
+        ensure(n > 0, "the connection stayed open while drained")?;
+        drained += n;
+    }
+    peer.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    let mut key = [0u8; 16];
+    let got = io::Read::read_exact(&mut peer, &mut key);
+    // Ends the exchange (the peer closes instead of answering).
+    drop(peer);
+    let _ = adopted.recv_timeout(Duration::from_secs(15));
+    let _ = adopter.join();
+    ensure(got.is_ok() && &key == b"MPA ID Req Frame", format!("the MPA request followed once the peer read the {queued} bytes queued ({got:?}, {key:?})"))?;
+    println!("ok: the MPA request went out once the peer read what was queued");
+    Ok(())
+}
+
+/// A loopback connection whose send buffer is full (its peer reads nothing): the client, the
+/// peer, and how much was queued.
+fn filled_connection() -> Result<(TcpStream, TcpStream, usize), String> {
     let err = |e: io::Error| e.to_string();
     let listener = TcpListener::bind("127.0.0.1:0").map_err(err)?;
     let mut client = TcpStream::connect(listener.local_addr().map_err(err)?).map_err(err)?;
@@ -566,38 +606,33 @@ fn adopt_full_send_buffer() -> Check {
             Err(e) => return Err(format!("filling the send buffer: {e}")),
         }
     }
+    client.set_nonblocking(false).map_err(err)?;
+    Ok((client, peer, queued))
+}
+
+/// What ADOPT_QP returned, and how long it took.
+type Adopted = Result<(io::Result<()>, Duration), String>;
+
+/// Adopts `client` as MPA initiator (CRC, revision 2, `timeout_ms`) on a QP of a new device
+/// context, on a thread that sends the outcome.
+fn adopt_on_a_thread(client: TcpStream, timeout_ms: u32) -> (std::sync::mpsc::Receiver<Adopted>, std::thread::JoinHandle<()>) {
     let (tx, rx) = std::sync::mpsc::channel();
     let adopter = std::thread::spawn(move || {
-        let r = (|| -> Result<(io::Result<()>, Duration), String> {
+        let r = (|| -> Adopted {
             let dev = open()?;
             let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
             let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
             let mut qp =
                 CreateQp { send_cq: cq.handle(), recv_cq: cq.handle(), max_recv_wr: 1, max_send_wr: 1, pd: pd.handle(), max_sge: 1, ..CreateQp::default() };
             dev.create_qp_raw(&mut qp).map_err(|e| format!("CREATE_QP: {e}"))?;
-            let mut req =
-                AdoptQp { fd: client.as_raw_fd(), qp: qp.qp, role: role::INITIATOR, flags: conn::CRC, mpa_rev: 2, timeout_ms: 1000, ..AdoptQp::default() };
+            let mut req = AdoptQp { fd: client.as_raw_fd(), qp: qp.qp, role: role::INITIATOR, flags: conn::CRC, mpa_rev: 2, timeout_ms, ..AdoptQp::default() };
             let started = std::time::Instant::now();
             let r = dev.adopt_qp_raw(&mut req);
             Ok((r, started.elapsed()))
         })();
         let _ = tx.send(r);
     });
-    let outcome = match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(r) => r,
-        Err(_) => {
-            drop(peer);
-            let _ = adopter.join();
-            return Err(format!("ADOPT_QP (timeout 1 s) on a full send buffer ({queued} bytes queued) still blocked after 10 s"));
-        }
-    };
-    let _ = adopter.join();
-    let (r, took) = outcome?;
-    expect_errno("adopting a connection whose send buffer is full", r, libc::ETIMEDOUT)?;
-    ensure(took < Duration::from_secs(5), format!("ADOPT_QP gave up after {took:?} (timeout 1 s)"))?;
-    println!("ok: a full send buffer ({queued} bytes queued): ETIMEDOUT after {took:?}");
-    drop(peer);
-    Ok(())
+    (rx, adopter)
 }
 
 /// The data both sides agree on: a pattern that differs at every offset.
@@ -651,12 +686,13 @@ fn recv_user(port: &str, size: usize) -> Check {
                 Target::Untagged { .. } => Err(Cause::DdpNoBuffer),
             }
         }
-        fn place(&mut self, t: Target, b: &[u8]) {
+        fn place(&mut self, t: Target, b: &[u8]) -> Result<(), iwarp_proto::terminate::Cause> {
             let (buf, at) = match t {
                 Target::Tagged { to, .. } => (&mut self.write, (to - WRITE_TO) as usize),
                 Target::Untagged { mo, .. } => (&mut self.recv, mo as usize),
             };
             buf[at..at + b.len()].copy_from_slice(b);
+            Ok(())
         }
         fn deliver(&mut self, e: Event) {
             self.events.push(e);
