@@ -50,6 +50,8 @@ def worker(s, port, out):
         c.sendall(b"k")
         c.close()
         data = b"".join(chunks)
+        if not data:
+            continue
         os.write(out, struct.pack("!BI", data[0], len(data) - 1))
         view = memoryview(data)[1:]
         while view:
@@ -58,14 +60,17 @@ def worker(s, port, out):
 
 def serve(port, reuseport):
     s = None if reuseport else listener(port, False)
-    pids, pipes = [], []
+    pids, pipes, master = [], [], os.getpid()
     for _ in range(2):
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(r)
-            # Ends with the master, however the master ends (PR_SET_PDEATHSIG).
+            # Ends with the master, however the master ends (PR_SET_PDEATHSIG), also if it
+            # ended before this was set.
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+            if os.getppid() != master:
+                os._exit(1)
             try:
                 worker(s, port, w)
             finally:

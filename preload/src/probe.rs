@@ -12,8 +12,8 @@
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const QUERY: &[u8; 16] = b"IWARP-SOCKETS/2?";
@@ -21,70 +21,103 @@ const ANSWER: &[u8; 16] = b"IWARP-SOCKETS/2!";
 /// Tries, and how long each waits for the answer.
 const TRIES: u32 = 3;
 const WAIT: Duration = Duration::from_millis(50);
-/// How long a listener remembers a question whose connection has not been accepted, in
-/// seconds: the client's MPA exchange gives up after 10 s.
-const REMEMBER: u64 = 10;
+/// How long a listener remembers a question whose connection has not been accepted, in whole
+/// seconds: the client's MPA exchange gives up after 10 s, and a second may have begun just
+/// before the question.
+const REMEMBER: u64 = 11;
 /// Questions remembered at most; a question finding no room is not answered.
 const MOST: usize = 1024;
+/// A slot's key while its question is being written.
+const WRITING: u64 = u64::MAX;
 
-/// Questions answered and not yet matched by an accepted connection, each slot `client
-/// address << 32 | its port << 16 | the second it was answered (mod 2^16)`, 0 when free. Set
-/// and cleared by compare-and-swap only: the processes sharing it share no lock.
-struct Asked([AtomicU64; MOST]);
+/// Questions answered and not yet matched by an accepted connection. A slot's key is `client
+/// address << 16 | its port` (0 when free); its second, when the question was answered. Keys
+/// are set and cleared by compare-and-swap only (the processes sharing the table share no
+/// lock): a slot is claimed by its key going from 0 to [`WRITING`], its second written, then
+/// its key published.
+struct Asked {
+    keys: [AtomicU64; MOST],
+    seconds: [AtomicU64; MOST],
+}
 
-/// The table, mapped shared (so `fork` shares rather than copies it) by the first listener.
-static ASKED: OnceLock<Option<&'static Asked>> = OnceLock::new();
+/// The table, mapped shared (so `fork` shares rather than copies it) by the first listener;
+/// null until then.
+static ASKED: AtomicPtr<Asked> = AtomicPtr::new(std::ptr::null_mut());
 
 impl Asked {
     /// The table, mapped at the first call (None if mapping fails: nothing is answered then).
+    /// Lock-free, so a `fork` while another thread maps it leaves the child nothing to wait on.
     fn shared() -> Option<&'static Asked> {
-        *ASKED.get_or_init(|| {
-            // SAFETY: a fresh anonymous mapping; no memory of ours is touched.
-            let p = unsafe {
-                libc::mmap(std::ptr::null_mut(), size_of::<Asked>(), libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
-            };
-            // SAFETY: a mapping of the table's size, zeroed (all slots free), aligned to a page,
-            // never unmapped; atomics are its only accesses, in this and the processes forked
-            // from it.
-            (p != libc::MAP_FAILED).then(|| unsafe { &*p.cast::<Asked>() })
-        })
+        if let Some(t) = Asked::existing() {
+            return Some(t);
+        }
+        let size = size_of::<Asked>();
+        // SAFETY: a fresh anonymous mapping; no memory of ours is touched.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0) };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        if let Err(other) = ASKED.compare_exchange(std::ptr::null_mut(), p.cast(), Ordering::AcqRel, Ordering::Acquire) {
+            // Another thread mapped it first.
+            // SAFETY: our own mapping of `size` octets, never handed out.
+            unsafe { libc::munmap(p, size) };
+            // SAFETY: as in `existing`.
+            return Some(unsafe { &*other });
+        }
+        Asked::existing()
     }
 
     /// The table if some listener of this process (or of a parent before `fork`) made it.
     fn existing() -> Option<&'static Asked> {
-        ASKED.get().copied().flatten()
+        let p = ASKED.load(Ordering::Acquire);
+        // SAFETY: a mapping of the table's size, zeroed (all slots free), aligned to a page,
+        // never unmapped once published; atomics are its only accesses, in this process and
+        // those forked from it.
+        (!p.is_null()).then(|| unsafe { &*p })
     }
 
-    /// Remembers the question of `who`'s connection (a new question replaces an old one of the
-    /// same connection); false if there is no room.
-    fn remember(&self, who: u64, now: u64) -> bool {
-        let entry = who | (now & 0xffff);
-        for slot in &self.0 {
-            let v = slot.load(Ordering::Acquire);
-            if v != 0 && (v & !0xffff == who || expired(v, now)) {
-                let _ = slot.compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed);
+    /// Frees the slots holding `who`'s question (any, if `who` is None) that are expired at
+    /// second `now`; with `who`, also the live ones, counting them.
+    fn clear(&self, who: Option<u64>, now: u64) -> usize {
+        let mut live = 0;
+        for (key, second) in self.keys.iter().zip(&self.seconds) {
+            let k = key.load(Ordering::Acquire);
+            if k == 0 || k == WRITING {
+                continue;
+            }
+            let fresh = now.saturating_sub(second.load(Ordering::Relaxed)) < REMEMBER;
+            let mine = who == Some(k);
+            if (mine || !fresh) && key.compare_exchange(k, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                live += usize::from(mine && fresh);
             }
         }
-        self.0.iter().any(|slot| slot.compare_exchange(0, entry, Ordering::AcqRel, Ordering::Relaxed).is_ok())
+        live
     }
 
-    /// Whether `who`'s connection was asked about (and forgets the question).
+    /// Remembers the question of `who`'s connection, answered at second `now` (replacing
+    /// older ones of the same connection); false if there is no room.
+    fn remember(&self, who: u64, now: u64) -> bool {
+        self.clear(Some(who), now);
+        for (key, second) in self.keys.iter().zip(&self.seconds) {
+            if key.compare_exchange(0, WRITING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                second.store(now, Ordering::Relaxed);
+                key.store(who, Ordering::Release);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether `who`'s connection was asked about before second `now` (and forgets it).
     fn take(&self, who: u64, now: u64) -> bool {
-        self.0.iter().any(|slot| {
-            let v = slot.load(Ordering::Acquire);
-            v != 0 && v & !0xffff == who && !expired(v, now) && slot.compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-        })
+        self.clear(Some(who), now) > 0
     }
 }
 
-/// The key of a connection from `ip` port `port` in [`Asked`].
+/// The key of a connection from `ip` port `port` in [`Asked`]: never 0 (no connection comes
+/// from 0.0.0.0) or [`WRITING`] (keys take 48 bits).
 fn key(ip: Ipv4Addr, port: u16) -> u64 {
-    u64::from(u32::from(ip)) << 32 | u64::from(port) << 16
-}
-
-/// Whether entry `v` is older than [`REMEMBER`] at second `now`.
-fn expired(v: u64, now: u64) -> bool {
-    (now as u16).wrapping_sub(v as u16) >= REMEMBER as u16
+    u64::from(u32::from(ip)) << 16 | u64::from(port)
 }
 
 /// Seconds of the monotonic clock, which every process reads alike.
@@ -211,17 +244,22 @@ mod tests {
 
     #[test]
     fn questions_expire_and_a_full_table_answers_no_more() {
-        let t = Asked(std::array::from_fn(|_| AtomicU64::new(0)));
+        let t = Asked { keys: std::array::from_fn(|_| AtomicU64::new(0)), seconds: std::array::from_fn(|_| AtomicU64::new(0)) };
         let who = |i: usize| key(Ipv4Addr::new(10, 0, (i >> 8) as u8, i as u8), 5000);
-        assert!(t.remember(who(0), 65_530));
-        assert!(t.take(who(0), 65_539), "9 s later, across the clock's wrap of 2^16 s");
         assert!(t.remember(who(0), 100));
-        assert!(!t.take(who(0), 110), "expired after 10 s");
+        assert!(t.take(who(0), 110), "10 s later");
+        assert!(!t.take(who(0), 110), "forgotten once matched");
+        assert!(t.remember(who(0), 200));
+        assert!(t.remember(who(0), 201), "asked again: one question, not two");
+        assert!(t.take(who(0), 201) && !t.take(who(0), 201));
+        assert!(t.remember(who(0), 300));
+        assert!(!t.take(who(0), 311), "expired after 11 s");
         for i in 0..MOST {
-            assert!(t.remember(who(i), 200));
+            assert!(t.remember(who(i), 400));
         }
-        assert!(!t.remember(who(MOST), 200), "no room: not answered");
-        assert!(t.remember(who(MOST), 210), "room again once the others expired");
+        assert!(!t.remember(who(MOST), 400), "no room: not answered");
+        assert!(t.remember(who(MOST), 411), "room again once the others expired");
+        assert!(!t.take(who(0), 411 + (1 << 16)), "no wrap brings an old question back");
     }
 
     #[test]
