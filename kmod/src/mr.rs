@@ -254,15 +254,15 @@ impl<'a> Domain<'a> {
     /// Invalidate): later accesses fail until a Fast Register. Fails for unknown or already
     /// invalid STags.
     pub(crate) fn invalidate(&self, stag: u32) -> Result<(), Fault> {
-        let pages = self.with(stag, |mr| {
+        let (pages, generation) = self.with(stag, |mr| {
             if !mr.valid {
                 return Err(Fault::InvalidStag);
             }
             mr.valid = false;
-            Ok(mr.pages.clone())
+            Ok((mr.pages.clone(), mr.pages.generation()))
         })?;
         // No placement begins any more; those begun end before the invalidation does.
-        pages.wait_unplaced();
+        pages.wait_unplaced_in(Some(generation));
         PinnedPages::let_go(pages);
         Ok(())
     }
@@ -279,9 +279,12 @@ impl<'a> Domain<'a> {
         if mr.pd != self.pd || mr.valid || !mr.pins(addr, len) || !rights_allowed(rights) || (writes && !mr.pages.writable()) {
             return Err(EINVAL);
         }
+        // Placements begun under the registration an invalidation ended finish first (they
+        // need no lock to); none begins while the table is held.
+        mr.pages.wait_unplaced();
+        mr.pages.next_generation();
         let mr = table.regions.rekey(stag)?;
         (mr.va, mr.len, mr.rights, mr.valid) = (addr, len, rights, true);
         Ok(())
     }
 }
-

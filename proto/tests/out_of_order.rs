@@ -6,8 +6,9 @@ mod common;
 
 use common::{emit, expected_events, Crc, Memory, Msg};
 use iwarp_proto::markers::Markers;
-use iwarp_proto::rx::{self, Receiver};
+use iwarp_proto::rx::{self, Receiver, RxError};
 use iwarp_proto::stream::Pieces;
+use iwarp_proto::terminate::Cause;
 use iwarp_proto::tx::{self, Message};
 
 fn writes(n: usize, len: usize) -> Vec<Msg> {
@@ -63,6 +64,21 @@ fn markers_let_out_of_order_fpdus_be_placed_at_once() {
     assert_eq!(mem.events, expected_events(&msgs));
     assert_eq!(rx.placed_ahead(), 0);
     mem.assert_placed(&msgs);
+}
+
+#[test]
+fn an_fpdu_placed_early_is_checked_again_in_its_turn() {
+    // Two Writes, the second placed early. Before the first arrives, the second's STag stops
+    // being valid (as a Send with Invalidate between them would make it): its turn ends the
+    // stream with a Terminate instead of delivering it.
+    let msgs = writes(2, 1000);
+    let (mut mem, mut rx, _, wire) = run(Markers::RFC, &msgs);
+    assert_eq!(rx.placed_ahead(), 1);
+    mem.tagged.remove(&0x101);
+    let r = rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem);
+    let Err(RxError::Terminate(t)) = r else { panic!("no Terminate: {r:?}") };
+    assert_eq!(t.cause(), Some(Cause::DdpInvalidStag));
+    assert_eq!(mem.events, expected_events(&msgs[..1]), "only the first Write is delivered");
 }
 
 #[test]

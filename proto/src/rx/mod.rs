@@ -268,7 +268,11 @@ impl Receiver {
             }
             let seg = self.segment(data, &f)?;
             self.check_order(&seg).map_err(|c| self.term(c, data, &f))?;
-            if !early {
+            if early {
+                // Placed ahead of its turn: what came before it may have changed its target
+                // since (a Send with Invalidate of its STag), so its turn checks it again.
+                self.check_target(&seg, sink).map_err(|c| self.term(c, data, &f))?;
+            } else {
                 self.place::<S>(data, &f, &seg, sink).map_err(|c| self.term(c, data, &f))?;
             }
             self.next = f.end();
@@ -452,20 +456,25 @@ impl Receiver {
         Ok(())
     }
 
-    /// Checks the target with the sink and places the payload.
-    fn place<S: Sink>(&self, data: &Pieces<'_>, f: &Located, seg: &Segment, sink: &mut S) -> Result<(), Cause> {
-        let target = |off: u32| match seg.buf {
-            Buffer::Tagged { stag, to } => Target::Tagged { stag, to: to + u64::from(off) },
-            Buffer::Untagged { msn, mo, .. } => Target::Untagged { msn, mo: mo + off },
-        };
+    /// Checks the segment's target with the sink (if it has one).
+    fn check_target<S: Sink>(&self, seg: &Segment, sink: &mut S) -> Result<(), Cause> {
         if seg.op.is_immediate() {
             // Nothing to place, but it takes a receive buffer.
-            return sink.check(seg.op, target(0), 0);
+            return sink.check(seg.op, target(seg, 0), 0);
         }
         if !(seg.op.tagged() || seg.op.is_send()) || self.is_rtr(seg) {
             return Ok(());
         }
-        sink.check(seg.op, target(0), seg.payload_len)?;
+        sink.check(seg.op, target(seg, 0), seg.payload_len)
+    }
+
+    /// Checks the target with the sink and places the payload.
+    fn place<S: Sink>(&self, data: &Pieces<'_>, f: &Located, seg: &Segment, sink: &mut S) -> Result<(), Cause> {
+        self.check_target(seg, sink)?;
+        if seg.op.is_immediate() || !(seg.op.tagged() || seg.op.is_send()) || self.is_rtr(seg) {
+            return Ok(());
+        }
+        let target = |off: u32| target(seg, off);
         let mut placed = Ok(());
         fpdu::for_each_payload(data, self.cfg.markers, f, 2 + seg.hdr_len, |off, bytes| {
             if placed.is_ok() {
@@ -566,5 +575,13 @@ impl Receiver {
             }
         }
         RxError::Terminate(t)
+    }
+}
+
+/// Where payload offset `off` of `seg` goes.
+fn target(seg: &Segment, off: u32) -> Target {
+    match seg.buf {
+        Buffer::Tagged { stag, to } => Target::Tagged { stag, to: to + u64::from(off) },
+        Buffer::Untagged { msn, mo, .. } => Target::Untagged { msn, mo: mo + off },
     }
 }
