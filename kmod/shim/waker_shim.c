@@ -67,15 +67,20 @@ static void iwarp_waker_wake(struct sock *sk)
  */
 static void iwarp_waker_write_space(struct sock *sk)
 {
+	void (*now)(struct sock *sk);
 	struct iwarp_waker *w;
 
 	read_lock_bh(&sk->sk_callback_lock);
 	rcu_read_lock();
 	w = rcu_dereference_sk_user_data(sk);
+	now = READ_ONCE(sk->sk_write_space);
 	if (w && sk->sk_state_change == iwarp_waker_wake) {
 		w->old_write_space(sk);
 		if (sk_stream_is_writeable(sk))
 			mod_delayed_work(system_dfl_wq, &w->work, 0);
+	} else if (now != iwarp_waker_write_space) {
+		/* Restored (or hooked by a QP) after TCP read the callback: the one in place now. */
+		now(sk);
 	}
 	rcu_read_unlock();
 	read_unlock_bh(&sk->sk_callback_lock);

@@ -554,7 +554,7 @@ fn adopt_errors() -> Check {
 /// thread: if the call is stuck, resetting the connection frees it, and the check fails.
 fn adopt_full_send_buffer() -> Check {
     let (client, peer, queued) = filled_connection()?;
-    let (adopted, adopter) = adopt_on_a_thread(client, 1000);
+    let (_, adopted, adopter) = adopt_on_a_thread(client, 1000);
     let Ok(outcome) = adopted.recv_timeout(Duration::from_secs(10)) else {
         drop(peer);
         let _ = adopter.join();
@@ -568,8 +568,16 @@ fn adopt_full_send_buffer() -> Check {
     drop(peer);
 
     let (client, mut peer, queued) = filled_connection()?;
-    let (adopted, adopter) = adopt_on_a_thread(client, 10_000);
+    let fd = client.as_raw_fd();
+    let (calling, adopted, adopter) = adopt_on_a_thread(client, 10_000);
+    // The call has begun (the thread is about to make it) and had time to try sending: the
+    // request must still wait, nothing queued beyond the application's octets.
+    let _ = calling.recv_timeout(Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(300));
+    let mut outq: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ on a socket the adopter thread holds open, into a live int.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut outq) };
+    let waiting = rc == 0 && outq as usize == queued;
     let mut buf = vec![0u8; 1 << 16];
     let mut drained = 0;
     while drained < queued {
@@ -582,9 +590,13 @@ fn adopt_full_send_buffer() -> Check {
     let got = io::Read::read_exact(&mut peer, &mut key);
     // Ends the exchange (the peer closes instead of answering).
     drop(peer);
-    let _ = adopted.recv_timeout(Duration::from_secs(15));
+    let outcome = adopted.recv_timeout(Duration::from_secs(15));
     let _ = adopter.join();
-    ensure(got.is_ok() && &key == b"MPA ID Req Frame", format!("the MPA request followed once the peer read the {queued} bytes queued ({got:?}, {key:?})"))?;
+    ensure(waiting, format!("the MPA request waited for room ({outq} bytes queued, {queued} of them the application's; rc {rc})"))?;
+    ensure(
+        got.is_ok() && &key == b"MPA ID Req Frame",
+        format!("the MPA request followed once the peer read the {queued} bytes queued ({got:?}, {key:?}; ADOPT_QP: {outcome:?})"),
+    )?;
     println!("ok: the MPA request went out once the peer read what was queued");
     Ok(())
 }
@@ -614,9 +626,10 @@ fn filled_connection() -> Result<(TcpStream, TcpStream, usize), String> {
 type Adopted = Result<(io::Result<()>, Duration), String>;
 
 /// Adopts `client` as MPA initiator (CRC, revision 2, `timeout_ms`) on a QP of a new device
-/// context, on a thread that sends the outcome.
-fn adopt_on_a_thread(client: TcpStream, timeout_ms: u32) -> (std::sync::mpsc::Receiver<Adopted>, std::thread::JoinHandle<()>) {
+/// context, on a thread that says when it is about to call, and sends the outcome.
+fn adopt_on_a_thread(client: TcpStream, timeout_ms: u32) -> (std::sync::mpsc::Receiver<()>, std::sync::mpsc::Receiver<Adopted>, std::thread::JoinHandle<()>) {
     let (tx, rx) = std::sync::mpsc::channel();
+    let (calling_tx, calling) = std::sync::mpsc::channel();
     let adopter = std::thread::spawn(move || {
         let r = (|| -> Adopted {
             let dev = open()?;
@@ -626,13 +639,14 @@ fn adopt_on_a_thread(client: TcpStream, timeout_ms: u32) -> (std::sync::mpsc::Re
                 CreateQp { send_cq: cq.handle(), recv_cq: cq.handle(), max_recv_wr: 1, max_send_wr: 1, pd: pd.handle(), max_sge: 1, ..CreateQp::default() };
             dev.create_qp_raw(&mut qp).map_err(|e| format!("CREATE_QP: {e}"))?;
             let mut req = AdoptQp { fd: client.as_raw_fd(), qp: qp.qp, role: role::INITIATOR, flags: conn::CRC, mpa_rev: 2, timeout_ms, ..AdoptQp::default() };
+            let _ = calling_tx.send(());
             let started = std::time::Instant::now();
             let r = dev.adopt_qp_raw(&mut req);
             Ok((r, started.elapsed()))
         })();
         let _ = tx.send(r);
     });
-    (rx, adopter)
+    (calling, rx, adopter)
 }
 
 /// The data both sides agree on: a pattern that differs at every offset.
