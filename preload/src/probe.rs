@@ -30,11 +30,13 @@ const MOST: usize = 1024;
 /// A slot's key while its question is being written.
 const WRITING: u64 = u64::MAX;
 
-/// Questions answered and not yet matched by an accepted connection. A slot's key is `client
-/// address << 16 | its port` (0 when free); its second, when the question was answered. Keys
-/// are set and cleared by compare-and-swap only (the processes sharing the table share no
-/// lock): a slot is claimed by its key going from 0 to [`WRITING`], its second written, then
-/// its key published.
+/// Questions answered and not yet matched by an accepted connection. A slot's key is `the
+/// second it was claimed (mod 2^16) << 48 | client address << 16 | its port` (0 when free), its
+/// second when the question was last answered. Keys are set and cleared by compare-and-swap
+/// only (the processes sharing the table share no lock): a slot is claimed by its key going
+/// from 0 to [`WRITING`], its second written, then its key published. The claim's second in
+/// the key makes a slot freed and claimed again for the same connection a different key, so a
+/// compare-and-swap decided on the old entry's second fails.
 struct Asked {
     keys: [AtomicU64; MOST],
     seconds: [AtomicU64; MOST],
@@ -76,46 +78,57 @@ impl Asked {
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
-    /// Frees the slots holding `who`'s question (any, if `who` is None) that are expired at
-    /// second `now`; with `who`, also the live ones, counting them.
-    fn clear(&self, who: Option<u64>, now: u64) -> usize {
-        let mut live = 0;
-        for (key, second) in self.keys.iter().zip(&self.seconds) {
+    /// Calls `f(slot, connection, fresh)` on each published slot; a true return frees the
+    /// slot (unless it changed meanwhile).
+    fn sweep(&self, now: u64, mut f: impl FnMut(usize, u64, bool) -> bool) {
+        for (i, (key, second)) in self.keys.iter().zip(&self.seconds).enumerate() {
             let k = key.load(Ordering::Acquire);
             if k == 0 || k == WRITING {
                 continue;
             }
             let fresh = now.saturating_sub(second.load(Ordering::Relaxed)) < REMEMBER;
-            let mine = who == Some(k);
-            if (mine || !fresh) && key.compare_exchange(k, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                live += usize::from(mine && fresh);
+            if f(i, k & WHO, fresh) {
+                let _ = key.compare_exchange(k, 0, Ordering::AcqRel, Ordering::Relaxed);
             }
         }
-        live
     }
 
-    /// Remembers the question of `who`'s connection, answered at second `now` (replacing
-    /// older ones of the same connection); false if there is no room.
+    /// Remembers the question of `who`'s connection, answered at second `now`; false if there
+    /// is no room. The new copy is in before older copies of the same question go, so a
+    /// retried question never leaves a moment without one.
     fn remember(&self, who: u64, now: u64) -> bool {
-        self.clear(Some(who), now);
-        for (key, second) in self.keys.iter().zip(&self.seconds) {
-            if key.compare_exchange(0, WRITING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+        self.sweep(now, |_, _, fresh| !fresh);
+        let mine = self.keys.iter().zip(&self.seconds).position(|(key, second)| {
+            let claimed = key.compare_exchange(0, WRITING, Ordering::Acquire, Ordering::Relaxed).is_ok();
+            if claimed {
                 second.store(now, Ordering::Relaxed);
-                key.store(who, Ordering::Release);
-                return true;
+                key.store((now & 0xffff) << 48 | who, Ordering::Release);
             }
-        }
-        false
+            claimed
+        });
+        let Some(mine) = mine else { return false };
+        self.sweep(now, |i, k, _| i != mine && k == who);
+        true
     }
 
-    /// Whether `who`'s connection was asked about before second `now` (and forgets it).
+    /// Whether `who`'s connection was asked about within [`REMEMBER`] of second `now` (and
+    /// forgets it, every copy).
     fn take(&self, who: u64, now: u64) -> bool {
-        self.clear(Some(who), now) > 0
+        let mut asked = false;
+        self.sweep(now, |_, k, fresh| {
+            let mine = k == who;
+            asked |= mine && fresh;
+            mine
+        });
+        asked
     }
 }
 
-/// The key of a connection from `ip` port `port` in [`Asked`]: never 0 (no connection comes
-/// from 0.0.0.0) or [`WRITING`] (keys take 48 bits).
+/// The bits of a slot's key that name the connection.
+const WHO: u64 = (1 << 48) - 1;
+
+/// The connection from `ip` port `port` in [`Asked`]'s keys: never 0 (no connection comes
+/// from 0.0.0.0), and 48 bits (so never [`WRITING`]).
 fn key(ip: Ipv4Addr, port: u16) -> u64 {
     u64::from(u32::from(ip)) << 16 | u64::from(port)
 }
@@ -260,6 +273,25 @@ mod tests {
         assert!(!t.remember(who(MOST), 400), "no room: not answered");
         assert!(t.remember(who(MOST), 411), "room again once the others expired");
         assert!(!t.take(who(0), 411 + (1 << 16)), "no wrap brings an old question back");
+    }
+
+    #[test]
+    fn a_retried_question_is_never_missing() {
+        let t = Asked { keys: std::array::from_fn(|_| AtomicU64::new(0)), seconds: std::array::from_fn(|_| AtomicU64::new(0)) };
+        let who = key(Ipv4Addr::new(10, 0, 0, 1), 5000);
+        let present = |t: &Asked| t.keys.iter().any(|k| k.load(Ordering::Acquire) & WHO == who);
+        assert!(t.remember(who, 100));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for n in 0..20_000 {
+                    assert!(t.remember(who, 100 + n / 5_000));
+                }
+            });
+            for _ in 0..20_000 {
+                assert!(present(&t), "a retry left a moment without the question");
+            }
+        });
+        assert!(t.take(who, 104) && !present(&t), "taken, every copy");
     }
 
     #[test]
