@@ -571,13 +571,12 @@ fn adopt_full_send_buffer() -> Check {
     let fd = client.as_raw_fd();
     let (calling, adopted, adopter) = adopt_on_a_thread(client, 10_000);
     // The call has begun (the thread is about to make it) and had time to try sending: the
-    // request must still wait, nothing queued beyond the application's octets.
+    // request must still wait, nothing queued beyond the application's octets. (The adopter
+    // holds the socket open until the peer closes, below.)
     let _ = calling.recv_timeout(Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(300));
-    let mut outq: libc::c_int = 0;
-    // SAFETY: SIOCOUTQ on a socket the adopter thread holds open, into a live int.
-    let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut outq) };
-    let waiting = rc == 0 && outq as usize == queued;
+    let sent = sent_so_far(fd, peer.as_raw_fd());
+    let waiting = sent.as_ref().is_ok_and(|&n| n == queued);
     let mut buf = vec![0u8; 1 << 16];
     let mut drained = 0;
     while drained < queued {
@@ -592,7 +591,7 @@ fn adopt_full_send_buffer() -> Check {
     drop(peer);
     let outcome = adopted.recv_timeout(Duration::from_secs(15));
     let _ = adopter.join();
-    ensure(waiting, format!("the MPA request waited for room ({outq} bytes queued, {queued} of them the application's; rc {rc})"))?;
+    ensure(waiting, format!("the MPA request waited for room (sent during the call: {sent:?}; the application's: {queued})"))?;
     ensure(
         got.is_ok() && &key == b"MPA ID Req Frame",
         format!("the MPA request followed once the peer read the {queued} bytes queued ({got:?}, {key:?}; ADOPT_QP: {outcome:?})"),
@@ -620,6 +619,23 @@ fn filled_connection() -> Result<(TcpStream, TcpStream, usize), String> {
     }
     client.set_nonblocking(false).map_err(err)?;
     Ok((client, peer, queued))
+}
+
+/// Octets sent on the loopback connection so far, from its two ends' queues: what the client
+/// holds unacknowledged (SIOCOUTQ) and what the peer holds unread (SIOCINQ; it reads nothing,
+/// so all that was acknowledged is there).
+fn sent_so_far(client: std::os::fd::RawFd, peer: std::os::fd::RawFd) -> Result<usize, String> {
+    let queue = |fd, request| {
+        let mut n: libc::c_int = 0;
+        // SAFETY: a queue-length ioctl of a live socket into a live int.
+        let rc = unsafe { libc::ioctl(fd, request, &mut n) };
+        if rc == 0 {
+            Ok(n as usize)
+        } else {
+            Err(format!("queue length ioctl {request:#x}: {}", io::Error::last_os_error()))
+        }
+    };
+    Ok(queue(client, libc::TIOCOUTQ)? + queue(peer, libc::FIONREAD)?)
 }
 
 /// What ADOPT_QP returned, and how long it took.
