@@ -171,9 +171,7 @@ impl PinnedPages {
             _ => Err(EINVAL),
         }
     }
-}
 
-impl PinnedPages {
     /// Counts a placement into the pages until [`PinnedPages::end_placing`]. Called under the
     /// lock that [`PinnedPages::wait_unplaced`]'s caller took to stop further placements.
     pub(crate) fn begin_placing(&self) {

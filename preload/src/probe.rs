@@ -255,9 +255,14 @@ mod tests {
         assert!(!was_asked(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40002)), "never asked");
     }
 
+    /// A table of free slots, private to the test.
+    fn empty() -> Asked {
+        Asked { keys: std::array::from_fn(|_| AtomicU64::new(0)), seconds: std::array::from_fn(|_| AtomicU64::new(0)) }
+    }
+
     #[test]
     fn questions_expire_and_a_full_table_answers_no_more() {
-        let t = Asked { keys: std::array::from_fn(|_| AtomicU64::new(0)), seconds: std::array::from_fn(|_| AtomicU64::new(0)) };
+        let t = empty();
         let who = |i: usize| key(Ipv4Addr::new(10, 0, (i >> 8) as u8, i as u8), 5000);
         assert!(t.remember(who(0), 100));
         assert!(t.take(who(0), 110), "10 s later");
@@ -277,7 +282,7 @@ mod tests {
 
     #[test]
     fn a_retried_question_is_never_missing() {
-        let t = Asked { keys: std::array::from_fn(|_| AtomicU64::new(0)), seconds: std::array::from_fn(|_| AtomicU64::new(0)) };
+        let t = empty();
         let who = key(Ipv4Addr::new(10, 0, 0, 1), 5000);
         let present = |t: &Asked| t.keys.iter().any(|k| k.load(Ordering::Acquire) & WHO == who);
         assert!(t.remember(who, 100));

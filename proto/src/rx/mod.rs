@@ -456,22 +456,22 @@ impl Receiver {
         Ok(())
     }
 
-    /// Checks the segment's target with the sink (if it has one).
-    fn check_target<S: Sink>(&self, seg: &Segment, sink: &mut S) -> Result<(), Cause> {
+    /// Checks the segment's target with the sink (if it has one); returns whether it has a
+    /// payload to place.
+    fn check_target<S: Sink>(&self, seg: &Segment, sink: &mut S) -> Result<bool, Cause> {
         if seg.op.is_immediate() {
             // Nothing to place, but it takes a receive buffer.
-            return sink.check(seg.op, target(seg, 0), 0);
+            return sink.check(seg.op, target(seg, 0), 0).map(|()| false);
         }
         if !(seg.op.tagged() || seg.op.is_send()) || self.is_rtr(seg) {
-            return Ok(());
+            return Ok(false);
         }
-        sink.check(seg.op, target(seg, 0), seg.payload_len)
+        sink.check(seg.op, target(seg, 0), seg.payload_len).map(|()| true)
     }
 
     /// Checks the target with the sink and places the payload.
     fn place<S: Sink>(&self, data: &Pieces<'_>, f: &Located, seg: &Segment, sink: &mut S) -> Result<(), Cause> {
-        self.check_target(seg, sink)?;
-        if seg.op.is_immediate() || !(seg.op.tagged() || seg.op.is_send()) || self.is_rtr(seg) {
+        if !self.check_target(seg, sink)? {
             return Ok(());
         }
         let target = |off: u32| target(seg, off);
