@@ -27,6 +27,7 @@ mod error;
 mod eventfd;
 mod events;
 mod ffi;
+mod fifo;
 mod frags;
 mod handles;
 mod ib;

@@ -129,8 +129,8 @@ impl MiscDevice for Context {
         let handle = (pgoff & ((1 << ring_kind::SHIFT) - 1)) as u32;
         match pgoff >> ring_kind::SHIFT {
             ring_kind::CQ => me.cqs.lock().get(handle)?.clone().mmap(vma),
-            ring_kind::SQ => me.qp(handle)?.send_ring().mmap(vma),
-            ring_kind::RQ => me.qp(handle)?.recv_ring().mmap(vma),
+            ring_kind::SQ => me.qp(handle)?.send_ring()?.mmap(vma),
+            ring_kind::RQ => me.qp(handle)?.recv_ring()?.mmap(vma),
             _ => Err(EINVAL),
         }
     }
@@ -401,8 +401,7 @@ impl Context {
             max_send_wr: req.max_send_wr,
             max_sge: req.max_sge,
             max_inline: req.max_inline,
-            send_entry_size: POST_SEND_SIZE,
-            recv_entry_size: POST_RECV_SIZE,
+            ring_entries: Some((POST_SEND_SIZE, POST_RECV_SIZE)),
         };
         // DEALLOC_PD cannot free the domain until the QP is in the table. Lock order: the
         // lifecycle lock, then QPs (mmap takes the QPs under mmap_lock, and REG_MR pins, taking
@@ -414,8 +413,8 @@ impl Context {
         let mut qps = self.qps.lock();
         let handle = qps.next_handle()?;
         let qp = QueuePair::new(handle, req.pd, self.mrs.clone(), self.events.clone(), send_cq, recv_cq, limits)?;
-        req.sq_len = qp.send_ring().len() as u64;
-        req.rq_len = qp.recv_ring().len() as u64;
+        req.sq_len = qp.send_ring()?.len() as u64;
+        req.rq_len = qp.recv_ring()?.len() as u64;
         let _listed = registry::Registration::new(&qp)?;
         req.qp = qps.insert(Entry { hook: None, qp, _listed })?;
         req.sq_offset = (ring_kind::SQ << ring_kind::SHIFT | u64::from(req.qp)) << PAGE_SHIFT;

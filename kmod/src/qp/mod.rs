@@ -23,6 +23,7 @@ pub(crate) use establish::{advance, boxed, establish, send_out, wait_until, Esta
 use crate::cq::Attached;
 use crate::error::enotconn;
 use crate::events::AsyncEvents;
+use crate::fifo::Fifo;
 use crate::mr::{Domain, MrTable};
 use crate::proto::markers::{self, Markers};
 use crate::proto::mpa::negotiate::{Connection, Rtr};
@@ -39,7 +40,7 @@ use outbound::TxSide;
 use receive::RxSide;
 use unacked::Unacked;
 use work_ring::{Heads, WorkRing};
-use wr::{Fifo, PendingAtomic, PendingRead, PostedRecv};
+use wr::{PendingAtomic, PendingRead, PostedRecv};
 
 /// Queue pairs of all contexts.
 static QUEUE_PAIRS: AtomicU64 = AtomicU64::new(0);
@@ -87,9 +88,9 @@ pub(crate) struct Limits {
     pub(crate) max_sge: u32,
     /// Inline data per send work request.
     pub(crate) max_inline: u32,
-    /// Octets of an entry of the send ring, and of the receive ring (the front door's types).
-    pub(crate) send_entry_size: usize,
-    pub(crate) recv_entry_size: usize,
+    /// Octets of an entry of the send ring and of the receive ring (the front door's types),
+    /// for a QP whose owner posts through mapped rings; `None` for one posted to directly.
+    pub(crate) ring_entries: Option<(usize, usize)>,
 }
 
 /// Why a QP left the connected state (what QUERY_QP and asynchronous events report).
@@ -172,8 +173,10 @@ pub(crate) struct QueuePair {
     events: Arc<SpinLockBh<AsyncEvents>>,
     send_cq: Attached,
     recv_cq: Attached,
-    sq_ring: WorkRing,
-    rq_ring: WorkRing,
+    /// Send requests queued at once.
+    max_send_wr: u32,
+    /// The mapped work rings (send, receive), if the owner posts through them.
+    rings: Option<(WorkRing, WorkRing)>,
     _counted: Counted,
     /// The module's own ring heads; held while a doorbell is processed (outermost lock).
     #[pin]
@@ -202,6 +205,10 @@ impl QueuePair {
         let atomics = Fifo::<PendingAtomic>::new(limits.max_send_wr as usize)?;
         // Signaled requests outstanding, each behind at most one run of unsignaled ones.
         let unacked = Fifo::<Unacked>::new(2 * limits.max_send_wr as usize + 1)?;
+        let rings = match limits.ring_entries {
+            Some((send, recv)) => Some((WorkRing::new(limits.max_send_wr, send)?, WorkRing::new(limits.max_recv_wr, recv)?)),
+            None => None,
+        };
         Arc::pin_init(
             try_pin_init!(QueuePair {
                 handle,
@@ -215,8 +222,8 @@ impl QueuePair {
                 events,
                 send_cq,
                 recv_cq,
-                sq_ring: WorkRing::new(limits.max_send_wr, limits.send_entry_size)?,
-                rq_ring: WorkRing::new(limits.max_recv_wr, limits.recv_entry_size)?,
+                max_send_wr: limits.max_send_wr,
+                rings,
                 _counted: Counted::new(),
                 heads <- new_mutex!(Heads::new()),
                 tx <- new_mutex!(None),
@@ -263,7 +270,7 @@ impl QueuePair {
             return Err(EMSGSIZE);
         }
         let framing = Transmitter::new(tx::Config { markers: tx_marks, crc: c.crc, mulpdu });
-        let mut tx = TxSide::new(framing, self.sq_ring.entries() as usize, ird, opts.aligned)?;
+        let mut tx = TxSide::new(framing, self.max_send_wr as usize, ird, opts.aligned)?;
         if let Some(rtr) = send_rtr {
             tx.queue_rtr(rtr)?;
         }
@@ -325,6 +332,15 @@ impl QueuePair {
         self.handle
     }
 
+    /// Where the QP is (in error once ended: what is posted then can only be flushed).
+    pub(crate) fn state(&self) -> QpState {
+        match self.rx.lock().phase {
+            Phase::Init | Phase::Connecting => QpState::Init,
+            Phase::Connected => QpState::Rts,
+            Phase::Ended(_) => QpState::Error,
+        }
+    }
+
     /// The state, the Terminate that ended the QP, the octets sent and where received payload
     /// was placed.
     pub(crate) fn query(&self) -> QpReport {
@@ -333,12 +349,12 @@ impl QueuePair {
         let doorbells = self.sock.as_ref().map_or(0, |s| s.doorbells());
         let ((sent_zero_copy, sent_copied), tx_marker_interval) =
             self.tx.lock().as_ref().map_or(((0, 0), 0), |side| (side.sent(), side.config().markers.interval()));
+        let state = self.state();
         let rx = self.rx.lock();
         let (p, e) = (rx.queues.placement, rx.early_stats());
-        let (state, terminate, terminate_sent) = match rx.phase {
-            Phase::Init | Phase::Connecting => (QpState::Init, 0, false),
-            Phase::Connected => (QpState::Rts, 0, false),
-            Phase::Ended(e) => (QpState::Error, e.terminate, e.sent),
+        let (terminate, terminate_sent) = match rx.phase {
+            Phase::Ended(e) => (e.terminate, e.sent),
+            _ => (0, false),
         };
         QpReport {
             state,

@@ -15,9 +15,9 @@
 
 use super::payload::{self, OutPayload};
 use super::unacked::Unacked;
-use super::wr::Fifo;
 use super::{Ended, QueuePair};
 use crate::error::{enotconn, QpError};
+use crate::fifo::Fifo;
 use crate::frags::{Arena, PageFrag};
 use crate::proto::mpa::negotiate::Rtr;
 use crate::proto::rdmap::ReadRequest;

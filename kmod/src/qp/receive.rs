@@ -18,9 +18,10 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use super::unacked::Unacked;
-use super::wr::{Fifo, PeerRequest, PendingAtomic, PendingRead, PostedRecv, Sgl};
+use super::wr::{PeerRequest, PendingAtomic, PendingRead, PostedRecv, Sgl};
 use super::{Ended, Phase, QueuePair};
 use crate::error::{enotconn, FirstError};
+use crate::fifo::Fifo;
 use crate::mr::{Domain, Fault};
 use crate::proto::atomic;
 use crate::proto::mpa::negotiate::Rtr;

@@ -41,11 +41,6 @@ impl WorkRing {
         Ok(WorkRing { ring: SharedRing::new((entries as usize).checked_mul(entry_size).ok_or(EINVAL)?)?, entries, entry_size })
     }
 
-    /// Entries the ring holds.
-    pub(crate) fn entries(&self) -> u32 {
-        self.entries
-    }
-
     pub(crate) fn len(&self) -> usize {
         self.ring.len()
     }
@@ -110,23 +105,24 @@ impl QueuePair {
         recv: impl FnMut(&R) -> Result,
         send: impl FnMut(&S) -> Result,
     ) -> Result<(Taken, Taken)> {
+        let (sq_ring, rq_ring) = self.rings.as_ref().ok_or(EINVAL)?;
         let mut heads = self.heads.lock();
         let behind = |ring: &WorkRing, head: u32, tail: u32| tail.wrapping_sub(head) <= ring.entries;
-        if !behind(&self.rq_ring, heads.rq, rq_tail) || !behind(&self.sq_ring, heads.sq, sq_tail) {
+        if !behind(rq_ring, heads.rq, rq_tail) || !behind(sq_ring, heads.sq, sq_tail) {
             return Err(EINVAL);
         }
-        let rq = self.rq_ring.take(&mut heads.rq, rq_tail, recv)?;
-        let sq = self.sq_ring.take(&mut heads.sq, sq_tail, send)?;
+        let rq = rq_ring.take(&mut heads.rq, rq_tail, recv)?;
+        let sq = sq_ring.take(&mut heads.sq, sq_tail, send)?;
         Ok((rq, sq))
     }
 
-    /// The send ring, for mmap.
-    pub(crate) fn send_ring(&self) -> &WorkRing {
-        &self.sq_ring
+    /// The send ring, for mmap (EINVAL for a QP without rings).
+    pub(crate) fn send_ring(&self) -> Result<&WorkRing> {
+        self.rings.as_ref().map(|r| &r.0).ok_or(EINVAL)
     }
 
-    /// The receive ring, for mmap.
-    pub(crate) fn recv_ring(&self) -> &WorkRing {
-        &self.rq_ring
+    /// The receive ring, for mmap (EINVAL for a QP without rings).
+    pub(crate) fn recv_ring(&self) -> Result<&WorkRing> {
+        self.rings.as_ref().map(|r| &r.1).ok_or(EINVAL)
     }
 }
