@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Memory regions: pinned user buffers a context registered, found by STag (a handle of
-//! [`Handles`], so a stale STag never reaches a newer region), each in a protection domain.
+//! Memory regions: pinned user buffers a context registered (or, for the RDMA core's kernel
+//! consumers, kernel memory), found by STag (a handle of [`Handles`], so a stale STag never
+//! reaches a newer region), each in a protection domain.
 //! A QP reaches regions only through the [`Domain`] of its own PD: a region of another PD is
 //! "not associated" with it, whoever names it. Addresses are the application's virtual
 //! addresses, as in verbs (and as siw uses them for tagged offsets).
@@ -39,14 +40,35 @@ pub(crate) enum Fault {
     OtherPd,
 }
 
+/// What a region's addresses name.
+enum Memory {
+    /// A user buffer's pages, pinned; shared with sends in progress from it, which keep it
+    /// pinned past deregistration.
+    Pinned(Arc<PinnedPages>),
+    /// All kernel memory by kernel virtual address: the RDMA core's DMA region (`get_dma_mr`),
+    /// with which a kernel consumer names its own buffers (under virtual DMA a DMA address is a
+    /// kernel virtual one). Nothing is placed into or sent from it yet: a kernel QP connects
+    /// only through the connection manager, which is not built (docs/device-model.md).
+    KernelVirtual,
+}
+
+impl Memory {
+    /// The pinned pages, or `Fault::Access` for memory that is not placed into or sent from.
+    fn pages(&self) -> Result<&Arc<PinnedPages>, Fault> {
+        match self {
+            Memory::Pinned(p) => Ok(p),
+            Memory::KernelVirtual => Err(Fault::Access),
+        }
+    }
+}
+
 /// One registered buffer.
 struct MemoryRegion {
     pd: u32,
-    /// Shared with sends in progress from it, which keep it pinned past deregistration.
-    pages: Arc<PinnedPages>,
-    /// Where the pinned buffer starts.
+    memory: Memory,
+    /// Where the buffer starts.
     base: u64,
-    /// The pinned buffer's length.
+    /// The buffer's length.
     pinned: u64,
     /// The range the region covers now: all of the buffer when registered, any part of it
     /// after a Fast Register.
@@ -141,7 +163,18 @@ impl MrTable {
             return Err(EINVAL);
         }
         REGIONS.fetch_add(1, Ordering::Relaxed);
-        self.regions.insert(MemoryRegion { pd, pages, base: addr, pinned: length, va: addr, len: length, rights, valid: true })
+        self.regions.insert(MemoryRegion { pd, memory: Memory::Pinned(pages), base: addr, pinned: length, va: addr, len: length, rights, valid: true })
+    }
+
+    /// Registers all kernel memory in `pd` with `rights` (the RDMA core's DMA region); returns
+    /// its STag. EINVAL for an unknown domain or rights a region may not have. Allocates
+    /// nothing if the table has room ([`MrTable::reserve`]).
+    pub(crate) fn register_kernel(&mut self, pd: u32, rights: u32) -> Result<u32> {
+        if !self.has_pd(pd) || !rights_allowed(rights) {
+            return Err(EINVAL);
+        }
+        REGIONS.fetch_add(1, Ordering::Relaxed);
+        self.regions.insert(MemoryRegion { pd, memory: Memory::KernelVirtual, base: 0, pinned: u64::MAX, va: 0, len: u64::MAX, rights, valid: true })
     }
 
     /// Removes the region `stag` names; dropping what this returns unpins its pages (done by the
@@ -176,7 +209,9 @@ pub(crate) struct Deregistered(MemoryRegion);
 
 impl Drop for Deregistered {
     fn drop(&mut self) {
-        self.0.pages.wait_unplaced();
+        if let Ok(pages) = self.0.memory.pages() {
+            pages.wait_unplaced();
+        }
     }
 }
 
@@ -213,7 +248,7 @@ impl<'a> Domain<'a> {
     /// The pinned pages behind `[addr, addr + len)` of region `stag` (`need` rights required)
     /// and the range's offset in them: to send from by reference, or to copy into.
     pub(crate) fn pages(&self, stag: u32, addr: u64, len: u64, need: u32) -> Result<(Arc<PinnedPages>, u64), Fault> {
-        self.with(stag, |mr| Ok((mr.pages.clone(), mr.offset(addr, len, need)?)))
+        self.with(stag, |mr| Ok((mr.memory.pages()?.clone(), mr.offset(addr, len, need)?)))
     }
 
     /// Places `len` octets at `addr` of region `stag` (`need` rights required) with `place`,
@@ -222,8 +257,9 @@ impl<'a> Domain<'a> {
     fn placing<R>(&self, stag: u32, addr: u64, len: u64, need: u32, place: impl FnOnce(&PinnedPages, u64) -> Result<R>) -> Result<R, Fault> {
         let (pages, off) = self.with(stag, |mr| {
             let off = mr.offset(addr, len, need)?;
-            mr.pages.begin_placing();
-            Ok((mr.pages.clone(), off))
+            let pages = mr.memory.pages()?;
+            pages.begin_placing();
+            Ok((pages.clone(), off))
         })?;
         let r = place(&pages, off).map_err(|_| Fault::Access);
         pages.end_placing();
@@ -258,8 +294,11 @@ impl<'a> Domain<'a> {
             if !mr.valid {
                 return Err(Fault::InvalidStag);
             }
+            // The DMA region is never invalidated.
+            let pages = mr.memory.pages()?.clone();
             mr.valid = false;
-            Ok((mr.pages.clone(), mr.pages.generation()))
+            let generation = pages.generation();
+            Ok((pages, generation))
         })?;
         // No placement begins any more; those begun end before the invalidation does.
         pages.wait_unplaced_in(Some(generation));
@@ -275,14 +314,15 @@ impl<'a> Domain<'a> {
     pub(crate) fn fast_register(&self, stag: u32, addr: u64, len: u64, rights: u32) -> Result {
         let mut table = self.table.lock();
         let mr = table.regions.in_slot(stag)?;
+        let pages = mr.memory.pages().map_err(|_| EINVAL)?;
         let writes = rights & access::LOCAL_WRITE != 0;
-        if mr.pd != self.pd || mr.valid || !mr.pins(addr, len) || !rights_allowed(rights) || (writes && !mr.pages.writable()) {
+        if mr.pd != self.pd || mr.valid || !mr.pins(addr, len) || !rights_allowed(rights) || (writes && !pages.writable()) {
             return Err(EINVAL);
         }
         // Placements begun under the registration an invalidation ended finish first (they
         // need no lock to); none begins while the table is held.
-        mr.pages.wait_unplaced();
-        mr.pages.next_generation();
+        pages.wait_unplaced();
+        pages.next_generation();
         let mr = table.regions.rekey(stag)?;
         (mr.va, mr.len, mr.rights, mr.valid) = (addr, len, rights, true);
         Ok(())
