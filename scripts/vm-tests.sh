@@ -437,6 +437,13 @@ ib_link() {
         want rdma link add iw0 type iwarp netdev $IWARP_IF'
 }
 
+# The kernel verbs, through the RDMA core, on ib-link-A's device (kmod/check/verbs_check.c).
+ib_verbs() {
+    vm_run A "insmod ${ko%/*}/iwarp_verbs_check.ko device=iw0; rc=\$?
+        dmesg | grep -E 'iwarp_verbs_check: ' | sed 's/^\[[ 0-9.]*\] //'
+        [ \$rc = 0 ] && rmmod iwarp_verbs_check"
+}
+
 # --- sockets over iWARP: unmodified Debian programs under the preload library ---------------
 preload="$here/target/release/libiwarp_preload.so"
 # The library's environment for this test's ports; it says on stderr what it upgraded.
@@ -852,6 +859,7 @@ tests() {
     t nothing-left-B vm_run B "$check stats-zero"
     t init-failure-refused refused
     t ib-link-A ib_link
+    t ib-verbs-A ib_verbs
     # With an RDMA core device of ours still registered (ib-link-A's).
     t rmmod-A vm_run A "rmmod iwarp && ! grep -qw iwarp /proc/modules && test ! -e /dev/iwarp && test ! -e /sys/class/infiniband/iw0"
     t rmmod-B vm_run B "insmod $ko && rmmod iwarp && ! grep -qw iwarp /proc/modules"
@@ -899,7 +907,7 @@ WIRE_UNCHECKED=(
 # Tests in which no iWARP connection between the guests reaches full operation: no traffic
 # between them (one guest, loopback, no QP), or connections refused on purpose. Every other
 # test's capture must hold one, so an empty capture fails.
-WIRE_NO_CONNECTION='^(boot|insmod|query-device|siw-link|ib-link|mr-|local-|nothing-left|rmmod|init-failure|tcp-A-to-B)'
+WIRE_NO_CONNECTION='^(boot|insmod|query-device|siw-link|ib-link|ib-verbs|mr-|local-|nothing-left|rmmod|init-failure|tcp-A-to-B)'
 WIRE_NO_CONNECTION+='|^(cm-connect-disconnect-cycles-A|fault-memory-pressure-B|qp-adopt-errors-A|verbs-errors-A)$'
 WIRE_NO_CONNECTION+='|^(interop-siw-markers-refused|interop-siw-rejects-with-private-data|qp-garbage-peer-refused|qp-silent-peer-times-out)$'
 WIRE_NO_CONNECTION+='|^(sockets-plain-peer-gets-tcp|sockets-reuseport-pair-stays-tcp)$'

@@ -24,6 +24,23 @@ struct iwarp_ibdev {
 	struct ib_device base;
 	/* Port 1's GID: the netdev's MAC when the device was made (as siw). */
 	u8 raw_gid[ETH_ALEN];
+	/* Rust's device (src/ib/verbs.rs), freed by verbs->dev_free. */
+	void *rust;
+};
+
+struct iwarp_ibpd {
+	struct ib_pd base;
+	u32 handle;
+};
+
+struct iwarp_ibcq {
+	struct ib_cq base;
+	void *rust;
+};
+
+struct iwarp_ibqp {
+	struct ib_qp base;
+	void *rust;
 };
 
 static struct iwarp_ibdev *to_iwarp(struct ib_device *dev)
@@ -31,9 +48,55 @@ static struct iwarp_ibdev *to_iwarp(struct ib_device *dev)
 	return container_of(dev, struct iwarp_ibdev, base);
 }
 
+static void *dev_rust(struct ib_device *dev)
+{
+	return to_iwarp(dev)->rust;
+}
+
+static u32 pd_handle(struct ib_pd *pd)
+{
+	return container_of(pd, struct iwarp_ibpd, base)->handle;
+}
+
+static void *cq_rust(struct ib_cq *cq)
+{
+	return container_of(cq, struct iwarp_ibcq, base)->rust;
+}
+
+static void *qp_rust(struct ib_qp *qp)
+{
+	return container_of(qp, struct iwarp_ibqp, base)->rust;
+}
+
 /* What Rust gave at registration; read-only afterwards. */
 static struct iwarp_ib_limits iwarp_limits;
 static const struct iwarp_ib_callbacks *iwarp_cb;
+static const struct iwarp_ib_verbs *iwarp_verbs;
+
+/* shim.h mirrors these for Rust. */
+static_assert(IWARP_IB_WR_RDMA_WRITE == IB_WR_RDMA_WRITE && IWARP_IB_WR_SEND == IB_WR_SEND &&
+	      IWARP_IB_WR_RDMA_READ == IB_WR_RDMA_READ && IWARP_IB_WR_LOCAL_INV == IB_WR_LOCAL_INV &&
+	      IWARP_IB_WR_SEND_WITH_INV == IB_WR_SEND_WITH_INV &&
+	      IWARP_IB_WR_RDMA_READ_WITH_INV == IB_WR_RDMA_READ_WITH_INV);
+static_assert(IWARP_IB_SEND_FENCE == IB_SEND_FENCE && IWARP_IB_SEND_SIGNALED == IB_SEND_SIGNALED &&
+	      IWARP_IB_SEND_SOLICITED == IB_SEND_SOLICITED && IWARP_IB_SEND_INLINE == IB_SEND_INLINE);
+static_assert(IWARP_IB_WC_SUCCESS == IB_WC_SUCCESS && IWARP_IB_WC_LOC_PROT_ERR == IB_WC_LOC_PROT_ERR &&
+	      IWARP_IB_WC_WR_FLUSH_ERR == IB_WC_WR_FLUSH_ERR && IWARP_IB_WC_FATAL_ERR == IB_WC_FATAL_ERR);
+static_assert(IWARP_IB_WC_SEND == IB_WC_SEND && IWARP_IB_WC_RDMA_WRITE == IB_WC_RDMA_WRITE &&
+	      IWARP_IB_WC_RDMA_READ == IB_WC_RDMA_READ && IWARP_IB_WC_COMP_SWAP == IB_WC_COMP_SWAP &&
+	      IWARP_IB_WC_FETCH_ADD == IB_WC_FETCH_ADD && IWARP_IB_WC_LOCAL_INV == IB_WC_LOCAL_INV &&
+	      IWARP_IB_WC_REG_MR == IB_WC_REG_MR && IWARP_IB_WC_RECV == IB_WC_RECV);
+static_assert(IWARP_IB_WC_WITH_INVALIDATE == IB_WC_WITH_INVALIDATE);
+static_assert(IWARP_IB_QPS_RESET == IB_QPS_RESET && IWARP_IB_QPS_INIT == IB_QPS_INIT &&
+	      IWARP_IB_QPS_RTR == IB_QPS_RTR && IWARP_IB_QPS_RTS == IB_QPS_RTS &&
+	      IWARP_IB_QPS_SQD == IB_QPS_SQD && IWARP_IB_QPS_ERR == IB_QPS_ERR);
+static_assert(IWARP_IB_QP_STATE == IB_QP_STATE);
+static_assert(IWARP_IB_CQ_SOLICITED == IB_CQ_SOLICITED && IWARP_IB_CQ_SOLICITED_MASK == IB_CQ_SOLICITED_MASK &&
+	      IWARP_IB_CQ_REPORT_MISSED_EVENTS == IB_CQ_REPORT_MISSED_EVENTS);
+static_assert(sizeof(struct iwarp_ib_sge) == sizeof(struct ib_sge) &&
+	      offsetof(struct iwarp_ib_sge, addr) == offsetof(struct ib_sge, addr) &&
+	      offsetof(struct iwarp_ib_sge, length) == offsetof(struct ib_sge, length) &&
+	      offsetof(struct iwarp_ib_sge, lkey) == offsetof(struct ib_sge, lkey));
 
 static int iwarp_query_device(struct ib_device *dev, struct ib_device_attr *attr, struct ib_udata *udata)
 {
@@ -104,19 +167,259 @@ static int iwarp_query_gid(struct ib_device *dev, u32 port, int idx, union ib_gi
 	return 0;
 }
 
+/* --- the verbs: kernel consumers only (no user context exists without alloc_ucontext) --- */
+
+static int iwarp_alloc_pd(struct ib_pd *pd, struct ib_udata *udata)
+{
+	if (udata)
+		return -EOPNOTSUPP;
+	return iwarp_verbs->alloc_pd(dev_rust(pd->device), &container_of(pd, struct iwarp_ibpd, base)->handle);
+}
+
+static int iwarp_dealloc_pd(struct ib_pd *pd, struct ib_udata *udata)
+{
+	return iwarp_verbs->dealloc_pd(dev_rust(pd->device), pd_handle(pd));
+}
+
+static struct ib_mr *iwarp_get_dma_mr(struct ib_pd *pd, int access)
+{
+	struct ib_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	u32 stag;
+	int rv;
+
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	rv = iwarp_verbs->dma_mr(dev_rust(pd->device), pd_handle(pd), access, &stag);
+	if (rv) {
+		kfree(mr);
+		return ERR_PTR(rv);
+	}
+	mr->lkey = stag;
+	mr->rkey = stag;
+	return mr;
+}
+
+static int iwarp_dereg_mr(struct ib_mr *mr, struct ib_udata *udata)
+{
+	int rv = iwarp_verbs->dereg_mr(dev_rust(mr->device), mr->lkey);
+
+	if (!rv)
+		kfree(mr);
+	return rv;
+}
+
+static int iwarp_create_cq(struct ib_cq *cq, const struct ib_cq_init_attr *attr, struct uverbs_attr_bundle *attrs)
+{
+	u32 entries = attr->cqe;
+
+	if (attrs || attr->flags)
+		return -EOPNOTSUPP;
+	if (attr->comp_vector >= cq->device->num_comp_vectors)
+		return -EINVAL;
+	cq->cqe = 0;
+	if (iwarp_verbs->create_cq(dev_rust(cq->device), cq, &entries, &container_of(cq, struct iwarp_ibcq, base)->rust))
+		return -EINVAL;
+	cq->cqe = entries;
+	return 0;
+}
+
+static int iwarp_destroy_cq(struct ib_cq *cq, struct ib_udata *udata)
+{
+	iwarp_verbs->destroy_cq(cq_rust(cq));
+	return 0;
+}
+
+void iwarp_shim_ib_cq_notify(struct ib_cq *cq)
+{
+	if (cq->comp_handler)
+		cq->comp_handler(cq, cq->cq_context);
+}
+
+static int iwarp_poll_cq(struct ib_cq *cq, int num, struct ib_wc *wc)
+{
+	struct iwarp_ib_wc got[16];
+	int done = 0;
+
+	while (done < num) {
+		int i, n = iwarp_verbs->poll_cq(cq_rust(cq), got, min_t(int, num - done, ARRAY_SIZE(got)));
+
+		if (n <= 0)
+			return done ? done : n;
+		for (i = 0; i < n; i++, done++) {
+			memset(&wc[done], 0, sizeof(wc[done]));
+			wc[done].wr_id = got[i].wr_id;
+			wc[done].qp = got[i].qp;
+			wc[done].status = got[i].status;
+			wc[done].opcode = got[i].opcode;
+			wc[done].byte_len = got[i].byte_len;
+			wc[done].wc_flags = got[i].flags;
+			wc[done].ex.invalidate_rkey = got[i].invalidate_rkey;
+		}
+		if (n < ARRAY_SIZE(got))
+			break;
+	}
+	return done;
+}
+
+static int iwarp_req_notify_cq(struct ib_cq *cq, enum ib_cq_notify_flags flags)
+{
+	return iwarp_verbs->req_notify_cq(cq_rust(cq), flags);
+}
+
+static int iwarp_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struct ib_udata *udata)
+{
+	struct iwarp_ib_qp_attr a = {
+		.pd = pd_handle(qp->pd),
+		.send_cq = init->send_cq ? cq_rust(init->send_cq) : NULL,
+		.recv_cq = init->recv_cq ? cq_rust(init->recv_cq) : NULL,
+		.rc = init->qp_type == IB_QPT_RC,
+		.srq = init->srq != NULL,
+		.sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR,
+		.max_send_wr = init->cap.max_send_wr,
+		.max_recv_wr = init->cap.max_recv_wr,
+		.max_send_sge = init->cap.max_send_sge,
+		.max_recv_sge = init->cap.max_recv_sge,
+		.max_inline = init->cap.max_inline_data,
+	};
+	int rv;
+
+	if (udata || init->create_flags || init->xrcd || init->rwq_ind_tbl)
+		return -EOPNOTSUPP;
+	rv = iwarp_verbs->create_qp(dev_rust(qp->device), qp, &a, &container_of(qp, struct iwarp_ibqp, base)->rust);
+	if (rv)
+		return rv;
+	init->cap.max_send_wr = a.max_send_wr;
+	init->cap.max_recv_wr = a.max_recv_wr;
+	init->cap.max_send_sge = a.max_send_sge;
+	init->cap.max_recv_sge = a.max_recv_sge;
+	init->cap.max_inline_data = a.max_inline;
+	return 0;
+}
+
+static int iwarp_modify_qp(struct ib_qp *qp, struct ib_qp_attr *attr, int mask, struct ib_udata *udata)
+{
+	if (udata)
+		return -EOPNOTSUPP;
+	return iwarp_verbs->modify_qp(qp_rust(qp), mask, attr->qp_state);
+}
+
+static int iwarp_query_qp(struct ib_qp *qp, struct ib_qp_attr *attr, int mask, struct ib_qp_init_attr *init)
+{
+	struct iwarp_ib_qp_attr a = {};
+	int rv = iwarp_verbs->query_qp(qp_rust(qp), &a);
+
+	if (rv)
+		return rv;
+	memset(attr, 0, sizeof(*attr));
+	memset(init, 0, sizeof(*init));
+	attr->qp_state = a.state;
+	attr->cur_qp_state = a.state;
+	attr->cap.max_send_wr = a.max_send_wr;
+	attr->cap.max_recv_wr = a.max_recv_wr;
+	attr->cap.max_send_sge = a.max_send_sge;
+	attr->cap.max_recv_sge = a.max_recv_sge;
+	attr->cap.max_inline_data = a.max_inline;
+	attr->path_mtu = IB_MTU_4096;
+	init->qp_type = IB_QPT_RC;
+	init->send_cq = qp->send_cq;
+	init->recv_cq = qp->recv_cq;
+	init->cap = attr->cap;
+	init->sq_sig_type = a.sq_sig_all ? IB_SIGNAL_ALL_WR : IB_SIGNAL_REQ_WR;
+	return 0;
+}
+
+static int iwarp_destroy_qp(struct ib_qp *qp, struct ib_udata *udata)
+{
+	iwarp_verbs->destroy_qp(qp_rust(qp));
+	return 0;
+}
+
+static int iwarp_post_send(struct ib_qp *qp, const struct ib_send_wr *wr, const struct ib_send_wr **bad)
+{
+	for (; wr; wr = wr->next) {
+		struct iwarp_ib_send_wr w = {
+			.wr_id = wr->wr_id,
+			.sge = (const struct iwarp_ib_sge *)wr->sg_list,
+			.num_sge = wr->num_sge,
+			.opcode = wr->opcode,
+			.flags = wr->send_flags,
+		};
+		int rv;
+
+		switch (wr->opcode) {
+		case IB_WR_SEND_WITH_INV:
+		case IB_WR_LOCAL_INV:
+			w.invalidate_rkey = wr->ex.invalidate_rkey;
+			break;
+		case IB_WR_RDMA_WRITE:
+		case IB_WR_RDMA_READ:
+		case IB_WR_RDMA_READ_WITH_INV:
+			/* Read with Invalidate names the local STag to invalidate in ex. */
+			w.invalidate_rkey = wr->ex.invalidate_rkey;
+			w.remote_addr = rdma_wr(wr)->remote_addr;
+			w.rkey = rdma_wr(wr)->rkey;
+			break;
+		default:
+			break;
+		}
+		rv = iwarp_verbs->post_send(qp_rust(qp), &w);
+		if (rv) {
+			*bad = wr;
+			return rv;
+		}
+	}
+	return 0;
+}
+
+static int iwarp_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad)
+{
+	for (; wr; wr = wr->next) {
+		struct iwarp_ib_recv_wr w = {
+			.wr_id = wr->wr_id,
+			.sge = (const struct iwarp_ib_sge *)wr->sg_list,
+			.num_sge = wr->num_sge,
+		};
+		int rv = iwarp_verbs->post_recv(qp_rust(qp), &w);
+
+		if (rv) {
+			*bad = wr;
+			return rv;
+		}
+	}
+	return 0;
+}
+
 static void iwarp_dealloc_driver(struct ib_device *dev)
 {
+	iwarp_verbs->dev_free(dev_rust(dev));
 	iwarp_cb->gone(dev);
 }
 
 static const struct ib_device_ops iwarp_ib_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_UNKNOWN,
+	.alloc_pd = iwarp_alloc_pd,
+	.create_cq = iwarp_create_cq,
+	.create_qp = iwarp_create_qp,
 	.dealloc_driver = iwarp_dealloc_driver,
+	.dealloc_pd = iwarp_dealloc_pd,
+	.dereg_mr = iwarp_dereg_mr,
+	.destroy_cq = iwarp_destroy_cq,
+	.destroy_qp = iwarp_destroy_qp,
+	.get_dma_mr = iwarp_get_dma_mr,
 	.get_port_immutable = iwarp_get_port_immutable,
+	.modify_qp = iwarp_modify_qp,
+	.poll_cq = iwarp_poll_cq,
+	.post_recv = iwarp_post_recv,
+	.post_send = iwarp_post_send,
 	.query_device = iwarp_query_device,
 	.query_gid = iwarp_query_gid,
 	.query_port = iwarp_query_port,
+	.query_qp = iwarp_query_qp,
+	.req_notify_cq = iwarp_req_notify_cq,
+	INIT_RDMA_OBJ_SIZE(ib_cq, iwarp_ibcq, base),
+	INIT_RDMA_OBJ_SIZE(ib_pd, iwarp_ibpd, base),
+	INIT_RDMA_OBJ_SIZE(ib_qp, iwarp_ibqp, base),
 };
 
 bool iwarp_shim_netdev_is_ethernet(const struct net_device *ndev)
@@ -124,14 +427,18 @@ bool iwarp_shim_netdev_is_ethernet(const struct net_device *ndev)
 	return ndev->type == ARPHRD_ETHER;
 }
 
-struct ib_device *iwarp_shim_ib_device_create(struct net_device *ndev)
+struct ib_device *iwarp_shim_ib_device_create(struct net_device *ndev, void *rust)
 {
 	struct iwarp_ibdev *idev = ib_alloc_device(iwarp_ibdev, base);
 	struct ib_device *dev;
 	int rv;
 
-	if (!idev)
+	if (!idev) {
+		iwarp_verbs->dev_free(rust);
 		return ERR_PTR(-ENOMEM);
+	}
+	/* From here on dealloc_driver frees it, also when this fails. */
+	idev->rust = rust;
 	dev = &idev->base;
 	memcpy(idev->raw_gid, ndev->dev_addr, min_t(unsigned int, ndev->addr_len, ETH_ALEN));
 	addrconf_addr_eui48((u8 *)&dev->node_guid, idev->raw_gid);
@@ -243,12 +550,14 @@ static struct notifier_block iwarp_netdev_nb = {
 	.notifier_call = iwarp_netdev_event,
 };
 
-int iwarp_shim_ib_register(const struct iwarp_ib_callbacks *cb, const struct iwarp_ib_limits *limits)
+int iwarp_shim_ib_register(const struct iwarp_ib_callbacks *cb, const struct iwarp_ib_verbs *verbs,
+			   const struct iwarp_ib_limits *limits)
 {
 	int rv;
 
 	iwarp_limits = *limits;
 	iwarp_cb = cb;
+	iwarp_verbs = verbs;
 	rv = register_netdevice_notifier(&iwarp_netdev_nb);
 	if (rv)
 		return rv;

@@ -157,10 +157,134 @@ struct iwarp_ib_callbacks {
 	/* The RDMA core is done with @dev (its dealloc_driver): forget it. */
 	void (*gone)(struct ib_device *dev);
 };
-int iwarp_shim_ib_register(const struct iwarp_ib_callbacks *cb, const struct iwarp_ib_limits *limits);
+/*
+ * ib_shim.c: the RDMA core's verbs, answered by Rust (src/ib/verbs.rs). Each object's container
+ * carries what Rust gave for it (a pointer or a handle); work requests and completions cross
+ * flattened. Values of the RDMA core's enums and flags that Rust reads or writes are mirrored
+ * here (ib_shim.c asserts each equals the kernel's).
+ */
+struct ib_cq;
+struct ib_qp;
+/* enum ib_wr_opcode */
+#define IWARP_IB_WR_RDMA_WRITE 0u
+#define IWARP_IB_WR_SEND 2u
+#define IWARP_IB_WR_RDMA_READ 4u
+#define IWARP_IB_WR_LOCAL_INV 7u
+#define IWARP_IB_WR_SEND_WITH_INV 9u
+#define IWARP_IB_WR_RDMA_READ_WITH_INV 11u
+/* enum ib_send_flags */
+#define IWARP_IB_SEND_FENCE 1u
+#define IWARP_IB_SEND_SIGNALED 2u
+#define IWARP_IB_SEND_SOLICITED 4u
+#define IWARP_IB_SEND_INLINE 8u
+/* enum ib_wc_status */
+#define IWARP_IB_WC_SUCCESS 0u
+#define IWARP_IB_WC_LOC_PROT_ERR 4u
+#define IWARP_IB_WC_WR_FLUSH_ERR 5u
+#define IWARP_IB_WC_FATAL_ERR 19u
+/* enum ib_wc_opcode */
+#define IWARP_IB_WC_SEND 0u
+#define IWARP_IB_WC_RDMA_WRITE 1u
+#define IWARP_IB_WC_RDMA_READ 2u
+#define IWARP_IB_WC_COMP_SWAP 3u
+#define IWARP_IB_WC_FETCH_ADD 4u
+#define IWARP_IB_WC_LOCAL_INV 6u
+#define IWARP_IB_WC_REG_MR 10u
+#define IWARP_IB_WC_RECV 128u
+/* enum ib_wc_flags */
+#define IWARP_IB_WC_WITH_INVALIDATE 4u
+/* enum ib_qp_state */
+#define IWARP_IB_QPS_RESET 0u
+#define IWARP_IB_QPS_INIT 1u
+#define IWARP_IB_QPS_RTR 2u
+#define IWARP_IB_QPS_RTS 3u
+#define IWARP_IB_QPS_SQD 4u
+#define IWARP_IB_QPS_ERR 6u
+/* enum ib_qp_attr_mask: IB_QP_STATE */
+#define IWARP_IB_QP_STATE 1u
+/* enum ib_cq_notify_flags */
+#define IWARP_IB_CQ_SOLICITED 1u
+#define IWARP_IB_CQ_SOLICITED_MASK 3u
+#define IWARP_IB_CQ_REPORT_MISSED_EVENTS 4u
+/* A scatter/gather entry, laid out as struct ib_sge. */
+struct iwarp_ib_sge {
+	u64 addr;
+	u32 length;
+	u32 lkey;
+};
+/* A send work request: struct ib_send_wr with what its container (ib_rdma_wr) adds. */
+struct iwarp_ib_send_wr {
+	u64 wr_id;
+	const struct iwarp_ib_sge *sge;
+	u32 num_sge;
+	u32 opcode;
+	u32 flags;
+	u32 invalidate_rkey;
+	u64 remote_addr;
+	u32 rkey;
+};
+/* A receive work request: struct ib_recv_wr. */
+struct iwarp_ib_recv_wr {
+	u64 wr_id;
+	const struct iwarp_ib_sge *sge;
+	u32 num_sge;
+};
+/* A completion, for struct ib_wc. */
+struct iwarp_ib_wc {
+	u64 wr_id;
+	struct ib_qp *qp;
+	u32 status;
+	u32 opcode;
+	u32 byte_len;
+	u32 flags;
+	u32 invalidate_rkey;
+};
+/* What ib_create_qp() asks for (struct ib_qp_init_attr); Rust answers the caps it gives. */
+struct iwarp_ib_qp_attr {
+	u32 pd;
+	void *send_cq;
+	void *recv_cq;
+	bool rc;
+	bool srq;
+	bool sq_sig_all;
+	u32 max_send_wr;
+	u32 max_recv_wr;
+	u32 max_send_sge;
+	u32 max_recv_sge;
+	u32 max_inline;
+	u32 state;
+};
+/* Rust's side of the verbs; each returns 0 or a negative errno unless it says otherwise. */
+struct iwarp_ib_verbs {
+	int (*alloc_pd)(void *dev, u32 *pd);
+	int (*dealloc_pd)(void *dev, u32 pd);
+	/* A region of all kernel memory (get_dma_mr) in @pd with access flags @access. */
+	int (*dma_mr)(void *dev, u32 pd, int access, u32 *stag);
+	int (*dereg_mr)(void *dev, u32 stag);
+	/* A CQ of at least @entries for @ibcq: its Rust pointer in *@cq, its size in *@entries. */
+	int (*create_cq)(void *dev, struct ib_cq *ibcq, u32 *entries, void **cq);
+	void (*destroy_cq)(void *cq);
+	/* Completions taken (up to @n), or a negative errno. */
+	int (*poll_cq)(void *cq, struct iwarp_ib_wc *wc, int n);
+	/* 1 if completions are waiting and @flags asked to hear of them (REPORT_MISSED_EVENTS). */
+	int (*req_notify_cq)(void *cq, u32 flags);
+	int (*create_qp)(void *dev, struct ib_qp *ibqp, struct iwarp_ib_qp_attr *attr, void **qp);
+	int (*modify_qp)(void *qp, u32 mask, u32 state);
+	int (*query_qp)(void *qp, struct iwarp_ib_qp_attr *attr);
+	void (*destroy_qp)(void *qp);
+	int (*post_send)(void *qp, const struct iwarp_ib_send_wr *wr);
+	int (*post_recv)(void *qp, const struct iwarp_ib_recv_wr *wr);
+	/* The device is gone (its dealloc_driver): drop @dev. */
+	void (*dev_free)(void *dev);
+};
+/* Calls @ibcq's completion handler (the consumer's), if it has one. */
+void iwarp_shim_ib_cq_notify(struct ib_cq *ibcq);
+int iwarp_shim_ib_register(const struct iwarp_ib_callbacks *cb, const struct iwarp_ib_verbs *verbs,
+			   const struct iwarp_ib_limits *limits);
 void iwarp_shim_ib_unregister(void);
 bool iwarp_shim_netdev_is_ethernet(const struct net_device *ndev);
-struct ib_device *iwarp_shim_ib_device_create(struct net_device *ndev);
+/* A device on @ndev whose verbs Rust answers with @rust (freed by verbs->dev_free once made). */
+struct ib_device *iwarp_shim_ib_device_create(struct net_device *ndev, void *rust);
 int iwarp_shim_ib_device_register(struct ib_device *dev, const char *name);
 void iwarp_shim_ib_device_free(struct ib_device *dev);
 void iwarp_shim_ib_device_hold(struct ib_device *dev);

@@ -102,8 +102,9 @@ pub(crate) struct RecvWr {
 }
 
 /// How a work request ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Status {
+    #[default]
     Success,
     /// A local region refused (a Read with Invalidate whose STag had gone).
     LocalProtection,
@@ -128,7 +129,7 @@ pub(crate) enum CompletionOp {
 }
 
 /// One completion.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Completion {
     pub(crate) wr_id: u64,
     pub(crate) status: Status,

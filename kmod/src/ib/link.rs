@@ -6,6 +6,7 @@
 //! device; the list holds a reference to each until the module forgets it, so unloading can
 //! wait for any unregistration still running our code (`Links::drop`).
 
+use super::device::IbDevice;
 use crate::ffi;
 use crate::verbs;
 use core::ptr::NonNull;
@@ -13,6 +14,7 @@ use kernel::bindings::net_device;
 use kernel::error::{from_err_ptr, to_result};
 use kernel::ffi::{c_char, c_int};
 use kernel::prelude::*;
+use kernel::types::ForeignOwnable;
 
 /// A device of ours.
 struct Device {
@@ -33,6 +35,11 @@ kernel::sync::global_lock! {
     unsafe(uninit) static DEVICES: Mutex<KVec<Device>> = KVec::new();
 }
 
+kernel::sync::global_lock! {
+    // SAFETY: `Links::register` initializes it, once, before the link type exists.
+    unsafe(uninit) static ADDING: Mutex<()> = ();
+}
+
 static CALLBACKS: ffi::iwarp_ib_callbacks = ffi::iwarp_ib_callbacks { newlink: Some(newlink), netdev_event: Some(netdev_event), gone: Some(gone) };
 
 /// The link type and the netdev notifier, registered while this lives; dropping it
@@ -42,8 +49,11 @@ pub(crate) struct Links(());
 impl Links {
     /// Call once, at module load.
     pub(crate) fn register() -> Result<Links> {
-        // SAFETY: module init calls this once, before anything can reach the list.
-        unsafe { DEVICES.init() };
+        // SAFETY: module init calls these once, before anything can reach them.
+        unsafe {
+            DEVICES.init();
+            ADDING.init();
+        }
         let limits = ffi::iwarp_ib_limits {
             max_mr_size: verbs::MAX_MR_SIZE,
             max_message: verbs::MAX_MESSAGE as u32,
@@ -56,8 +66,9 @@ impl Links {
             max_pd: verbs::MAX_PD,
             max_ird_ord: verbs::MAX_IRD_ORD,
         };
-        // SAFETY: `CALLBACKS` is a static the shim may keep; `limits` is copied during the call.
-        to_result(unsafe { ffi::iwarp_shim_ib_register(&CALLBACKS, &limits) })?;
+        // SAFETY: `CALLBACKS` and `VERBS` are statics the shim may keep; `limits` is copied
+        // during the call.
+        to_result(unsafe { ffi::iwarp_shim_ib_register(&CALLBACKS, &super::verbs::VERBS, &limits) })?;
         Ok(Links(()))
     }
 }
@@ -105,8 +116,11 @@ unsafe extern "C" fn newlink(name: *const c_char, netdev: *mut net_device) -> c_
     if !unsafe { ffi::iwarp_shim_netdev_is_ethernet(netdev) } {
         return EINVAL.to_errno();
     }
+    // One at a time, so the check below holds until the device is listed. The list itself
+    // is not held while a device is made: failing to make one calls `gone`, which takes it.
+    let _adding = ADDING.lock();
     forget_gone();
-    let ib = {
+    {
         let mut devices = DEVICES.lock();
         if devices.iter().any(|d| !d.gone && d.netdev == netdev as usize) {
             return EEXIST.to_errno();
@@ -114,18 +128,22 @@ unsafe extern "C" fn newlink(name: *const c_char, netdev: *mut net_device) -> c_
         if devices.reserve(1, GFP_KERNEL).is_err() {
             return ENOMEM.to_errno();
         }
-        // SAFETY: as above; the shim makes a device bound to it.
-        let ib = match from_err_ptr(unsafe { ffi::iwarp_shim_ib_device_create(netdev) }) {
-            Ok(ib) => ib,
-            Err(e) => return e.to_errno(),
-        };
-        let Some(ib) = NonNull::new(ib) else { return ENOMEM.to_errno() };
-        // SAFETY: a device just made, not registered yet: the list's reference.
-        unsafe { ffi::iwarp_shim_ib_device_hold(ib.as_ptr()) };
-        // Room was reserved above.
-        let _ = devices.push(Device { ib, netdev: netdev as usize, gone: false }, GFP_KERNEL);
-        ib
+    }
+    let rust = match IbDevice::new() {
+        Ok(d) => d.into_foreign(),
+        Err(e) => return e.to_errno(),
     };
+    // SAFETY: as above; the shim makes a device bound to it, which owns `rust` from now on
+    // (freeing it through `VERBS.dev_free`, also if this fails).
+    let ib = match from_err_ptr(unsafe { ffi::iwarp_shim_ib_device_create(netdev, rust) }) {
+        Ok(ib) => ib,
+        Err(e) => return e.to_errno(),
+    };
+    let Some(ib) = NonNull::new(ib) else { return ENOMEM.to_errno() };
+    // SAFETY: a device just made, not registered yet: the list's reference.
+    unsafe { ffi::iwarp_shim_ib_device_hold(ib.as_ptr()) };
+    // Room was reserved above, and only this call adds.
+    let _ = DEVICES.lock().push(Device { ib, netdev: netdev as usize, gone: false }, GFP_KERNEL);
     // Registering calls back into us (queries), so the list is not held.
     // SAFETY: `ib` is ours and held; `name` is the RDMA core's string for the call.
     let rc = unsafe { ffi::iwarp_shim_ib_device_register(ib.as_ptr(), name) };

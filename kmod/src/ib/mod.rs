@@ -4,12 +4,18 @@
 //! `rdma link add NAME type iwarp netdev DEV`, listed by `rdma dev`, `rdma link` and
 //! `/sys/class/infiniband` as RNICs with one iWARP port that follows its netdev.
 //!
-//! Today the devices answer the RDMA core's queries (device limits from the engine, port
-//! state, MTU and GID from the netdev) and nothing else: without the verbs (PD, CQ, QP, MR)
-//! and the connection manager's calls, the core marks them as no kernel verbs provider, so no
-//! kernel service or rdma_cm binds to them yet. The verbs come next, as translations into the
-//! engine (`verbs.rs`), as `device/` translates `/dev/iwarp`'s ABI.
+//! The devices answer the RDMA core's queries (device limits from the engine, port state, MTU
+//! and GID from the netdev) and the kernel verbs that need no connection: protection domains,
+//! the DMA region, CQs, QPs (created, moved to the error state and drained, destroyed) and
+//! posting, translated into the engine as `device/` translates `/dev/iwarp`'s ABI. Without
+//! user regions and the connection manager's calls the core marks them as no kernel verbs
+//! provider, so no kernel service or rdma_cm binds to them yet; a consumer that asks for a
+//! device by name (the verbs check module, `kmod/check/`) can use them.
 
+mod cq;
+mod device;
 mod link;
+mod qp;
+mod verbs;
 
 pub(crate) use link::Links;

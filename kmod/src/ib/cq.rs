@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The RDMA core's completion queues: completions wait in kernel memory until the consumer
+//! polls them (`poll_cq`, as `ib_wc` entries naming their `ib_qp`), and the consumer's
+//! completion handler is called for the next one once it armed the CQ (`req_notify_cq`).
+
+use crate::cq::{CompletionQueue, Overrun};
+use crate::ffi;
+use crate::fifo::Fifo;
+use crate::sync::{new_spinlock_bh, SpinLockBh};
+use crate::verbs::{Completion, CompletionOp, Status, MAX_CQE};
+use core::sync::atomic::AtomicU32;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Armed {
+    No,
+    Any,
+    Solicited,
+}
+
+/// A completion and the RDMA core's QP it belongs to.
+#[derive(Clone, Copy, Default)]
+struct Entry {
+    c: Completion,
+    ibqp: usize,
+}
+
+struct State {
+    entries: Fifo<Entry>,
+    armed: Armed,
+}
+
+#[pin_data]
+pub(crate) struct IbCq {
+    /// The RDMA core's CQ, whose handler is called; it outlives this (destroyed after).
+    ibcq: usize,
+    /// QPs reporting here.
+    users: AtomicU32,
+    /// Taken by the receive side in softirq context too.
+    #[pin]
+    state: SpinLockBh<State>,
+}
+
+impl IbCq {
+    /// A CQ of `entries` (1 to [`MAX_CQE`]) for the RDMA core's `ibcq`.
+    pub(super) fn new(ibcq: *mut ffi::ib_cq, entries: u32) -> Result<Arc<IbCq>> {
+        if entries == 0 || entries > MAX_CQE {
+            return Err(EINVAL);
+        }
+        let entries = Fifo::new(entries as usize)?;
+        Arc::pin_init(
+            pin_init!(IbCq { ibcq: ibcq as usize, users: AtomicU32::new(0), state <- new_spinlock_bh!(State { entries, armed: Armed::No }, "IbCq::state") }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Keeps `c` of the RDMA core's QP `ibqp`; calls the consumer's handler if it armed the
+    /// CQ for it (outside the CQ's lock: the handler may poll).
+    fn push_for(&self, ibqp: usize, c: &Completion) -> Result<(), Overrun> {
+        let notify = {
+            let mut st = self.state.lock();
+            st.entries.push(Entry { c: *c, ibqp }).map_err(|_| Overrun)?;
+            let notify = match st.armed {
+                Armed::No => false,
+                Armed::Any => true,
+                Armed::Solicited => c.solicited || c.status != Status::Success,
+            };
+            if notify {
+                st.armed = Armed::No;
+            }
+            notify
+        };
+        if notify {
+            // SAFETY: the RDMA core destroys its CQ only after every QP reporting to it, and
+            // the CQ's handler may be called in any context a completion arrives in.
+            unsafe { ffi::iwarp_shim_ib_cq_notify(self.ibcq as *mut ffi::ib_cq) };
+        }
+        Ok(())
+    }
+
+    /// Moves the oldest completions into `out`; returns how many.
+    pub(super) fn poll(&self, out: &mut [ffi::iwarp_ib_wc]) -> usize {
+        let mut st = self.state.lock();
+        let mut n = 0;
+        for slot in out.iter_mut() {
+            let Some(e) = st.entries.pop() else { break };
+            *slot = wc(&e);
+            n += 1;
+        }
+        n
+    }
+
+    /// Arms the CQ: the handler is called for the next completion (only a solicited or failed
+    /// one if `flags` say solicited). Returns 1 if completions wait and `flags` asked to hear
+    /// of that (they may have arrived before the arming).
+    pub(super) fn arm(&self, flags: u32) -> i32 {
+        let mut st = self.state.lock();
+        st.armed = if flags & ffi::IWARP_IB_CQ_SOLICITED_MASK == ffi::IWARP_IB_CQ_SOLICITED { Armed::Solicited } else { Armed::Any };
+        i32::from(flags & ffi::IWARP_IB_CQ_REPORT_MISSED_EVENTS != 0 && st.entries.len() > 0)
+    }
+}
+
+/// `c` as the RDMA core's completion.
+fn wc(e: &Entry) -> ffi::iwarp_ib_wc {
+    let c = &e.c;
+    let status = match c.status {
+        Status::Success => ffi::IWARP_IB_WC_SUCCESS,
+        Status::LocalProtection => ffi::IWARP_IB_WC_LOC_PROT_ERR,
+        Status::Flushed => ffi::IWARP_IB_WC_WR_FLUSH_ERR,
+        Status::Fatal => ffi::IWARP_IB_WC_FATAL_ERR,
+    };
+    let opcode = match c.op {
+        CompletionOp::Send => ffi::IWARP_IB_WC_SEND,
+        CompletionOp::RdmaWrite => ffi::IWARP_IB_WC_RDMA_WRITE,
+        CompletionOp::RdmaRead => ffi::IWARP_IB_WC_RDMA_READ,
+        CompletionOp::Recv => ffi::IWARP_IB_WC_RECV,
+        CompletionOp::FetchAdd => ffi::IWARP_IB_WC_FETCH_ADD,
+        CompletionOp::CompareSwap => ffi::IWARP_IB_WC_COMP_SWAP,
+        CompletionOp::LocalInvalidate => ffi::IWARP_IB_WC_LOCAL_INV,
+        CompletionOp::FastRegister => ffi::IWARP_IB_WC_REG_MR,
+    };
+    ffi::iwarp_ib_wc {
+        wr_id: c.wr_id,
+        qp: e.ibqp as *mut ffi::ib_qp,
+        status,
+        opcode,
+        byte_len: c.byte_len,
+        flags: if c.invalidated.is_some() { ffi::IWARP_IB_WC_WITH_INVALIDATE } else { 0 },
+        invalidate_rkey: c.invalidated.unwrap_or(0),
+    }
+}
+
+/// One QP's view of its CQ: what it completes is stamped with its `ib_qp`.
+pub(super) struct QpCq {
+    cq: Arc<IbCq>,
+    ibqp: usize,
+}
+
+impl QpCq {
+    pub(super) fn new(cq: Arc<IbCq>, ibqp: *mut ffi::ib_qp) -> Result<Arc<QpCq>> {
+        Ok(Arc::new(QpCq { cq, ibqp: ibqp as usize }, GFP_KERNEL)?)
+    }
+}
+
+impl CompletionQueue for QpCq {
+    fn push(&self, c: &Completion) -> Result<(), Overrun> {
+        self.cq.push_for(self.ibqp, c)
+    }
+
+    fn users(&self) -> &AtomicU32 {
+        &self.cq.users
+    }
+}

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The RDMA core's queue pairs: an engine QP without mapped rings, posted to directly. Work
+//! requests are translated from the RDMA core's (flattened by the shim) into the engine's;
+//! once the QP is in the error state, what is posted completes at once as flushed, which is
+//! what `ib_drain_qp` waits for.
+
+use super::cq::{IbCq, QpCq};
+use super::device::IbDevice;
+use crate::cq::Attached;
+use crate::error::{enotconn, eopnotsupp};
+use crate::ffi;
+use crate::qp::{Limits, QueuePair};
+use crate::verbs::{Completion, CompletionOp, QpState, RecvWr, SendOp, SendWr, Sge, Status, MAX_QP_WR, MAX_SGE};
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+pub(crate) struct KernelQp {
+    qp: Arc<QueuePair>,
+    send_cq: Arc<QpCq>,
+    recv_cq: Arc<QpCq>,
+    /// Every send request completes, whatever it asks (`IB_SIGNAL_ALL_WR`).
+    sq_sig_all: bool,
+    max_send_wr: u32,
+    max_recv_wr: u32,
+    max_sge: u32,
+    /// The state the consumer moved the QP to before it connected (RESET, INIT, RTR).
+    unconnected: AtomicU32,
+}
+
+impl KernelQp {
+    /// A QP as `attr` asks, for the RDMA core's `ibqp`; `attr` gets the sizes given. Only
+    /// reliable connections without a shared receive queue or inline data.
+    pub(super) fn new(dev: &IbDevice, ibqp: *mut ffi::ib_qp, attr: &mut ffi::iwarp_ib_qp_attr, send_cq: Arc<IbCq>, recv_cq: Arc<IbCq>) -> Result<KernelQp> {
+        if !attr.rc || attr.srq {
+            return Err(eopnotsupp());
+        }
+        let sge = attr.max_send_sge.max(attr.max_recv_sge);
+        // A QP may take no receives; it sends at least one request at a time.
+        if !(1..=MAX_QP_WR).contains(&attr.max_send_wr) || attr.max_recv_wr > MAX_QP_WR || sge as usize > MAX_SGE || attr.max_inline != 0 {
+            return Err(EINVAL);
+        }
+        if !dev.mrs.lock().has_pd(attr.pd) {
+            return Err(EINVAL);
+        }
+        let (send_cq, recv_cq) = (QpCq::new(send_cq, ibqp)?, QpCq::new(recv_cq, ibqp)?);
+        let limits = Limits { max_recv_wr: attr.max_recv_wr, max_send_wr: attr.max_send_wr, max_sge: sge, max_inline: 0, ring_entries: None };
+        let qp = QueuePair::new(
+            dev.next_qp(),
+            attr.pd,
+            dev.mrs.clone(),
+            dev.events.clone(),
+            Attached::new(send_cq.clone()),
+            Attached::new(recv_cq.clone()),
+            limits,
+        )?;
+        (attr.max_send_sge, attr.max_recv_sge) = (sge, sge);
+        Ok(KernelQp {
+            qp,
+            send_cq,
+            recv_cq,
+            sq_sig_all: attr.sq_sig_all,
+            max_send_wr: attr.max_send_wr,
+            max_recv_wr: attr.max_recv_wr,
+            max_sge: sge,
+            unconnected: AtomicU32::new(ffi::IWARP_IB_QPS_RESET),
+        })
+    }
+
+    /// `modify_qp`: only the state matters to an iWARP QP. Before it connects it moves among
+    /// RESET, INIT and RTR; only the connection manager makes it RTS (here: EINVAL unless it
+    /// is). SQD closes a connected QP's sending after what is queued; ERR ends it, flushing
+    /// everything posted.
+    pub(super) fn modify(&self, mask: u32, state: u32) -> Result {
+        if mask & ffi::IWARP_IB_QP_STATE == 0 {
+            return Ok(());
+        }
+        let now = self.qp.state();
+        match state {
+            ffi::IWARP_IB_QPS_RESET | ffi::IWARP_IB_QPS_INIT | ffi::IWARP_IB_QPS_RTR if now == QpState::Init => {
+                self.unconnected.store(state, Ordering::Relaxed);
+                Ok(())
+            }
+            ffi::IWARP_IB_QPS_RTS if now == QpState::Rts => Ok(()),
+            ffi::IWARP_IB_QPS_SQD if now == QpState::Rts => self.qp.disconnect(),
+            ffi::IWARP_IB_QPS_ERR => {
+                self.qp.close();
+                Ok(())
+            }
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// `query_qp`: the state and the sizes.
+    pub(super) fn query(&self, attr: &mut ffi::iwarp_ib_qp_attr) {
+        attr.state = match self.qp.state() {
+            QpState::Init => self.unconnected.load(Ordering::Relaxed),
+            QpState::Rts => ffi::IWARP_IB_QPS_RTS,
+            QpState::Error => ffi::IWARP_IB_QPS_ERR,
+        };
+        attr.rc = true;
+        attr.sq_sig_all = self.sq_sig_all;
+        attr.max_send_wr = self.max_send_wr;
+        attr.max_recv_wr = self.max_recv_wr;
+        (attr.max_send_sge, attr.max_recv_sge) = (self.max_sge, self.max_sge);
+        attr.max_inline = 0;
+    }
+
+    /// `post_send` of one request.
+    pub(super) fn post_send(&self, w: &ffi::iwarp_ib_send_wr) -> Result {
+        let wr = self.send_wr(w)?;
+        if self.qp.state() == QpState::Init {
+            return Err(enotconn());
+        }
+        self.post_or_flush(&self.send_cq, wr.wr_id, flushed_op(&wr.op), || self.qp.post_send(&wr))
+    }
+
+    /// `post_recv` of one request.
+    pub(super) fn post_recv(&self, w: &ffi::iwarp_ib_recv_wr) -> Result {
+        let mut wr = RecvWr { wr_id: w.wr_id, num_sge: w.num_sge, ..RecvWr::default() };
+        copy_sges(&mut wr.sge, w.sge, w.num_sge)?;
+        self.post_or_flush(&self.recv_cq, wr.wr_id, CompletionOp::Recv, || self.qp.post_recv(&wr))
+    }
+
+    /// Posts with `post`, unless the QP has ended (before, or meanwhile: ENOTCONN): then the
+    /// request completes at once, flushed, into `cq`.
+    fn post_or_flush(&self, cq: &QpCq, wr_id: u64, op: CompletionOp, post: impl FnOnce() -> Result) -> Result {
+        let ended = || self.qp.state() == QpState::Error;
+        if !ended() {
+            match post() {
+                Err(e) if e == enotconn() && ended() => {}
+                done => return done,
+            }
+        }
+        let flushed = Completion { wr_id, status: Status::Flushed, op, qp: self.qp.handle(), ..Completion::default() };
+        // A full CQ loses the entry, as the engine's own flushes do.
+        let _ = crate::cq::CompletionQueue::push(cq, &flushed);
+        Ok(())
+    }
+
+    /// The engine's request for `w`: EINVAL for an opcode or flag not supported (inline data,
+    /// fences, Fast Register: not yet) or too many entries.
+    fn send_wr(&self, w: &ffi::iwarp_ib_send_wr) -> Result<SendWr> {
+        let (rkey, remote_addr) = (w.rkey, w.remote_addr);
+        let op = match w.opcode {
+            ffi::IWARP_IB_WR_SEND => SendOp::Send { invalidate: None },
+            ffi::IWARP_IB_WR_SEND_WITH_INV => SendOp::Send { invalidate: Some(w.invalidate_rkey) },
+            ffi::IWARP_IB_WR_RDMA_WRITE => SendOp::Write { rkey, remote_addr, imm: None },
+            ffi::IWARP_IB_WR_RDMA_READ => SendOp::Read { rkey, remote_addr, invalidate: 0 },
+            ffi::IWARP_IB_WR_RDMA_READ_WITH_INV => SendOp::Read { rkey, remote_addr, invalidate: w.invalidate_rkey },
+            ffi::IWARP_IB_WR_LOCAL_INV => SendOp::LocalInvalidate { stag: w.invalidate_rkey },
+            _ => return Err(EINVAL),
+        };
+        if w.flags & (ffi::IWARP_IB_SEND_INLINE | ffi::IWARP_IB_SEND_FENCE) != 0 {
+            return Err(EINVAL);
+        }
+        let mut wr = SendWr {
+            wr_id: w.wr_id,
+            op,
+            sge: [Sge::default(); MAX_SGE],
+            num_sge: w.num_sge,
+            signaled: self.sq_sig_all || w.flags & ffi::IWARP_IB_SEND_SIGNALED != 0,
+            solicited: w.flags & ffi::IWARP_IB_SEND_SOLICITED != 0,
+            inline: false,
+        };
+        copy_sges(&mut wr.sge, w.sge, w.num_sge)?;
+        Ok(wr)
+    }
+}
+
+impl Drop for KernelQp {
+    fn drop(&mut self) {
+        self.qp.close();
+    }
+}
+
+/// What a flushed send request reports having been.
+fn flushed_op(op: &SendOp) -> CompletionOp {
+    match op {
+        SendOp::Send { .. } | SendOp::Immediate { .. } => CompletionOp::Send,
+        SendOp::Write { .. } => CompletionOp::RdmaWrite,
+        SendOp::Read { .. } => CompletionOp::RdmaRead,
+        SendOp::FetchAdd { .. } => CompletionOp::FetchAdd,
+        SendOp::CompareSwap { .. } => CompletionOp::CompareSwap,
+        SendOp::LocalInvalidate { .. } => CompletionOp::LocalInvalidate,
+        SendOp::FastRegister { .. } => CompletionOp::FastRegister,
+    }
+}
+
+/// Copies the consumer's `n` entries at `from` into `to`; EINVAL for more than it holds.
+fn copy_sges(to: &mut [Sge; MAX_SGE], from: *const ffi::iwarp_ib_sge, n: u32) -> Result {
+    let n = n as usize;
+    if n > MAX_SGE || (n > 0 && from.is_null()) {
+        return Err(EINVAL);
+    }
+    for (i, slot) in to.iter_mut().enumerate().take(n) {
+        // SAFETY: the RDMA core's consumer passes `n` entries at `from` (its `sg_list`, laid
+        // out as `iwarp_ib_sge`: the shim asserts it), valid for the call; `i` is below `n`.
+        let s = unsafe { from.add(i).read() };
+        *slot = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
+    }
+    Ok(())
+}

@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The verbs the RDMA core calls (`shim/ib_shim.c` trampolines them here): each takes what
+//! the shim passes, finds the object Rust gave the core for it, and answers an errno. The
+//! objects cross as foreign pointers: the device's [`IbDevice`] and each CQ's [`IbCq`] as
+//! `Arc`s, each QP's [`KernelQp`] as a `KBox`, freed in the matching destroy.
+
+use super::cq::IbCq;
+use super::device::IbDevice;
+use super::qp::KernelQp;
+use crate::ffi;
+use kernel::ffi::{c_int, c_void};
+use kernel::prelude::*;
+use kernel::sync::{Arc, ArcBorrow};
+use kernel::types::ForeignOwnable;
+
+pub(super) static VERBS: ffi::iwarp_ib_verbs = ffi::iwarp_ib_verbs {
+    alloc_pd: Some(alloc_pd),
+    dealloc_pd: Some(dealloc_pd),
+    dma_mr: Some(dma_mr),
+    dereg_mr: Some(dereg_mr),
+    create_cq: Some(create_cq),
+    destroy_cq: Some(destroy_cq),
+    poll_cq: Some(poll_cq),
+    req_notify_cq: Some(req_notify_cq),
+    create_qp: Some(create_qp),
+    modify_qp: Some(modify_qp),
+    query_qp: Some(query_qp),
+    destroy_qp: Some(destroy_qp),
+    post_send: Some(post_send),
+    post_recv: Some(post_recv),
+    dev_free: Some(dev_free),
+};
+
+/// 0 or the negative errno, as the shim returns them.
+fn errno(r: Result) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// `dev` came from [`Arc::into_foreign`] of an [`IbDevice`] not freed yet.
+unsafe fn device<'a>(dev: *mut c_void) -> ArcBorrow<'a, IbDevice> {
+    // SAFETY: the function's contract.
+    unsafe { <Arc<IbDevice> as ForeignOwnable>::borrow(dev) }
+}
+
+/// # Safety
+///
+/// `cq` came from [`Arc::into_foreign`] of an [`IbCq`] not destroyed yet.
+unsafe fn cq<'a>(cq: *mut c_void) -> ArcBorrow<'a, IbCq> {
+    // SAFETY: the function's contract.
+    unsafe { <Arc<IbCq> as ForeignOwnable>::borrow(cq) }
+}
+
+/// # Safety
+///
+/// `qp` came from [`KBox::into_foreign`] of a [`KernelQp`] not destroyed yet.
+unsafe fn qp<'a>(qp: *mut c_void) -> &'a KernelQp {
+    // SAFETY: the function's contract.
+    unsafe { <KBox<KernelQp> as ForeignOwnable>::borrow(qp) }
+}
+
+// Every function below is called by the shim with the pointers Rust gave it for the RDMA
+// core's objects, which the core keeps alive for the call (it destroys an object only after
+// the calls on it and on the objects using it), and with its out-pointers valid.
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn alloc_pd(dev: *mut c_void, pd: *mut u32) -> c_int {
+    // SAFETY: see above.
+    match unsafe { device(dev) }.alloc_pd() {
+        Ok(h) => {
+            // SAFETY: see above.
+            unsafe { *pd = h };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn dealloc_pd(dev: *mut c_void, pd: u32) -> c_int {
+    // SAFETY: see above.
+    errno(unsafe { device(dev) }.dealloc_pd(pd))
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn dma_mr(dev: *mut c_void, pd: u32, access: c_int, stag: *mut u32) -> c_int {
+    // SAFETY: see above.
+    match unsafe { device(dev) }.dma_mr(pd, access) {
+        Ok(s) => {
+            // SAFETY: see above.
+            unsafe { *stag = s };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn dereg_mr(dev: *mut c_void, stag: u32) -> c_int {
+    // SAFETY: see above.
+    errno(unsafe { device(dev) }.dereg_mr(stag))
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn create_cq(_dev: *mut c_void, ibcq: *mut ffi::ib_cq, entries: *mut u32, out: *mut *mut c_void) -> c_int {
+    // SAFETY: see above.
+    let n = unsafe { *entries };
+    match IbCq::new(ibcq, n) {
+        Ok(cq) => {
+            // SAFETY: see above; the CQ's size is what was asked for.
+            unsafe { *out = cq.into_foreign() };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// See above; the CQ is not used after.
+unsafe extern "C" fn destroy_cq(cq: *mut c_void) {
+    // SAFETY: see above: this takes back the CQ's reference (the QPs' are gone).
+    drop(unsafe { <Arc<IbCq> as ForeignOwnable>::from_foreign(cq) });
+}
+
+/// # Safety
+///
+/// See above; `wc` holds `n` entries.
+unsafe extern "C" fn poll_cq(cq_ptr: *mut c_void, wc: *mut ffi::iwarp_ib_wc, n: c_int) -> c_int {
+    let Ok(n) = usize::try_from(n) else { return EINVAL.to_errno() };
+    if n == 0 || wc.is_null() {
+        return 0;
+    }
+    // SAFETY: see above: the shim's array of `n` entries, ours for the call.
+    let out = unsafe { core::slice::from_raw_parts_mut(wc, n) };
+    // SAFETY: see above.
+    unsafe { cq(cq_ptr) }.poll(out) as c_int
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn req_notify_cq(cq_ptr: *mut c_void, flags: u32) -> c_int {
+    // SAFETY: see above.
+    unsafe { cq(cq_ptr) }.arm(flags)
+}
+
+/// # Safety
+///
+/// See above; `attr`'s CQ pointers are the shim's for CQs of this device, or null.
+unsafe extern "C" fn create_qp(dev: *mut c_void, ibqp: *mut ffi::ib_qp, attr: *mut ffi::iwarp_ib_qp_attr, out: *mut *mut c_void) -> c_int {
+    // SAFETY: see above.
+    let attr = unsafe { &mut *attr };
+    if attr.send_cq.is_null() || attr.recv_cq.is_null() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: see above: the CQs live while the QP uses them (the RDMA core counts it).
+    let (send_cq, recv_cq) = unsafe { (cq(attr.send_cq).into(), cq(attr.recv_cq).into()) };
+    // SAFETY: see above.
+    let dev = unsafe { device(dev) };
+    let made = KernelQp::new(&dev, ibqp, attr, send_cq, recv_cq).and_then(|q| KBox::new(q, GFP_KERNEL).map_err(Into::into));
+    match made {
+        Ok(q) => {
+            // SAFETY: see above.
+            unsafe { *out = q.into_foreign() };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn modify_qp(qp_ptr: *mut c_void, mask: u32, state: u32) -> c_int {
+    // SAFETY: see above.
+    errno(unsafe { qp(qp_ptr) }.modify(mask, state))
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn query_qp(qp_ptr: *mut c_void, attr: *mut ffi::iwarp_ib_qp_attr) -> c_int {
+    // SAFETY: see above.
+    unsafe { qp(qp_ptr).query(&mut *attr) };
+    0
+}
+
+/// # Safety
+///
+/// See above; the QP is not used after.
+unsafe extern "C" fn destroy_qp(qp_ptr: *mut c_void) {
+    // SAFETY: see above: ends the QP (flushing what was posted) and frees it.
+    drop(unsafe { <KBox<KernelQp> as ForeignOwnable>::from_foreign(qp_ptr) });
+}
+
+/// # Safety
+///
+/// See above; `wr` and its entries are the consumer's, valid for the call.
+unsafe extern "C" fn post_send(qp_ptr: *mut c_void, wr: *const ffi::iwarp_ib_send_wr) -> c_int {
+    // SAFETY: see above.
+    errno(unsafe { qp(qp_ptr).post_send(&*wr) })
+}
+
+/// # Safety
+///
+/// See above; `wr` and its entries are the consumer's, valid for the call.
+unsafe extern "C" fn post_recv(qp_ptr: *mut c_void, wr: *const ffi::iwarp_ib_recv_wr) -> c_int {
+    // SAFETY: see above.
+    errno(unsafe { qp(qp_ptr).post_recv(&*wr) })
+}
+
+/// # Safety
+///
+/// `dev` came from [`Arc::into_foreign`] of an [`IbDevice`]; it is not used after.
+unsafe extern "C" fn dev_free(dev: *mut c_void) {
+    // SAFETY: the function's contract.
+    drop(unsafe { <Arc<IbDevice> as ForeignOwnable>::from_foreign(dev) });
+}
