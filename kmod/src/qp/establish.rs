@@ -51,26 +51,44 @@ impl From<Error> for Failed {
 }
 
 /// Runs the MPA exchange on `sock` as `side`, asking for `local` with `private` data, all of it
-/// within `timeout_ms`.
+/// within `timeout_ms`; waits for it (a signal ends the wait with EINTR).
 pub(crate) fn establish(sock: TcpSocket, side: Side, local: &Local, private: &[u8], timeout_ms: u32) -> Result<Established, Failed> {
-    let deadline = Instant::<Monotonic>::now() + Delta::from_millis(i64::from(timeout_ms));
-    let initiator = matches!(side, Side::Initiator);
-    let (sock, mut h) = match side {
-        Side::Initiator => (sock, boxed(Handshake::initiator(*local, private).map_err(|_| EINVAL)?)?),
-        Side::Responder => run(sock, boxed(Handshake::responder())?, deadline)?,
-        Side::Accepting(h) => (sock, h),
-    };
-    if h.step() == Step::Decide {
-        h.accept(*local, private).map_err(|_| EINVAL)?;
-    }
-    let (sock, h) = run(sock, h, deadline)?;
-    match h.outcome() {
-        Some(Outcome::Connected(conn)) => Ok(Established { sock, conn, peer_private: copy(h.peer_private())?, initiator }),
-        Some(Outcome::Rejected) => Err(Failed::Rejected(copy(h.peer_private())?)),
-        _ => {
-            send_term(&sock, &h);
-            Err(eproto().into())
+    let waiter = Arc::pin_init(pin_init!(Waiter { settled <- new_mutex!(false), cv <- new_condvar!("Waiter::cv") }), GFP_KERNEL_ACCOUNT)?;
+    let ex = Exchange::start(sock, side, local, private, timeout_ms, waiter.clone())?;
+    let mut done = waiter.settled.lock();
+    let mut why = ETIMEDOUT;
+    while !*done {
+        // Bounded by the exchange's deadline too, should its timer not settle it.
+        if let Err(e) = wait_until(&waiter.cv, &mut done, ex.deadline) {
+            why = e;
+            break;
         }
+    }
+    drop(done);
+    // Settled meanwhile: that wins (an answer sent is not undone).
+    ex.finish(why)
+}
+
+/// Told when an exchange settles: the exchange's owner may then [`Exchange::finish`] it
+/// without waiting. Called from the exchange's work with its locks held: it may only take note
+/// or queue work of its own.
+pub(crate) trait OnSettled: Send + Sync {
+    fn settled(&self);
+}
+
+/// The caller of [`establish`], waiting.
+#[pin_data]
+struct Waiter {
+    #[pin]
+    settled: Mutex<bool>,
+    #[pin]
+    cv: CondVar,
+}
+
+impl OnSettled for Waiter {
+    fn settled(&self) {
+        *self.settled.lock() = true;
+        self.cv.notify_all();
     }
 }
 
@@ -86,86 +104,125 @@ fn send_term(sock: &TcpSocket, h: &Handshake) {
     let _ = sock.send_all(&wire);
 }
 
-/// The exchange in progress: what its work and its waiter share.
+/// An MPA exchange in progress, driven by its socket's callbacks and by a timer for its
+/// deadline; it tells its owner when it settles, and [`Exchange::finish`] ends it. The exchange
+/// and its waker hold each other until then: `finish` must follow [`Exchange::start`].
 #[pin_data]
-struct Exchange {
-    /// Taken out (and dropped) by the waiter once it stops waiting, which breaks the cycle the
-    /// waker's reference makes. The work holds it while it runs. Taken before `progress`.
+pub(crate) struct Exchange {
+    /// Taken out (and dropped) by `finish`, which breaks the cycle the waker's reference makes.
+    /// The work holds it while it runs. Taken before `progress`.
     #[pin]
     waker: Mutex<Option<Waker<Exchange>>>,
     #[pin]
     progress: Mutex<Progress>,
-    /// Signalled when the exchange settles.
-    #[pin]
-    settled: CondVar,
+    on_settled: Arc<dyn OnSettled>,
+    /// It settles with ETIMEDOUT if not settled by then.
+    deadline: Instant<Monotonic>,
 }
 
 struct Progress {
-    /// Both `Some` until the waiter takes them back.
+    /// Both `Some` until `finish` takes them back.
     sock: Option<TcpSocket>,
     h: Option<KBox<Handshake>>,
-    /// The handshake is to decide or done (Ok), or the connection failed.
+    /// We sent the request.
+    initiator: bool,
+    /// What a responder answers with, once the request is in.
+    local: Local,
+    private: KVec<u8>,
+    /// Done (Ok) or failed; `None` while in progress.
     settled: Option<Result>,
+}
+
+impl Exchange {
+    /// Starts the MPA exchange on `sock` as `side`, asking for `local` with `private` data
+    /// (a responder, once the request is in), all of it within `timeout_ms`; `on_settled` is
+    /// told when it is done or failed.
+    pub(crate) fn start(sock: TcpSocket, side: Side, local: &Local, private: &[u8], timeout_ms: u32, on_settled: Arc<dyn OnSettled>) -> Result<Arc<Exchange>> {
+        let initiator = matches!(side, Side::Initiator);
+        let h = match side {
+            Side::Initiator => boxed(Handshake::initiator(*local, private).map_err(|_| EINVAL)?)?,
+            Side::Responder => boxed(Handshake::responder())?,
+            Side::Accepting(h) => h,
+        };
+        let progress = Progress { sock: Some(sock), h: Some(h), initiator, local: *local, private: copy(private)?, settled: None };
+        let deadline = Instant::<Monotonic>::now() + Delta::from_millis(i64::from(timeout_ms));
+        let ex = Arc::pin_init(pin_init!(Exchange { waker <- new_mutex!(None), progress <- new_mutex!(progress), on_settled, deadline }), GFP_KERNEL_ACCOUNT)?;
+        {
+            let mut slot = ex.waker.lock();
+            let p = ex.progress.lock();
+            let sock = p.sock.as_ref().ok_or(EINVAL)?;
+            // SAFETY: the socket stays in `progress` until the waker is gone (`finish`). Its
+            // first run, at once, waits for both locks.
+            *slot = Some(unsafe { Waker::install(sock, ex.clone())? });
+        }
+        Ok(ex)
+    }
+
+    /// Ends the exchange: its waker goes (a running work finishes first) and what it produced
+    /// is returned. If it had not settled, it fails with `why` (its owner gave up); if it had,
+    /// that wins.
+    pub(crate) fn finish(&self, why: Error) -> Result<Established, Failed> {
+        let waker = self.waker.lock().take();
+        drop(waker);
+        let mut p = self.progress.lock();
+        let settled = p.settled.take().unwrap_or(Err(why));
+        let (sock, h, initiator) = (p.sock.take().ok_or(EINVAL)?, p.h.take().ok_or(EINVAL)?, p.initiator);
+        drop(p);
+        settled?;
+        match h.outcome() {
+            Some(Outcome::Connected(conn)) => Ok(Established { sock, conn, peer_private: copy(h.peer_private())?, initiator }),
+            Some(Outcome::Rejected) => Err(Failed::Rejected(copy(h.peer_private())?)),
+            _ => {
+                send_term(&sock, &h);
+                Err(eproto().into())
+            }
+        }
+    }
+}
+
+impl Progress {
+    /// Goes as far as the connection allows: false while waiting for the peer, true once done.
+    /// A responder answers as soon as the request is in.
+    fn advance(&mut self) -> Result<bool> {
+        let (Some(sock), Some(h)) = (&self.sock, &mut self.h) else { return Err(EINVAL) };
+        if !sock.connected()? {
+            return Ok(false);
+        }
+        loop {
+            if !advance(sock, h)? {
+                return Ok(false);
+            }
+            if h.step() != Step::Decide {
+                return Ok(true);
+            }
+            h.accept(self.local, &self.private).map_err(|_| EINVAL)?;
+        }
+    }
 }
 
 impl OnWake for Exchange {
     fn on_wake(&self) {
         let waker = self.waker.lock();
-        if waker.is_none() {
+        let Some(w) = waker.as_ref() else { return };
+        let mut p = self.progress.lock();
+        if p.settled.is_some() {
             return;
         }
-        let mut p = self.progress.lock();
-        let Progress { sock: Some(sock), h: Some(h), settled: settled @ None } = &mut *p else { return };
-        let r = match sock.connected() {
-            Ok(false) => return,
-            Ok(true) => advance(sock, h),
-            Err(e) => Err(e),
-        };
-        *settled = match r {
-            Ok(false) => return,
+        p.settled = match p.advance() {
             Ok(true) => Some(Ok(())),
+            Ok(false) => {
+                let left = (self.deadline - Instant::now()).as_millis();
+                if left > 0 {
+                    // Called again when the peer acts, or at the deadline.
+                    w.later(u32::try_from(left).unwrap_or(u32::MAX));
+                    return;
+                }
+                Some(Err(ETIMEDOUT))
+            }
             Err(e) => Some(Err(e)),
         };
-        self.settled.notify_all();
+        self.on_settled.settled();
     }
-}
-
-/// Runs `h` on `sock` until it is to decide or done, by `deadline` (ETIMEDOUT), or a signal
-/// (EINTR). The connection closes on failure.
-fn run(sock: TcpSocket, h: KBox<Handshake>, deadline: Instant<Monotonic>) -> Result<(TcpSocket, KBox<Handshake>)> {
-    let progress = Progress { sock: Some(sock), h: Some(h), settled: None };
-    let ex = Arc::pin_init(
-        pin_init!(Exchange {
-            waker <- new_mutex!(None),
-            progress <- new_mutex!(progress),
-            settled <- new_condvar!("Exchange::settled"),
-        }),
-        GFP_KERNEL_ACCOUNT,
-    )?;
-    let outcome = {
-        let mut slot = ex.waker.lock();
-        let mut p = ex.progress.lock();
-        let sock = p.sock.as_ref().ok_or(EINVAL)?;
-        // SAFETY: the socket stays in `progress` until the waker is gone (below). Its first
-        // run, at once, waits for both locks.
-        *slot = Some(unsafe { Waker::install(sock, ex.clone())? });
-        drop(slot);
-        loop {
-            if let Some(r) = p.settled.take() {
-                break r;
-            }
-            if let Err(e) = wait_until(&ex.settled, &mut p, deadline) {
-                // Settled meanwhile: that wins (an answer sent is not undone).
-                break p.settled.take().unwrap_or(Err(e));
-            }
-        }
-    };
-    // Waits out a running work; the work's reference to the exchange goes with the waker.
-    let waker = ex.waker.lock().take();
-    drop(waker);
-    outcome?;
-    let mut p = ex.progress.lock();
-    Ok((p.sock.take().ok_or(EINVAL)?, p.h.take().ok_or(EINVAL)?))
 }
 
 /// Waits on `cv` (releasing `guard` meanwhile) until signalled: ETIMEDOUT if `deadline` has
