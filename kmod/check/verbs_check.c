@@ -32,7 +32,7 @@ static int checks, failures;
 /* Receives posted, and how they completed. */
 struct receives {
 	struct ib_cqe cqe;
-	struct ib_qp *qp;
+	struct ib_qp *qp, *second;
 	int flushed;
 	int other;
 	struct completion each;
@@ -104,7 +104,7 @@ static void check(struct ib_device *dev)
 	struct receives r = { .cqe.done = recv_done };
 	struct ib_qp_init_attr init;
 	struct ib_qp_attr attr;
-	struct ib_qp *qp;
+	struct ib_qp *qp, *second;
 	struct ib_cq *cq, *big;
 	struct ib_pd *pd;
 	u64 addr;
@@ -135,6 +135,11 @@ static void check(struct ib_device *dev)
 	if (IS_ERR(qp))
 		goto cq;
 	r.qp = qp;
+	second = create_qp(pd, cq, IB_QPT_RC, 8, 2, 0);
+	CHECK(!IS_ERR(second) && qp->qp_num && second->qp_num && second->qp_num != qp->qp_num,
+	      "QPs are numbered, each its own number (%u, %u)", qp->qp_num, IS_ERR(second) ? 0 : second->qp_num);
+	if (!IS_ERR(second))
+		ib_destroy_qp(second);
 	memset(&attr, 0, sizeof(attr));
 	CHECK(!ib_query_qp(qp, &attr, IB_QP_STATE | IB_QP_CAP, &init) && attr.qp_state == IB_QPS_RESET &&
 		      attr.cap.max_send_wr == 8 && attr.cap.max_recv_wr == 8 && attr.cap.max_recv_sge == 2,

@@ -36,6 +36,11 @@ struct iwarp_ibpd {
 struct iwarp_ibcq {
 	struct ib_cq base;
 	void *rust;
+	/*
+	 * Calls the consumer's handler in softirq context, after the engine's locks are released
+	 * (a handler may post to the QP whose completion woke it).
+	 */
+	struct work_struct notify;
 };
 
 struct iwarp_ibqp {
@@ -208,31 +213,45 @@ static int iwarp_dereg_mr(struct ib_mr *mr, struct ib_udata *udata)
 	return rv;
 }
 
+static void iwarp_cq_notify(struct work_struct *work)
+{
+	struct ib_cq *cq = &container_of(work, struct iwarp_ibcq, notify)->base;
+
+	if (cq->comp_handler)
+		cq->comp_handler(cq, cq->cq_context);
+}
+
 static int iwarp_create_cq(struct ib_cq *cq, const struct ib_cq_init_attr *attr, struct uverbs_attr_bundle *attrs)
 {
+	struct iwarp_ibcq *icq = container_of(cq, struct iwarp_ibcq, base);
 	u32 entries = attr->cqe;
+	int rv;
 
 	if (attrs || attr->flags)
 		return -EOPNOTSUPP;
 	if (attr->comp_vector >= cq->device->num_comp_vectors)
 		return -EINVAL;
-	cq->cqe = 0;
-	if (iwarp_verbs->create_cq(dev_rust(cq->device), cq, &entries, &container_of(cq, struct iwarp_ibcq, base)->rust))
-		return -EINVAL;
+	INIT_WORK(&icq->notify, iwarp_cq_notify);
+	rv = iwarp_verbs->create_cq(dev_rust(cq->device), cq, &entries, &icq->rust);
+	if (rv)
+		return rv;
 	cq->cqe = entries;
 	return 0;
 }
 
 static int iwarp_destroy_cq(struct ib_cq *cq, struct ib_udata *udata)
 {
-	iwarp_verbs->destroy_cq(cq_rust(cq));
+	struct iwarp_ibcq *icq = container_of(cq, struct iwarp_ibcq, base);
+
+	/* Rust queues no notification after this; one queued before is waited out. */
+	iwarp_verbs->destroy_cq(icq->rust);
+	cancel_work_sync(&icq->notify);
 	return 0;
 }
 
 void iwarp_shim_ib_cq_notify(struct ib_cq *cq)
 {
-	if (cq->comp_handler)
-		cq->comp_handler(cq, cq->cq_context);
+	queue_work(system_bh_wq, &container_of(cq, struct iwarp_ibcq, base)->notify);
 }
 
 static int iwarp_poll_cq(struct ib_cq *cq, int num, struct ib_wc *wc)
@@ -293,6 +312,7 @@ static int iwarp_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struc
 	init->cap.max_send_sge = a.max_send_sge;
 	init->cap.max_recv_sge = a.max_recv_sge;
 	init->cap.max_inline_data = a.max_inline;
+	qp->qp_num = a.qpn;
 	return 0;
 }
 

@@ -253,6 +253,8 @@ struct iwarp_ib_qp_attr {
 	u32 max_recv_sge;
 	u32 max_inline;
 	u32 state;
+	/* The QP's number (create_qp answers it). */
+	u32 qpn;
 };
 /* Rust's side of the verbs; each returns 0 or a negative errno unless it says otherwise. */
 struct iwarp_ib_verbs {
@@ -277,7 +279,7 @@ struct iwarp_ib_verbs {
 	/* The device is gone (its dealloc_driver): drop @dev. */
 	void (*dev_free)(void *dev);
 };
-/* Calls @ibcq's completion handler (the consumer's), if it has one. */
+/* Calls @ibcq's completion handler (the consumer's), if it has one, soon (in softirq context). */
 void iwarp_shim_ib_cq_notify(struct ib_cq *ibcq);
 int iwarp_shim_ib_register(const struct iwarp_ib_callbacks *cb, const struct iwarp_ib_verbs *verbs,
 			   const struct iwarp_ib_limits *limits);

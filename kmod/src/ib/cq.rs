@@ -2,7 +2,9 @@
 
 //! The RDMA core's completion queues: completions wait in kernel memory until the consumer
 //! polls them (`poll_cq`, as `ib_wc` entries naming their `ib_qp`), and the consumer's
-//! completion handler is called for the next one once it armed the CQ (`req_notify_cq`).
+//! completion handler is called for the next one once it armed the CQ (`req_notify_cq`), in
+//! softirq context soon after (the shim's work): never inside the engine's locks, since a
+//! handler may post to the QP that completed.
 
 use crate::cq::{CompletionQueue, Overrun};
 use crate::ffi;
@@ -30,6 +32,8 @@ struct Entry {
 struct State {
     entries: Fifo<Entry>,
     armed: Armed,
+    /// The RDMA core destroyed the CQ: nothing is kept or notified any more.
+    destroyed: bool,
 }
 
 #[pin_data]
@@ -51,16 +55,19 @@ impl IbCq {
         }
         let entries = Fifo::new(entries as usize)?;
         Arc::pin_init(
-            pin_init!(IbCq { ibcq: ibcq as usize, users: AtomicU32::new(0), state <- new_spinlock_bh!(State { entries, armed: Armed::No }, "IbCq::state") }),
+            pin_init!(IbCq { ibcq: ibcq as usize, users: AtomicU32::new(0), state <- new_spinlock_bh!(State { entries, armed: Armed::No, destroyed: false }, "IbCq::state") }),
             GFP_KERNEL,
         )
     }
 
-    /// Keeps `c` of the RDMA core's QP `ibqp`; calls the consumer's handler if it armed the
-    /// CQ for it (outside the CQ's lock: the handler may poll).
+    /// Keeps `c` of the RDMA core's QP `ibqp`; has the consumer's handler called if it armed
+    /// the CQ for it.
     fn push_for(&self, ibqp: usize, c: &Completion) -> Result<(), Overrun> {
         let notify = {
             let mut st = self.state.lock();
+            if st.destroyed {
+                return Ok(());
+            }
             st.entries.push(Entry { c: *c, ibqp }).map_err(|_| Overrun)?;
             let notify = match st.armed {
                 Armed::No => false,
@@ -73,11 +80,32 @@ impl IbCq {
             notify
         };
         if notify {
-            // SAFETY: the RDMA core destroys its CQ only after every QP reporting to it, and
-            // the CQ's handler may be called in any context a completion arrives in.
+            // SAFETY: the RDMA core's CQ lives until `destroy` has returned and the shim has
+            // waited out the notification this queues (a push after `destroy` queues none).
             unsafe { ffi::iwarp_shim_ib_cq_notify(self.ibcq as *mut ffi::ib_cq) };
         }
         Ok(())
+    }
+
+    /// The RDMA core destroys the CQ: later pushes (none are expected: its QPs are gone) are
+    /// dropped and notify nobody.
+    pub(super) fn destroy(&self) {
+        let mut st = self.state.lock();
+        st.destroyed = true;
+        st.armed = Armed::No;
+    }
+
+    /// Drops the completions of the RDMA core's QP `ibqp`, which is being destroyed (they would
+    /// name it after it is freed).
+    fn purge(&self, ibqp: usize) {
+        let mut st = self.state.lock();
+        for _ in 0..st.entries.len() {
+            let Some(e) = st.entries.pop() else { break };
+            if e.ibqp != ibqp {
+                // Room: one was just taken.
+                let _ = st.entries.push(e);
+            }
+        }
     }
 
     /// Moves the oldest completions into `out`; returns how many.
@@ -141,6 +169,11 @@ pub(super) struct QpCq {
 impl QpCq {
     pub(super) fn new(cq: Arc<IbCq>, ibqp: *mut ffi::ib_qp) -> Result<Arc<QpCq>> {
         Ok(Arc::new(QpCq { cq, ibqp: ibqp as usize }, GFP_KERNEL)?)
+    }
+
+    /// Drops what the QP completed that was not polled: the QP is being destroyed.
+    pub(super) fn purge(&self) {
+        self.cq.purge(self.ibqp);
     }
 }
 

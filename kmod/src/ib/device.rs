@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! One device's side of the engine: the protection domains and regions of the device's kernel
-//! consumers (one table: they are all the kernel), the handles its QPs stamp into completions,
-//! and where their asynchronous events go. The RDMA core's device holds it from creation until
+//! consumers (one table: they are all the kernel), its QPs by number (the connection manager
+//! finds a QP by it), and where their asynchronous events go. The RDMA core's device holds it from creation until
 //! its `dealloc_driver`.
 
 use crate::events::AsyncEvents;
+use crate::ffi;
+use crate::handles::Handles;
 use crate::mr::MrTable;
+use crate::qp::QueuePair;
 use crate::sync::{new_spinlock_bh, SpinLockBh};
-use crate::verbs::access;
-use core::sync::atomic::{AtomicU32, Ordering};
+use crate::verbs::{access, MAX_QP};
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
@@ -24,8 +26,9 @@ pub(crate) struct IbDevice {
     /// How QPs ended. The RDMA core's QP event handlers are not called yet: events are kept
     /// here (the oldest ones when it is full), for the connection manager to come.
     pub(super) events: Arc<SpinLockBh<AsyncEvents>>,
-    /// The next QP's handle.
-    next_qp: AtomicU32,
+    /// The RDMA core's QPs (`ib_qp`) by number: the engine QP's handle, below 2^24.
+    #[pin]
+    qps: Mutex<Handles<usize>>,
 }
 
 /// The RDMA core's access flags that are region rights (the same bits as [`access`]).
@@ -35,7 +38,7 @@ impl IbDevice {
     pub(crate) fn new() -> Result<Arc<IbDevice>> {
         let mrs = Arc::pin_init(new_spinlock_bh!(MrTable::new(), "IbDevice::mrs"), GFP_KERNEL)?;
         let events = Arc::pin_init(new_spinlock_bh!(AsyncEvents::new()?, "IbDevice::events"), GFP_KERNEL)?;
-        Arc::pin_init(try_pin_init!(IbDevice { mrs, lifecycle <- new_mutex!(()), events, next_qp: AtomicU32::new(0) }), GFP_KERNEL)
+        Arc::pin_init(try_pin_init!(IbDevice { mrs, lifecycle <- new_mutex!(()), events, qps <- new_mutex!(Handles::new(MAX_QP)) }), GFP_KERNEL)
     }
 
     pub(super) fn alloc_pd(&self) -> Result<u32> {
@@ -68,8 +71,16 @@ impl IbDevice {
         Ok(())
     }
 
-    /// A handle for a new QP.
-    pub(super) fn next_qp(&self) -> u32 {
-        self.next_qp.fetch_add(1, Ordering::Relaxed)
+    /// Lists the RDMA core's `ibqp` under the number of the QP `make` makes with it.
+    pub(super) fn list_qp(&self, ibqp: *mut ffi::ib_qp, make: impl FnOnce(u32) -> Result<Arc<QueuePair>>) -> Result<Arc<QueuePair>> {
+        let mut qps = self.qps.lock();
+        let qp = make(qps.next_handle()?)?;
+        qps.insert(ibqp as usize)?;
+        Ok(qp)
+    }
+
+    /// The QP numbered `number` is destroyed.
+    pub(super) fn forget_qp(&self, number: u32) {
+        let _ = self.qps.lock().remove(number);
     }
 }

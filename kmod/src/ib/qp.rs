@@ -17,6 +17,8 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 pub(crate) struct KernelQp {
+    /// Its device, which lists it by number.
+    dev: Arc<IbDevice>,
     qp: Arc<QueuePair>,
     send_cq: Arc<QpCq>,
     recv_cq: Arc<QpCq>,
@@ -32,7 +34,7 @@ pub(crate) struct KernelQp {
 impl KernelQp {
     /// A QP as `attr` asks, for the RDMA core's `ibqp`; `attr` gets the sizes given. Only
     /// reliable connections without a shared receive queue or inline data.
-    pub(super) fn new(dev: &IbDevice, ibqp: *mut ffi::ib_qp, attr: &mut ffi::iwarp_ib_qp_attr, send_cq: Arc<IbCq>, recv_cq: Arc<IbCq>) -> Result<KernelQp> {
+    pub(super) fn new(dev: Arc<IbDevice>, ibqp: *mut ffi::ib_qp, attr: &mut ffi::iwarp_ib_qp_attr, send_cq: Arc<IbCq>, recv_cq: Arc<IbCq>) -> Result<KernelQp> {
         if !attr.rc || attr.srq {
             return Err(eopnotsupp());
         }
@@ -46,17 +48,11 @@ impl KernelQp {
         }
         let (send_cq, recv_cq) = (QpCq::new(send_cq, ibqp)?, QpCq::new(recv_cq, ibqp)?);
         let limits = Limits { max_recv_wr: attr.max_recv_wr, max_send_wr: attr.max_send_wr, max_sge: sge, max_inline: 0, ring_entries: None };
-        let qp = QueuePair::new(
-            dev.next_qp(),
-            attr.pd,
-            dev.mrs.clone(),
-            dev.events.clone(),
-            Attached::new(send_cq.clone()),
-            Attached::new(recv_cq.clone()),
-            limits,
-        )?;
-        (attr.max_send_sge, attr.max_recv_sge) = (sge, sge);
+        let (send, recv) = (Attached::new(send_cq.clone()), Attached::new(recv_cq.clone()));
+        let qp = dev.list_qp(ibqp, |number| QueuePair::new(number, attr.pd, dev.mrs.clone(), dev.events.clone(), send, recv, limits))?;
+        (attr.max_send_sge, attr.max_recv_sge, attr.qpn) = (sge, sge, qp.handle());
         Ok(KernelQp {
+            dev,
             qp,
             send_cq,
             recv_cq,
@@ -134,9 +130,8 @@ impl KernelQp {
             }
         }
         let flushed = Completion { wr_id, status: Status::Flushed, op, qp: self.qp.handle(), ..Completion::default() };
-        // A full CQ loses the entry, as the engine's own flushes do.
-        let _ = crate::cq::CompletionQueue::push(cq, &flushed);
-        Ok(())
+        // A full CQ cannot take it: the request is refused, so nobody waits for it.
+        crate::cq::CompletionQueue::push(cq, &flushed).map_err(|_| ENOMEM)
     }
 
     /// The engine's request for `w`: EINVAL for an opcode or flag not supported (inline data,
@@ -172,6 +167,9 @@ impl KernelQp {
 impl Drop for KernelQp {
     fn drop(&mut self) {
         self.qp.close();
+        self.send_cq.purge();
+        self.recv_cq.purge();
+        self.dev.forget_qp(self.qp.handle());
     }
 }
 

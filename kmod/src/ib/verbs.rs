@@ -135,7 +135,8 @@ unsafe extern "C" fn create_cq(_dev: *mut c_void, ibcq: *mut ffi::ib_cq, entries
 /// See above; the CQ is not used after.
 unsafe extern "C" fn destroy_cq(cq: *mut c_void) {
     // SAFETY: see above: this takes back the CQ's reference (the QPs' are gone).
-    drop(unsafe { <Arc<IbCq> as ForeignOwnable>::from_foreign(cq) });
+    let cq = unsafe { <Arc<IbCq> as ForeignOwnable>::from_foreign(cq) };
+    cq.destroy();
 }
 
 /// # Safety
@@ -173,7 +174,7 @@ unsafe extern "C" fn create_qp(dev: *mut c_void, ibqp: *mut ffi::ib_qp, attr: *m
     let (send_cq, recv_cq) = unsafe { (cq(attr.send_cq).into(), cq(attr.recv_cq).into()) };
     // SAFETY: see above.
     let dev = unsafe { device(dev) };
-    let made = KernelQp::new(&dev, ibqp, attr, send_cq, recv_cq).and_then(|q| KBox::new(q, GFP_KERNEL).map_err(Into::into));
+    let made = KernelQp::new(dev.into(), ibqp, attr, send_cq, recv_cq).and_then(|q| KBox::new(q, GFP_KERNEL).map_err(Into::into));
     match made {
         Ok(q) => {
             // SAFETY: see above.
