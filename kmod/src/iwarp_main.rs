@@ -31,6 +31,7 @@ mod fifo;
 mod frags;
 mod handles;
 mod ib;
+mod kernel_memory;
 mod listen;
 mod mr;
 mod pinned;

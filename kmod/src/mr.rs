@@ -12,6 +12,7 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use crate::handles::Handles;
+use crate::kernel_memory;
 use crate::pinned::PinnedPages;
 use crate::sync::SpinLockBh;
 use crate::verbs::{access, MAX_MR, MAX_MR_SIZE, MAX_PD};
@@ -47,19 +48,32 @@ enum Memory {
     Pinned(Arc<PinnedPages>),
     /// All kernel memory by kernel virtual address: the RDMA core's DMA region (`get_dma_mr`),
     /// with which a kernel consumer names its own buffers (under virtual DMA a DMA address is a
-    /// kernel virtual one). Nothing is placed into or sent from it yet: a kernel QP connects
-    /// only through the connection manager, which is not built (docs/device-model.md).
+    /// kernel virtual one). The consumer owns the memory and keeps it while it is in use, as
+    /// with any RNIC's DMA; the region is never invalidated.
     KernelVirtual,
 }
 
 impl Memory {
-    /// The pinned pages, or `Fault::Access` for memory that is not placed into or sent from.
+    /// The pinned pages, or `Fault::Access` for kernel memory (which has none to count or hold).
     fn pages(&self) -> Result<&Arc<PinnedPages>, Fault> {
         match self {
             Memory::Pinned(p) => Ok(p),
             Memory::KernelVirtual => Err(Fault::Access),
         }
     }
+}
+
+/// What an access reaches, checked: pinned pages (held) and the offset in them, or kernel
+/// memory at a kernel virtual address.
+pub(crate) enum Reach {
+    Pinned(Arc<PinnedPages>, u64),
+    Kernel(u64),
+}
+
+/// Where a placement lands (the pages held by the placement).
+enum At<'a> {
+    Pinned(&'a PinnedPages, u64),
+    Kernel(u64),
 }
 
 /// One registered buffer.
@@ -245,23 +259,36 @@ impl<'a> Domain<'a> {
         self.with(stag, |mr| mr.offset(addr, len, need).map(drop))
     }
 
-    /// The pinned pages behind `[addr, addr + len)` of region `stag` (`need` rights required)
-    /// and the range's offset in them: to send from by reference, or to copy into.
-    pub(crate) fn pages(&self, stag: u32, addr: u64, len: u64, need: u32) -> Result<(Arc<PinnedPages>, u64), Fault> {
-        self.with(stag, |mr| Ok((mr.memory.pages()?.clone(), mr.offset(addr, len, need)?)))
+    /// What `[addr, addr + len)` of region `stag` is (`need` rights required): to send from.
+    pub(crate) fn reach(&self, stag: u32, addr: u64, len: u64, need: u32) -> Result<Reach, Fault> {
+        self.with(stag, |mr| {
+            let off = mr.offset(addr, len, need)?;
+            Ok(match &mr.memory {
+                Memory::Pinned(pages) => Reach::Pinned(pages.clone(), off),
+                Memory::KernelVirtual => Reach::Kernel(off),
+            })
+        })
     }
 
     /// Places `len` octets at `addr` of region `stag` (`need` rights required) with `place`,
-    /// given the region's pages and the offset there. The region cannot be invalidated or
-    /// deregistered under the placement (both wait for it to end).
-    fn placing<R>(&self, stag: u32, addr: u64, len: u64, need: u32, place: impl FnOnce(&PinnedPages, u64) -> Result<R>) -> Result<R, Fault> {
-        let (pages, off) = self.with(stag, |mr| {
+    /// given where they land. Pinned pages cannot be invalidated or deregistered under the
+    /// placement (both wait for it to end).
+    fn placing<R>(&self, stag: u32, addr: u64, len: u64, need: u32, place: impl FnOnce(At<'_>) -> Result<R>) -> Result<R, Fault> {
+        let reach = self.with(stag, |mr| {
             let off = mr.offset(addr, len, need)?;
-            let pages = mr.memory.pages()?;
-            pages.begin_placing();
-            Ok((pages.clone(), off))
+            Ok(match &mr.memory {
+                Memory::Pinned(pages) => {
+                    pages.begin_placing();
+                    Reach::Pinned(pages.clone(), off)
+                }
+                Memory::KernelVirtual => Reach::Kernel(off),
+            })
         })?;
-        let r = place(&pages, off).map_err(|_| Fault::Access);
+        let (pages, off) = match reach {
+            Reach::Kernel(addr) => return place(At::Kernel(addr)).map_err(|_| Fault::Access),
+            Reach::Pinned(pages, off) => (pages, off),
+        };
+        let r = place(At::Pinned(&pages, off)).map_err(|_| Fault::Access);
         pages.end_placing();
         // Placements run with bottom halves off: a deregistration meanwhile leaves the
         // unpinning to a work item.
@@ -272,13 +299,22 @@ impl<'a> Domain<'a> {
     /// Places `src` into region `stag` at `addr` (`need` rights required, which must include a
     /// write right).
     pub(crate) fn write(&self, stag: u32, addr: u64, src: &[u8], need: u32) -> Result<(), Fault> {
-        self.placing(stag, addr, src.len() as u64, need, |pages, off| pages.copy_from(off, src))
+        self.placing(stag, addr, src.len() as u64, need, |at| match at {
+            // SAFETY: `at` is what the RDMA core's consumer named through its DMA region, which
+            // it keeps valid while a work request or an STag it gave the peer names it.
+            At::Kernel(addr) => unsafe { kernel_memory::copy_to(addr, src) },
+            At::Pinned(pages, off) => pages.copy_from(off, src),
+        })
     }
 
     /// Runs atomic operation `op` on the 64-bit value at `addr` (8-aligned) of region `stag`
     /// (`need` rights required, which must include a write right) and returns the value before.
     pub(crate) fn atomic(&self, stag: u32, addr: u64, need: u32, op: impl Fn(u64) -> u64) -> Result<u64, Fault> {
-        self.placing(stag, addr, 8, need, |pages, off| pages.update_u64(off, op))
+        self.placing(stag, addr, 8, need, |at| match at {
+            // SAFETY: as in `write`.
+            At::Kernel(addr) => unsafe { kernel_memory::update_u64(addr, op) },
+            At::Pinned(pages, off) => pages.update_u64(off, op),
+        })
     }
 
     /// Whether `stag` names a valid region of this domain.

@@ -8,7 +8,8 @@
 //! less than referencing pages and lets their work requests complete at once.
 
 use crate::frags::{Arena, PageFrag};
-use crate::mr::Domain;
+use crate::kernel_memory;
+use crate::mr::{Domain, Reach};
 use crate::pinned::PinnedPages;
 use crate::proto::tx::Payload;
 use crate::verbs::{Sge, MAX_SGE};
@@ -20,11 +21,10 @@ use kernel::uaccess::{UserPtr, UserSlice};
 /// Payloads this long or longer are sent from the registered pages.
 pub(super) const ZERO_COPY_MIN: u64 = 4096;
 
-/// A piece of a registered region to send from, checked: its pinned pages (held, so the region
-/// may be deregistered meanwhile) and the range in them.
+/// A piece of a registered region to send from, checked: where it is (pinned pages held, so
+/// the region may be deregistered meanwhile, or kernel memory) and its length.
 struct Source {
-    pages: Arc<PinnedPages>,
-    off: u64,
+    reach: Reach,
     len: u64,
 }
 
@@ -42,8 +42,8 @@ impl Sources {
         let mut src = Sources { parts: core::array::from_fn(|_| None), n: 0 };
         for s in sges.iter().filter(|s| s.length != 0) {
             let slot = src.parts.get_mut(src.n).ok_or(EINVAL)?;
-            let (pages, off) = mrs.pages(s.lkey, s.addr, u64::from(s.length), need).map_err(|_| EINVAL)?;
-            *slot = Some(Source { pages, off, len: u64::from(s.length) });
+            let reach = mrs.reach(s.lkey, s.addr, u64::from(s.length), need).map_err(|_| EINVAL)?;
+            *slot = Some(Source { reach, len: u64::from(s.length) });
             src.n += 1;
         }
         Ok(src)
@@ -70,18 +70,24 @@ impl OutPayload {
     }
 
     /// The octets `sources` name: referenced from [`ZERO_COPY_MIN`] octets on unless `copy`
-    /// says otherwise, copied below that.
+    /// says otherwise (or some lie in kernel memory, which is always copied: its consumer may
+    /// reuse it once the request completes), copied below that.
     pub(super) fn gather(sources: &Sources, copy: bool) -> Result<OutPayload> {
         let mut p = OutPayload::empty();
         let parts = || sources.parts[..sources.n].iter().flatten();
         p.len = parts().map(|s| s.len).sum();
-        p.by_reference = !copy && p.len >= ZERO_COPY_MIN;
+        let pinned = parts().all(|s| matches!(s.reach, Reach::Pinned(..)));
+        p.by_reference = !copy && pinned && p.len >= ZERO_COPY_MIN;
         for s in parts() {
-            if p.by_reference {
-                s.pages.frags(s.off, s.len, |f| push(&mut p.frags, f))?;
-                p.pinned.push(s.pages.clone(), GFP_KERNEL_ACCOUNT)?;
-            } else {
-                p.copy_in(s.len, |at, dst| s.pages.copy_to(s.off + at, dst))?;
+            match &s.reach {
+                Reach::Pinned(pages, off) if p.by_reference => {
+                    pages.frags(*off, s.len, |f| push(&mut p.frags, f))?;
+                    p.pinned.push(pages.clone(), GFP_KERNEL_ACCOUNT)?;
+                }
+                Reach::Pinned(pages, off) => p.copy_in(s.len, |at, dst| pages.copy_to(off + at, dst))?,
+                // SAFETY: the RDMA core's consumer named this memory through its DMA region for
+                // this request, and keeps it until the request completes.
+                Reach::Kernel(addr) => p.copy_in(s.len, |at, dst| unsafe { kernel_memory::copy_from(addr + at, dst) })?,
             }
         }
         Ok(p)
