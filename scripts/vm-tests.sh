@@ -437,9 +437,11 @@ ib_link() {
         want rdma link add iw0 type iwarp netdev $IWARP_IF'
 }
 
-# The kernel verbs, through the RDMA core, on ib-link-A's device (kmod/check/verbs_check.c).
+# The kernel verbs and connections through iw_cm, through the RDMA core, on ib-link-A's device
+# (kmod/check/verbs_check.c): its QPs connect to its own address.
 ib_verbs() {
-    vm_run A "insmod ${ko%/*}/iwarp_verbs_check.ko device=iw0; rc=\$?
+    vm_run A "a=\$(ip -4 -o addr show \$IWARP_IF | awk '{print \$4}' | cut -d/ -f1)
+        insmod ${ko%/*}/iwarp_verbs_check.ko device=iw0 addr=\$a port=$PORT; rc=\$?
         dmesg | grep -E 'iwarp_verbs_check: ' | sed 's/^\[[ 0-9.]*\] //'
         [ \$rc = 0 ] && rmmod iwarp_verbs_check"
 }

@@ -3,23 +3,38 @@
  * iwarp_verbs_check.ko: uses an iwarp.ko device of the kernel's RDMA core as a kernel service
  * would (src/ib/), through the RDMA core's own calls: protection domain with its DMA region,
  * CQ polled in softirq, QP, receives posted, bad work requests and attributes refused with
- * errnos, the error state and ib_drain_qp, flushed completions. The devices count as no kernel
- * verbs provider until the connection manager works, so no service binds to them: this module
- * is a client that asks to be offered those too, and checks the one named (device=NAME). Each
- * check is a KTAP line in the kernel log; loading fails (EIO) if any check failed.
+ * errnos, the error state and ib_drain_qp, flushed completions; then (addr=IP, the device's
+ * netdev's address) connections through iw_cm to that address: a reject, an accept, a Send,
+ * an RDMA Write and an RDMA Read between kernel buffers, a disconnect. The devices count as no
+ * kernel verbs provider until fast registration works, so no service binds to them: this
+ * module is a client that asks to be offered those too, and checks the one named
+ * (device=NAME). Each check is a KTAP line in the kernel log; loading fails (EIO) if any check
+ * failed.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/completion.h>
+#include <linux/delay.h>
+#include <linux/inet.h>
 #include <linux/module.h>
 #include <linux/slab.h>
+#include <linux/wait.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/iw_cm.h>
 
 static char *device = "iw0";
 module_param(device, charp, 0444);
 MODULE_PARM_DESC(device, "The RDMA core device to check (an iwarp.ko link)");
+static char *addr = "";
+module_param(addr, charp, 0444);
+MODULE_PARM_DESC(addr, "The device's netdev's IPv4 address: connections are made to it (none: not checked)");
+static int port = 7500;
+module_param(port, int, 0444);
+MODULE_PARM_DESC(port, "The port its listener takes");
 
 static int checks, failures;
+static struct ib_qp_attr attr_scratch;
+static struct ib_qp_init_attr init_scratch;
 
 #define CHECK(cond, fmt, ...)                                                            \
 	do {                                                                             \
@@ -181,6 +196,248 @@ pd:
 	ib_dealloc_pd(pd);
 }
 
+/* --- connections through iw_cm, on one device: a listener and a client toward its own address --- */
+
+/* One end's events as iw_cm hands them over. */
+struct end {
+	wait_queue_head_t wq;
+	int count[IW_CM_EVENT_CLOSE + 1];
+	int status[IW_CM_EVENT_CLOSE + 1];
+	char private[32];
+	int private_len;
+	u8 ird, ord;
+	struct iw_cm_id *child;
+};
+
+static int cm_handler(struct iw_cm_id *id, struct iw_cm_event *ev)
+{
+	struct end *e = id->context;
+
+	if (ev->event == IW_CM_EVENT_CONNECT_REQUEST)
+		e->child = id;
+	if (ev->event == IW_CM_EVENT_CONNECT_REQUEST || ev->event == IW_CM_EVENT_CONNECT_REPLY) {
+		e->private_len = min_t(int, ev->private_data_len, sizeof(e->private));
+		memcpy(e->private, ev->private_data, e->private_len);
+		e->ird = ev->ird;
+		e->ord = ev->ord;
+	}
+	e->status[ev->event] = ev->status;
+	e->count[ev->event]++;
+	wake_up(&e->wq);
+	return 0;
+}
+
+/* Waits up to 10 s for @e's @n-th event of @kind. */
+static bool got(struct end *e, int kind, int n)
+{
+	return wait_event_timeout(e->wq, READ_ONCE(e->count[kind]) >= n, 10 * HZ) > 0;
+}
+
+/* A work request's completion. */
+struct done {
+	struct ib_cqe cqe;
+	struct completion c;
+	enum ib_wc_status status;
+	u32 byte_len;
+};
+
+static void wr_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct done *d = container_of(wc->wr_cqe, struct done, cqe);
+
+	d->status = wc->status;
+	d->byte_len = wc->byte_len;
+	complete(&d->c);
+}
+
+static void arm(struct done *d)
+{
+	d->cqe.done = wr_done;
+	d->status = -1;
+	init_completion(&d->c);
+}
+
+static bool finished(struct done *d)
+{
+	return wait_for_completion_timeout(&d->c, 10 * HZ) && d->status == IB_WC_SUCCESS;
+}
+
+static int post(struct ib_qp *qp, struct done *d, enum ib_wr_opcode op, u64 from, u32 len, u32 lkey, u64 remote, u32 rkey)
+{
+	struct ib_sge sge = { .addr = from, .length = len, .lkey = lkey };
+	struct ib_rdma_wr wr = {
+		.wr = { .wr_cqe = &d->cqe, .opcode = op, .sg_list = &sge, .num_sge = 1, .send_flags = IB_SEND_SIGNALED },
+		.remote_addr = remote,
+		.rkey = rkey,
+	};
+
+	arm(d);
+	return ib_post_send(qp, &wr.wr, NULL);
+}
+
+static int post_receive(struct ib_qp *qp, struct done *d, u64 to, u32 len, u32 lkey)
+{
+	struct ib_sge sge = { .addr = to, .length = len, .lkey = lkey };
+	struct ib_recv_wr wr = { .wr_cqe = &d->cqe, .sg_list = &sge, .num_sge = 1 };
+
+	arm(d);
+	return ib_post_recv(qp, &wr, NULL);
+}
+
+static struct sockaddr_storage ipv4(__be32 a, int p)
+{
+	struct sockaddr_storage ss = {};
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = a;
+	sin->sin_port = htons(p);
+	return ss;
+}
+
+static struct iw_cm_id *client(struct ib_device *dev, struct end *e, __be32 a, struct ib_qp *qp, const char *private)
+{
+	struct iw_cm_conn_param param = { .private_data = private, .private_data_len = strlen(private), .ird = 1, .ord = 1, .qpn = qp->qp_num };
+	struct iw_cm_id *id = iw_create_cm_id(dev, cm_handler, e);
+
+	if (IS_ERR(id))
+		return id;
+	id->local_addr = ipv4(a, 0);
+	id->remote_addr = ipv4(a, port);
+	if (iw_cm_connect(id, &param)) {
+		iw_destroy_cm_id(id);
+		return ERR_PTR(-EIO);
+	}
+	return id;
+}
+
+static void check_connections(struct ib_device *dev)
+{
+	struct end srv = {}, cli = {}, cli2 = {};
+	struct iw_cm_id *listen = NULL, *cid = NULL, *cid2 = NULL;
+	struct ib_qp *sqp = NULL, *cqp = NULL, *cqp2 = NULL;
+	struct done sent, recvd, wrote, read;
+	struct ib_cq *cq = NULL;
+	struct ib_pd *pd;
+	char *sbuf = NULL, *cbuf = NULL;
+	u64 sa, ca;
+	__be32 a;
+	int rv;
+
+	if (!in4_pton(addr, -1, (u8 *)&a, -1, NULL)) {
+		CHECK(false, "addr=%s is an IPv4 address", addr);
+		return;
+	}
+	init_waitqueue_head(&srv.wq);
+	init_waitqueue_head(&cli.wq);
+	init_waitqueue_head(&cli2.wq);
+	pd = ib_alloc_pd(dev, IB_PD_UNSAFE_GLOBAL_RKEY);
+	CHECK(!IS_ERR(pd), "a protection domain whose DMA region the peer may read and write");
+	if (IS_ERR(pd))
+		return;
+	cq = ib_alloc_cq(dev, NULL, 64, 0, IB_POLL_SOFTIRQ);
+	sqp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0);
+	cqp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0);
+	cqp2 = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0);
+	sbuf = kzalloc(4096, GFP_KERNEL);
+	cbuf = kzalloc(4096, GFP_KERNEL);
+	CHECK(!IS_ERR(cq) && !IS_ERR(sqp) && !IS_ERR(cqp) && !IS_ERR(cqp2) && sbuf && cbuf, "a CQ, three QPs and two buffers");
+	if (IS_ERR(cq) || IS_ERR(sqp) || IS_ERR(cqp) || IS_ERR(cqp2) || !sbuf || !cbuf)
+		goto out;
+	sa = ib_dma_map_single(dev, sbuf, 4096, DMA_BIDIRECTIONAL);
+	ca = ib_dma_map_single(dev, cbuf, 4096, DMA_BIDIRECTIONAL);
+
+	listen = iw_create_cm_id(dev, cm_handler, &srv);
+	if (!IS_ERR(listen)) {
+		listen->local_addr = ipv4(a, port);
+		rv = iw_cm_listen(listen, 4);
+	} else {
+		rv = PTR_ERR(listen);
+	}
+	CHECK(!rv, "iw_cm listens on %pI4:%d (%d)", &a, port, rv);
+	if (rv)
+		goto out;
+
+	/* A request refused, with private data both ways. */
+	cid2 = client(dev, &cli2, a, cqp2, "knock");
+	CHECK(!IS_ERR(cid2) && got(&srv, IW_CM_EVENT_CONNECT_REQUEST, 1) && srv.private_len == 5 && !memcmp(srv.private, "knock", 5),
+	      "CONNECT_REQUEST with the client's private data");
+	if (IS_ERR(cid2) || !srv.child)
+		goto out;
+	CHECK(!iw_cm_reject(srv.child, "go away", 7), "rejected");
+	iw_destroy_cm_id(srv.child);
+	srv.child = NULL;
+	CHECK(got(&cli2, IW_CM_EVENT_CONNECT_REPLY, 1) && cli2.status[IW_CM_EVENT_CONNECT_REPLY] == -ECONNREFUSED &&
+		      cli2.private_len == 7 && !memcmp(cli2.private, "go away", 7),
+	      "the client's CONNECT_REPLY is ECONNREFUSED with the reject's private data (%d)", cli2.status[IW_CM_EVENT_CONNECT_REPLY]);
+
+	/* A connection made. */
+	cid = client(dev, &cli, a, cqp, "hello");
+	CHECK(!IS_ERR(cid) && got(&srv, IW_CM_EVENT_CONNECT_REQUEST, 2) && srv.private_len == 5 && !memcmp(srv.private, "hello", 5) &&
+		      srv.ird == 1 && srv.ord == 1,
+	      "a second CONNECT_REQUEST, with the initiator's IRD and ORD (%u, %u)", srv.ird, srv.ord);
+	if (IS_ERR(cid) || !srv.child)
+		goto out;
+	{
+		struct iw_cm_conn_param param = { .private_data = "welcome", .private_data_len = 7, .ird = 1, .ord = 1, .qpn = sqp->qp_num };
+
+		rv = iw_cm_accept(srv.child, &param);
+	}
+	CHECK(!rv && got(&srv, IW_CM_EVENT_ESTABLISHED, 1) && srv.status[IW_CM_EVENT_ESTABLISHED] == 0, "accepted: ESTABLISHED (%d)", rv);
+	CHECK(got(&cli, IW_CM_EVENT_CONNECT_REPLY, 1) && cli.status[IW_CM_EVENT_CONNECT_REPLY] == 0 && cli.private_len == 7 &&
+		      !memcmp(cli.private, "welcome", 7),
+	      "the client's CONNECT_REPLY succeeds with the accept's private data (%d)", cli.status[IW_CM_EVENT_CONNECT_REPLY]);
+	memset(&attr_scratch, 0, sizeof(attr_scratch));
+	CHECK(!ib_query_qp(cqp, &attr_scratch, IB_QP_STATE, &init_scratch) && attr_scratch.qp_state == IB_QPS_RTS, "the client's QP is in RTS");
+
+	/* Data from kernel memory to kernel memory, through the DMA regions. */
+	strscpy(cbuf, "a Send from kernel memory", 64);
+	CHECK(!post_receive(sqp, &recvd, sa, 64, pd->local_dma_lkey) && !post(cqp, &sent, IB_WR_SEND, ca, 26, pd->local_dma_lkey, 0, 0) &&
+		      finished(&recvd) && finished(&sent) && recvd.byte_len == 26 && !strcmp(sbuf, "a Send from kernel memory"),
+	      "a Send arrives whole (%u octets)", recvd.byte_len);
+	strscpy(cbuf + 64, "an RDMA Write", 64);
+	strscpy(cbuf + 128, "then a Send", 64);
+	CHECK(!post_receive(sqp, &recvd, sa + 256, 64, pd->local_dma_lkey) &&
+		      !post(cqp, &wrote, IB_WR_RDMA_WRITE, ca + 64, 14, pd->local_dma_lkey, sa + 512, pd->unsafe_global_rkey) &&
+		      !post(cqp, &sent, IB_WR_SEND, ca + 128, 12, pd->local_dma_lkey, 0, 0) && finished(&recvd) && finished(&wrote) &&
+		      finished(&sent) && !strcmp(sbuf + 512, "an RDMA Write"),
+	      "an RDMA Write lands before the Send after it");
+	strscpy(sbuf + 1024, "read back by the client", 64);
+	CHECK(!post(cqp, &read, IB_WR_RDMA_READ, ca + 1024, 24, pd->local_dma_lkey, sa + 1024, pd->unsafe_global_rkey) &&
+		      finished(&read) && !strcmp(cbuf + 1024, "read back by the client"),
+	      "an RDMA Read brings the server's octets");
+
+	/* Closing: both ends get CLOSE, exactly once. */
+	CHECK(!iw_cm_disconnect(cid, 0) && got(&cli, IW_CM_EVENT_CLOSE, 1) && got(&srv, IW_CM_EVENT_CLOSE, 1),
+	      "a disconnect closes both ends");
+	msleep(200);
+	CHECK(cli.count[IW_CM_EVENT_CLOSE] == 1 && srv.count[IW_CM_EVENT_CLOSE] == 1 && cli.count[IW_CM_EVENT_CONNECT_REPLY] == 1 &&
+		      srv.count[IW_CM_EVENT_ESTABLISHED] == 1,
+	      "each event came once");
+	ib_dma_unmap_single(dev, sa, 4096, DMA_BIDIRECTIONAL);
+	ib_dma_unmap_single(dev, ca, 4096, DMA_BIDIRECTIONAL);
+out:
+	if (cid && !IS_ERR(cid))
+		iw_destroy_cm_id(cid);
+	if (cid2 && !IS_ERR(cid2))
+		iw_destroy_cm_id(cid2);
+	if (srv.child)
+		iw_destroy_cm_id(srv.child);
+	if (listen && !IS_ERR(listen))
+		iw_destroy_cm_id(listen);
+	if (sqp && !IS_ERR(sqp))
+		ib_destroy_qp(sqp);
+	if (cqp && !IS_ERR(cqp))
+		ib_destroy_qp(cqp);
+	if (cqp2 && !IS_ERR(cqp2))
+		ib_destroy_qp(cqp2);
+	if (cq && !IS_ERR(cq))
+		ib_free_cq(cq);
+	kfree(sbuf);
+	kfree(cbuf);
+	ib_dealloc_pd(pd);
+}
+
 /* The RDMA core offers each device to a client; ours checks the one named. */
 static bool found;
 
@@ -190,6 +447,8 @@ static int verbs_check_add(struct ib_device *dev)
 		return -EOPNOTSUPP;
 	found = true;
 	check(dev);
+	if (*addr)
+		check_connections(dev);
 	return 0;
 }
 

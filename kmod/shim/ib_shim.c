@@ -46,6 +46,9 @@ struct iwarp_ibcq {
 struct iwarp_ibqp {
 	struct ib_qp base;
 	void *rust;
+	/* Ours and iw_cm's (iw_add_ref): destroy_qp waits until iw_cm's are gone. */
+	refcount_t refs;
+	struct completion unused;
 };
 
 static struct iwarp_ibdev *to_iwarp(struct ib_device *dev)
@@ -304,6 +307,8 @@ static int iwarp_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struc
 
 	if (udata || init->create_flags || init->xrcd || init->rwq_ind_tbl)
 		return -EOPNOTSUPP;
+	refcount_set(&container_of(qp, struct iwarp_ibqp, base)->refs, 1);
+	init_completion(&container_of(qp, struct iwarp_ibqp, base)->unused);
 	rv = iwarp_verbs->create_qp(dev_rust(qp->device), qp, &a, &container_of(qp, struct iwarp_ibqp, base)->rust);
 	if (rv)
 		return rv;
@@ -348,9 +353,132 @@ static int iwarp_query_qp(struct ib_qp *qp, struct ib_qp_attr *attr, int mask, s
 	return 0;
 }
 
+static void iwarp_iw_add_ref(struct ib_qp *qp)
+{
+	refcount_inc(&container_of(qp, struct iwarp_ibqp, base)->refs);
+}
+
+static void iwarp_iw_rem_ref(struct ib_qp *qp)
+{
+	struct iwarp_ibqp *iqp = container_of(qp, struct iwarp_ibqp, base);
+
+	if (refcount_dec_and_test(&iqp->refs))
+		complete(&iqp->unused);
+}
+
 static int iwarp_destroy_qp(struct ib_qp *qp, struct ib_udata *udata)
 {
+	/* Ending the QP (in Rust) reports CLOSE, after which iw_cm lets its reference go. */
 	iwarp_verbs->destroy_qp(qp_rust(qp));
+	iwarp_iw_rem_ref(qp);
+	wait_for_completion(&container_of(qp, struct iwarp_ibqp, base)->unused);
+	return 0;
+}
+
+/* --- iw_cm: the calls are Rust's; this converts addresses and events --- */
+
+static struct workqueue_struct *iwarp_cm_wq;
+
+struct workqueue_struct *iwarp_shim_cm_wq(void)
+{
+	return iwarp_cm_wq;
+}
+
+static void to_sockaddr(struct sockaddr_storage *ss, const struct iwarp_endpoint *ep)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (ep->family == AF_INET) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(ep->port);
+		memcpy(&sin->sin_addr, ep->addr, sizeof(sin->sin_addr));
+	} else if (ep->family == AF_INET6) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(ep->port);
+		memcpy(&sin6->sin6_addr, ep->addr, sizeof(sin6->sin6_addr));
+	}
+}
+
+static void to_param(struct iwarp_iw_param *p, struct iw_cm_id *id, const struct iw_cm_conn_param *conn)
+{
+	memset(p, 0, sizeof(*p));
+	if (conn) {
+		p->qpn = conn->qpn;
+		p->ird = conn->ird;
+		p->ord = conn->ord;
+		p->private_data = conn->private_data;
+		p->private_len = conn->private_data_len;
+	}
+	/* Without port mapping (IW_F_NO_PORT_MAP) the mapped addresses are the real ones. */
+	iwarp_endpoint_from(&p->local, &id->m_local_addr);
+	iwarp_endpoint_from(&p->remote, &id->m_remote_addr);
+}
+
+int iwarp_shim_iw_event(struct iw_cm_id *id, const struct iwarp_iw_event *ev)
+{
+	struct iw_cm_event event = {
+		.event = ev->event,
+		.status = ev->status,
+		.private_data = (void *)ev->private_data,
+		.private_data_len = ev->private_len,
+		.provider_data = ev->provider_data,
+		.ird = ev->ird,
+		.ord = ev->ord,
+	};
+
+	to_sockaddr(&event.local_addr, &ev->local);
+	to_sockaddr(&event.remote_addr, &ev->remote);
+	return id->event_handler(id, &event);
+}
+
+void iwarp_shim_iw_ref(struct iw_cm_id *id, bool get)
+{
+	if (get)
+		id->add_ref(id);
+	else
+		id->rem_ref(id);
+}
+
+static struct ib_qp *iwarp_iw_get_qp(struct ib_device *dev, int qpn)
+{
+	return iwarp_verbs->iw_get_qp(dev_rust(dev), qpn);
+}
+
+static int iwarp_iw_connect(struct iw_cm_id *id, struct iw_cm_conn_param *conn)
+{
+	struct iwarp_iw_param p;
+
+	to_param(&p, id, conn);
+	return iwarp_verbs->iw_connect(dev_rust(id->device), id, &p);
+}
+
+static int iwarp_iw_accept(struct iw_cm_id *id, struct iw_cm_conn_param *conn)
+{
+	struct iwarp_iw_param p;
+
+	to_param(&p, id, conn);
+	return iwarp_verbs->iw_accept(dev_rust(id->device), id, id->provider_data, &p);
+}
+
+static int iwarp_iw_reject(struct iw_cm_id *id, const void *pdata, u8 len)
+{
+	return iwarp_verbs->iw_reject(dev_rust(id->device), id->provider_data, pdata, len);
+}
+
+static int iwarp_iw_create_listen(struct iw_cm_id *id, int backlog)
+{
+	struct iwarp_iw_param p;
+
+	to_param(&p, id, NULL);
+	return iwarp_verbs->iw_listen(dev_rust(id->device), id, &p, backlog, &id->provider_data);
+}
+
+static int iwarp_iw_destroy_listen(struct iw_cm_id *id)
+{
+	iwarp_verbs->iw_unlisten(id->provider_data);
+	id->provider_data = NULL;
 	return 0;
 }
 
@@ -428,6 +556,14 @@ static const struct ib_device_ops iwarp_ib_ops = {
 	.destroy_qp = iwarp_destroy_qp,
 	.get_dma_mr = iwarp_get_dma_mr,
 	.get_port_immutable = iwarp_get_port_immutable,
+	.iw_accept = iwarp_iw_accept,
+	.iw_add_ref = iwarp_iw_add_ref,
+	.iw_connect = iwarp_iw_connect,
+	.iw_create_listen = iwarp_iw_create_listen,
+	.iw_destroy_listen = iwarp_iw_destroy_listen,
+	.iw_get_qp = iwarp_iw_get_qp,
+	.iw_reject = iwarp_iw_reject,
+	.iw_rem_ref = iwarp_iw_rem_ref,
 	.modify_qp = iwarp_modify_qp,
 	.poll_cq = iwarp_poll_cq,
 	.post_recv = iwarp_post_recv,
@@ -578,9 +714,14 @@ int iwarp_shim_ib_register(const struct iwarp_ib_callbacks *cb, const struct iwa
 	iwarp_limits = *limits;
 	iwarp_cb = cb;
 	iwarp_verbs = verbs;
+	iwarp_cm_wq = alloc_workqueue("iwarp_cm", WQ_UNBOUND, 0);
+	if (!iwarp_cm_wq)
+		return -ENOMEM;
 	rv = register_netdevice_notifier(&iwarp_netdev_nb);
-	if (rv)
+	if (rv) {
+		destroy_workqueue(iwarp_cm_wq);
 		return rv;
+	}
 	rdma_link_register(&iwarp_link_ops);
 	return 0;
 }
@@ -590,6 +731,12 @@ void iwarp_shim_ib_unregister(void)
 	/* Waits for a newlink in progress; none starts after. */
 	rdma_link_unregister(&iwarp_link_ops);
 	unregister_netdevice_notifier(&iwarp_netdev_nb);
+}
+
+/* After the last device went: connection work still queued runs out. */
+void iwarp_shim_ib_done(void)
+{
+	destroy_workqueue(iwarp_cm_wq);
 }
 
 MODULE_ALIAS_RDMA_LINK("iwarp");

@@ -351,7 +351,7 @@ bool iwarp_shim_sock_established(struct socket *sock)
 	return READ_ONCE(sock->sk->sk_state) == TCP_ESTABLISHED;
 }
 
-static void endpoint(struct iwarp_endpoint *ep, const struct sockaddr_storage *ss)
+void iwarp_endpoint_from(struct iwarp_endpoint *ep, const struct sockaddr_storage *ss)
 {
 	const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
 	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
@@ -376,9 +376,9 @@ void iwarp_shim_sock_endpoints(struct socket *sock, struct iwarp_endpoint *local
 
 	if (kernel_getsockname(sock, (struct sockaddr *)&ss) < 0)
 		ss.ss_family = AF_UNSPEC;
-	endpoint(local, &ss);
+	iwarp_endpoint_from(local, &ss);
 	memset(&ss, 0, sizeof(ss));
 	if (kernel_getpeername(sock, (struct sockaddr *)&ss) < 0)
 		ss.ss_family = AF_UNSPEC;
-	endpoint(remote, &ss);
+	iwarp_endpoint_from(remote, &ss);
 }

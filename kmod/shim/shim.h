@@ -18,11 +18,15 @@ struct sk_buff;
 struct socket;
 struct vm_area_struct;
 struct spinlock;
+struct workqueue_struct;
 
-/* sync_shim.c: spinlocks taken with bottom halves off */
+/* sync_shim.c: spinlocks taken with bottom halves off, or interrupts off */
 void iwarp_shim_spin_lock_bh(struct spinlock *lock);
 int iwarp_shim_spin_trylock_bh(struct spinlock *lock);
 void iwarp_shim_spin_unlock_bh(struct spinlock *lock);
+unsigned long iwarp_shim_spin_lock_irqsave(struct spinlock *lock);
+int iwarp_shim_spin_trylock_irqsave(struct spinlock *lock, unsigned long *flags);
+void iwarp_shim_spin_unlock_irqrestore(struct spinlock *lock, unsigned long flags);
 void iwarp_shim_spin_assert_held(struct spinlock *lock);
 
 /* dev_shim.c: the misc device */
@@ -58,6 +62,9 @@ struct iwarp_endpoint {
 	u8 addr[16];
 };
 void iwarp_shim_sock_endpoints(struct socket *sock, struct iwarp_endpoint *local, struct iwarp_endpoint *remote);
+/* For the shim's own files (not Rust's): @ss as an endpoint. */
+struct sockaddr_storage;
+void iwarp_endpoint_from(struct iwarp_endpoint *ep, const struct sockaddr_storage *ss);
 
 /* rx_shim.c: the socket lock, the receive and out-of-order queues, and their skbs */
 void iwarp_shim_sock_lock(struct socket *sock);
@@ -256,6 +263,35 @@ struct iwarp_ib_qp_attr {
 	/* The QP's number (create_qp answers it). */
 	u32 qpn;
 };
+/* iw_cm's events (enum iw_cm_event_type) */
+#define IWARP_IW_CONNECT_REQUEST 1u
+#define IWARP_IW_CONNECT_REPLY 2u
+#define IWARP_IW_ESTABLISHED 3u
+#define IWARP_IW_DISCONNECT 4u
+#define IWARP_IW_CLOSE 5u
+struct iw_cm_id;
+/* What iw_cm asks of a connection (struct iw_cm_conn_param) and its cm_id's addresses. */
+struct iwarp_iw_param {
+	u32 qpn;
+	u32 ird;
+	u32 ord;
+	const u8 *private_data;
+	u32 private_len;
+	struct iwarp_endpoint local;
+	struct iwarp_endpoint remote;
+};
+/* An event for iw_cm (struct iw_cm_event); the private data is copied by iw_cm. */
+struct iwarp_iw_event {
+	u32 event;
+	int status;
+	struct iwarp_endpoint local;
+	struct iwarp_endpoint remote;
+	const u8 *private_data;
+	u32 private_len;
+	void *provider_data;
+	u32 ird;
+	u32 ord;
+};
 /* Rust's side of the verbs; each returns 0 or a negative errno unless it says otherwise. */
 struct iwarp_ib_verbs {
 	int (*alloc_pd)(void *dev, u32 *pd);
@@ -278,12 +314,27 @@ struct iwarp_ib_verbs {
 	int (*post_recv)(void *qp, const struct iwarp_ib_recv_wr *wr);
 	/* The device is gone (its dealloc_driver): drop @dev. */
 	void (*dev_free)(void *dev);
+	/* iw_cm: the RDMA core's QP numbered @qpn, or NULL (atomic context: no sleeping). */
+	struct ib_qp *(*iw_get_qp)(void *dev, u32 qpn);
+	int (*iw_connect)(void *dev, struct iw_cm_id *id, const struct iwarp_iw_param *p);
+	int (*iw_accept)(void *dev, struct iw_cm_id *id, void *pending, const struct iwarp_iw_param *p);
+	int (*iw_reject)(void *dev, void *pending, const u8 *private_data, u32 private_len);
+	/* A listener for @id on @p->local; its Rust pointer in *@listener. */
+	int (*iw_listen)(void *dev, struct iw_cm_id *id, const struct iwarp_iw_param *p, u32 backlog, void **listener);
+	void (*iw_unlisten)(void *listener);
 };
 /* Calls @ibcq's completion handler (the consumer's), if it has one, soon (in softirq context). */
 void iwarp_shim_ib_cq_notify(struct ib_cq *ibcq);
+/* Hands @ev to @id's iw_cm (any context; it never calls back): 0 or -ENOMEM (not queued). */
+int iwarp_shim_iw_event(struct iw_cm_id *id, const struct iwarp_iw_event *ev);
+/* Takes (@get) or drops a reference to @id. */
+void iwarp_shim_iw_ref(struct iw_cm_id *id, bool get);
+/* The workqueue connection work runs on (drained before the module goes). */
+struct workqueue_struct *iwarp_shim_cm_wq(void);
 int iwarp_shim_ib_register(const struct iwarp_ib_callbacks *cb, const struct iwarp_ib_verbs *verbs,
 			   const struct iwarp_ib_limits *limits);
 void iwarp_shim_ib_unregister(void);
+void iwarp_shim_ib_done(void);
 bool iwarp_shim_netdev_is_ethernet(const struct net_device *ndev);
 /* A device on @ndev whose verbs Rust answers with @rust (freed by verbs->dev_free once made). */
 struct ib_device *iwarp_shim_ib_device_create(struct net_device *ndev, void *rust);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Spinlocks that keep bottom halves off while held (src/sync.rs): the receive side runs in the
- * socket's softirq callbacks and shares its state with process context.
+ * socket's softirq callbacks and shares its state with process context. And ones that keep
+ * interrupts off, for what callers with interrupts off reach.
  */
 #include <linux/spinlock.h>
 
@@ -20,6 +21,24 @@ int iwarp_shim_spin_trylock_bh(spinlock_t *lock)
 void iwarp_shim_spin_unlock_bh(spinlock_t *lock)
 {
 	spin_unlock_bh(lock);
+}
+
+unsigned long iwarp_shim_spin_lock_irqsave(spinlock_t *lock)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(lock, flags);
+	return flags;
+}
+
+int iwarp_shim_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags)
+{
+	return spin_trylock_irqsave(lock, *flags);
+}
+
+void iwarp_shim_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
+{
+	spin_unlock_irqrestore(lock, flags);
 }
 
 void iwarp_shim_spin_assert_held(spinlock_t *lock)

@@ -17,6 +17,6 @@
 )]
 
 // The kernel structures the header only names, as the kernel crate's bindings define them.
-use kernel::bindings::{bio_vec, miscdevice, net_device, page, sk_buff, socket, spinlock, vm_area_struct};
+use kernel::bindings::{bio_vec, miscdevice, net_device, page, sk_buff, socket, spinlock, vm_area_struct, workqueue_struct};
 
 include!(env!("IWARP_SHIM_BINDINGS"));

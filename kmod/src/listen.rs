@@ -6,9 +6,10 @@
 //! initiator that sends its request slowly (or never) holds up nobody else. At most
 //! [`MAX_INCOMING`] requests are in progress or waiting at once, each has [`REQUEST_DEADLINE`]
 //! to arrive whole, and a malformed one ends only its own connection. A whole request is a
-//! [`Pending`] connection, queued for GET_REQUEST (which waits for one without polling) and held
-//! until the application has seen the initiator's private data and accepts (the MPA reply,
-//! `qp::Side::Accepting`) or rejects it.
+//! [`Pending`] connection, queued for GET_REQUEST (which waits for one without polling) or
+//! handed to the listener's owner as it arrives ([`OnRequest`]: the connection manager's
+//! CONNECT_REQUEST), and held until the application has seen the initiator's private data and
+//! accepts (the MPA reply, `qp::Side::Accepting`) or rejects it.
 
 use crate::error::eproto;
 use crate::proto::mpa::frame::Frame;
@@ -69,7 +70,13 @@ impl Incoming {
 }
 
 /// A whole request and the initiator's IPv4 address and port.
-type Arrived = (Pending, u32, u16);
+pub(crate) type Arrived = (Pending, u32, u16);
+
+/// Takes each whole request as it arrives, instead of a queue for GET_REQUEST. Called from the
+/// listener's work with its locks held: it may not wait for the listener.
+pub(crate) trait OnRequest: Send + Sync {
+    fn request(&self, arrived: Arrived);
+}
 
 /// What the listener's work and GET_REQUEST share.
 struct Requests {
@@ -94,11 +101,14 @@ pub(crate) struct Listener {
     /// Signalled when a request is whole or the listener shuts down.
     #[pin]
     arrived: CondVar,
+    /// Whole requests go here if set, else to `requests.whole`.
+    announce: Option<Arc<dyn OnRequest>>,
 }
 
 impl Listener {
-    /// Listens on `sock`; [`Listener::shutdown`] must end it.
-    pub(crate) fn new(sock: TcpSocket) -> Result<Arc<Listener>> {
+    /// Listens on `sock`, handing whole requests to `announce` if given, else queueing them for
+    /// [`Listener::next`]; [`Listener::shutdown`] must end it.
+    pub(crate) fn new(sock: TcpSocket, announce: Option<Arc<dyn OnRequest>>) -> Result<Arc<Listener>> {
         let requests = Requests { incoming: KVec::new(), whole: KVec::new(), closed: false };
         let listener = Arc::pin_init(
             pin_init!(Listener {
@@ -106,6 +116,7 @@ impl Listener {
                 waker <- new_mutex!(None),
                 requests <- new_mutex!(requests),
                 arrived <- new_condvar!("Listener::arrived"),
+                announce,
             }),
             GFP_KERNEL_ACCOUNT,
         )?;
@@ -226,8 +237,14 @@ impl Listener {
             ended = true;
             if matches!(ready, Ok(true)) {
                 let Incoming { sock, handshake, addr, port, .. } = done;
-                if r.whole.push((Pending { sock: sock.release(), handshake }, addr, port), GFP_KERNEL_ACCOUNT).is_ok() {
-                    self.arrived.notify_all();
+                let arrived = (Pending { sock: sock.release(), handshake }, addr, port);
+                match &self.announce {
+                    Some(to) => to.request(arrived),
+                    None => {
+                        if r.whole.push(arrived, GFP_KERNEL_ACCOUNT).is_ok() {
+                            self.arrived.notify_all();
+                        }
+                    }
                 }
             }
         }

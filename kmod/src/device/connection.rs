@@ -187,7 +187,7 @@ impl Context {
         listeners.next_handle()?;
         let (sock, bound) = TcpSocket::listen(req.addr, port, req.backlog)?;
         req.port = u32::from(bound);
-        let listener = Listener::new(sock)?;
+        let listener = Listener::new(sock, None)?;
         match listeners.insert(listener.clone()) {
             Ok(handle) => req.listener = handle,
             Err(e) => {

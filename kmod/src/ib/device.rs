@@ -2,16 +2,19 @@
 
 //! One device's side of the engine: the protection domains and regions of the device's kernel
 //! consumers (one table: they are all the kernel), its QPs by number (the connection manager
-//! finds a QP by it), and where their asynchronous events go. The RDMA core's device holds it from creation until
-//! its `dealloc_driver`.
+//! finds a QP by it, under a lock of its own that disables interrupts: no sleeping there), the
+//! connection requests handed to the connection manager and not answered yet, and where the
+//! QPs' asynchronous events go. The RDMA core's device holds it from creation until its
+//! `dealloc_driver`.
 
+use super::cm::QpConnection;
 use crate::events::AsyncEvents;
-use crate::ffi;
 use crate::handles::Handles;
+use crate::listen::Pending;
 use crate::mr::MrTable;
-use crate::qp::QueuePair;
-use crate::sync::{new_spinlock_bh, SpinLockBh};
+use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::verbs::{access, MAX_QP};
+use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
@@ -26,9 +29,17 @@ pub(crate) struct IbDevice {
     /// How QPs ended. The RDMA core's QP event handlers are not called yet: events are kept
     /// here (the oldest ones when it is full), for the connection manager to come.
     pub(super) events: Arc<SpinLockBh<AsyncEvents>>,
-    /// The RDMA core's QPs (`ib_qp`) by number: the engine QP's handle, below 2^24.
+    /// The RDMA core's QPs by number: the engine QP's handle, below 2^24. Interrupts off:
+    /// `iw_get_qp` looks QPs up under iw_cm's irqsave lock, which iw_cm also takes in the
+    /// events we report from softirq.
     #[pin]
-    qps: Mutex<Handles<usize>>,
+    qps: SpinLockIrq<Handles<Arc<QpConnection>>>,
+    /// Connection requests given to the connection manager (CONNECT_REQUEST), by the key
+    /// given as their `provider_data`, until accepted or rejected (or the device goes).
+    #[pin]
+    requests: Mutex<KVec<(usize, Pending)>>,
+    /// The next request's key (never 0).
+    next_request: AtomicUsize,
 }
 
 /// The RDMA core's access flags that are region rights (the same bits as [`access`]).
@@ -38,7 +49,17 @@ impl IbDevice {
     pub(crate) fn new() -> Result<Arc<IbDevice>> {
         let mrs = Arc::pin_init(new_spinlock_bh!(MrTable::new(), "IbDevice::mrs"), GFP_KERNEL)?;
         let events = Arc::pin_init(new_spinlock_bh!(AsyncEvents::new()?, "IbDevice::events"), GFP_KERNEL)?;
-        Arc::pin_init(try_pin_init!(IbDevice { mrs, lifecycle <- new_mutex!(()), events, qps <- new_mutex!(Handles::new(MAX_QP)) }), GFP_KERNEL)
+        Arc::pin_init(
+            try_pin_init!(IbDevice {
+                mrs,
+                lifecycle <- new_mutex!(()),
+                events,
+                qps <- new_spinlock_irq!(Handles::new(MAX_QP), "IbDevice::qps"),
+                requests <- new_mutex!(KVec::new()),
+                next_request: AtomicUsize::new(1),
+            }),
+            GFP_KERNEL,
+        )
     }
 
     pub(super) fn alloc_pd(&self) -> Result<u32> {
@@ -71,16 +92,54 @@ impl IbDevice {
         Ok(())
     }
 
-    /// Lists the RDMA core's `ibqp` under the number of the QP `make` makes with it.
-    pub(super) fn list_qp(&self, ibqp: *mut ffi::ib_qp, make: impl FnOnce(u32) -> Result<Arc<QueuePair>>) -> Result<Arc<QueuePair>> {
-        let mut qps = self.qps.lock();
-        let qp = make(qps.next_handle()?)?;
-        qps.insert(ibqp as usize)?;
-        Ok(qp)
+    /// Lists the connection `make` makes with a QP number: the table's next handle.
+    pub(super) fn list_qp(&self, make: impl FnOnce(u32) -> Result<Arc<QpConnection>>) -> Result<Arc<QpConnection>> {
+        // One QP at a time, so the number taken is still the next one when it is listed (and
+        // the room made stays).
+        let _lifecycle = self.lifecycle.lock();
+        let wanted = self.qps.lock().room_wanted();
+        if let Some(n) = wanted {
+            let room = Handles::room(n)?;
+            self.qps.lock().grow(room);
+        }
+        let number = self.qps.lock().next_handle()?;
+        let conn = make(number)?;
+        let listed = self.qps.lock().insert(conn.clone())?;
+        if listed != number {
+            return Err(EINVAL);
+        }
+        Ok(conn)
+    }
+
+    /// The QP numbered `number`.
+    pub(super) fn qp(&self, number: u32) -> Option<Arc<QpConnection>> {
+        self.qps.lock().get(number).ok().cloned()
+    }
+
+    /// The RDMA core's QP numbered `number`, taking no reference (`iw_get_qp`, with interrupts
+    /// off: a reference taken here could be the last, whose drop sleeps).
+    pub(super) fn ibqp(&self, number: u32) -> Option<usize> {
+        self.qps.lock().get(number).ok().map(|c| c.ibqp)
     }
 
     /// The QP numbered `number` is destroyed.
     pub(super) fn forget_qp(&self, number: u32) {
-        let _ = self.qps.lock().remove(number);
+        // Dropped outside the lock.
+        let gone = self.qps.lock().remove(number);
+        drop(gone);
+    }
+
+    /// Keeps `pending` until [`IbDevice::take_request`] with the key returned.
+    pub(super) fn keep_request(&self, pending: Pending) -> Result<usize> {
+        let key = self.next_request.fetch_add(1, Ordering::Relaxed);
+        self.requests.lock().push((key, pending), GFP_KERNEL)?;
+        Ok(key)
+    }
+
+    /// The request kept as `key`, if still kept.
+    pub(super) fn take_request(&self, key: usize) -> Option<Pending> {
+        let mut requests = self.requests.lock();
+        let i = requests.iter().position(|(k, _)| *k == key)?;
+        requests.remove(i).ok().map(|(_, p)| p)
     }
 }

@@ -89,6 +89,8 @@ impl Drop for Links {
         }
         // A static is never dropped: give its buffer back while the module can.
         *DEVICES.lock() = KVec::new();
+        // SAFETY: every device is gone, so no connection work is queued any more.
+        unsafe { ffi::iwarp_shim_ib_done() };
     }
 }
 

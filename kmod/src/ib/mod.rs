@@ -5,13 +5,14 @@
 //! `/sys/class/infiniband` as RNICs with one iWARP port that follows its netdev.
 //!
 //! The devices answer the RDMA core's queries (device limits from the engine, port state, MTU
-//! and GID from the netdev) and the kernel verbs that need no connection: protection domains,
-//! the DMA region, CQs, QPs (created, moved to the error state and drained, destroyed) and
-//! posting, translated into the engine as `device/` translates `/dev/iwarp`'s ABI. Without
-//! user regions and the connection manager's calls the core marks them as no kernel verbs
-//! provider, so no kernel service or rdma_cm binds to them yet; a consumer that asks for a
-//! device by name (the verbs check module, `kmod/check/`) can use them.
+//! and GID from the netdev), the kernel verbs (protection domains, the DMA region, CQs, QPs,
+//! posting), translated into the engine as `device/` translates `/dev/iwarp`'s ABI, and the
+//! iWARP connection manager's calls (`cm.rs`). Without fast registration and user regions the
+//! core marks them as no kernel verbs provider, so no kernel service or rdma_cm binds to them
+//! yet; a consumer that asks to be offered such devices (the verbs check module,
+//! `kmod/check/`) can use them.
 
+mod cm;
 mod cq;
 mod device;
 mod link;

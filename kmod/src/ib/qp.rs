@@ -5,6 +5,7 @@
 //! once the QP is in the error state, what is posted completes at once as flushed, which is
 //! what `ib_drain_qp` waits for.
 
+use super::cm::QpConnection;
 use super::cq::{IbCq, QpCq};
 use super::device::IbDevice;
 use crate::cq::Attached;
@@ -19,6 +20,8 @@ use kernel::sync::Arc;
 pub(crate) struct KernelQp {
     /// Its device, which lists it by number.
     dev: Arc<IbDevice>,
+    /// The QP and what connects it.
+    conn: Arc<QpConnection>,
     qp: Arc<QueuePair>,
     send_cq: Arc<QpCq>,
     recv_cq: Arc<QpCq>,
@@ -49,10 +52,15 @@ impl KernelQp {
         let (send_cq, recv_cq) = (QpCq::new(send_cq, ibqp)?, QpCq::new(recv_cq, ibqp)?);
         let limits = Limits { max_recv_wr: attr.max_recv_wr, max_send_wr: attr.max_send_wr, max_sge: sge, max_inline: 0, ring_entries: None };
         let (send, recv) = (Attached::new(send_cq.clone()), Attached::new(recv_cq.clone()));
-        let qp = dev.list_qp(ibqp, |number| QueuePair::new(number, attr.pd, dev.mrs.clone(), dev.events.clone(), send, recv, limits))?;
+        let conn = dev.list_qp(|number| {
+            let qp = QueuePair::new(number, attr.pd, dev.mrs.clone(), dev.events.clone(), send, recv, limits)?;
+            QpConnection::new(ibqp, qp)
+        })?;
+        let qp = conn.qp.clone();
         (attr.max_send_sge, attr.max_recv_sge, attr.qpn) = (sge, sge, qp.handle());
         Ok(KernelQp {
             dev,
+            conn,
             qp,
             send_cq,
             recv_cq,
@@ -167,6 +175,7 @@ impl KernelQp {
 impl Drop for KernelQp {
     fn drop(&mut self) {
         self.qp.close();
+        self.conn.unhook();
         self.send_cq.purge();
         self.recv_cq.purge();
         self.dev.forget_qp(self.qp.handle());

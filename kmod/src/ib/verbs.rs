@@ -5,6 +5,7 @@
 //! objects cross as foreign pointers: the device's [`IbDevice`] and each CQ's [`IbCq`] as
 //! `Arc`s, each QP's [`KernelQp`] as a `KBox`, freed in the matching destroy.
 
+use super::cm::{self, CmListener};
 use super::cq::IbCq;
 use super::device::IbDevice;
 use super::qp::KernelQp;
@@ -30,6 +31,12 @@ pub(super) static VERBS: ffi::iwarp_ib_verbs = ffi::iwarp_ib_verbs {
     post_send: Some(post_send),
     post_recv: Some(post_recv),
     dev_free: Some(dev_free),
+    iw_get_qp: Some(iw_get_qp),
+    iw_connect: Some(iw_connect),
+    iw_accept: Some(iw_accept),
+    iw_reject: Some(iw_reject),
+    iw_listen: Some(iw_listen),
+    iw_unlisten: Some(iw_unlisten),
 };
 
 /// 0 or the negative errno, as the shim returns them.
@@ -232,4 +239,67 @@ unsafe extern "C" fn post_recv(qp_ptr: *mut c_void, wr: *const ffi::iwarp_ib_rec
 unsafe extern "C" fn dev_free(dev: *mut c_void) {
     // SAFETY: the function's contract.
     drop(unsafe { <Arc<IbDevice> as ForeignOwnable>::from_foreign(dev) });
+}
+
+/// # Safety
+///
+/// See above; called with interrupts off (it neither sleeps nor takes a `_bh` lock).
+unsafe extern "C" fn iw_get_qp(dev: *mut c_void, qpn: u32) -> *mut ffi::ib_qp {
+    // SAFETY: see above.
+    unsafe { device(dev) }.ibqp(qpn).map_or(core::ptr::null_mut(), |ibqp| ibqp as *mut ffi::ib_qp)
+}
+
+/// # Safety
+///
+/// See above; `id` is iw_cm's, held for the call; `p` and its private data are valid for it.
+unsafe extern "C" fn iw_connect(dev: *mut c_void, id: *mut ffi::iw_cm_id, p: *const ffi::iwarp_iw_param) -> c_int {
+    // SAFETY: see above.
+    errno(cm::connect(&*unsafe { device(dev) }, id, unsafe { &*p }))
+}
+
+/// # Safety
+///
+/// See above; `pending` is what we gave iw_cm as a request's `provider_data`.
+unsafe extern "C" fn iw_accept(dev: *mut c_void, id: *mut ffi::iw_cm_id, pending: *mut c_void, p: *const ffi::iwarp_iw_param) -> c_int {
+    // SAFETY: see above.
+    errno(cm::accept(&*unsafe { device(dev) }, id, pending as usize, unsafe { &*p }))
+}
+
+/// # Safety
+///
+/// See above; `private` holds `len` octets (or is null with 0).
+unsafe extern "C" fn iw_reject(dev: *mut c_void, pending: *mut c_void, private: *const u8, len: u32) -> c_int {
+    let private = if len == 0 || private.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: see above.
+        unsafe { core::slice::from_raw_parts(private, len as usize) }
+    };
+    // SAFETY: see above.
+    errno(cm::reject(&*unsafe { device(dev) }, pending as usize, private))
+}
+
+/// # Safety
+///
+/// See above; `out` is the `cm_id`'s `provider_data`, which the shim keeps for `iw_unlisten`.
+unsafe extern "C" fn iw_listen(dev: *mut c_void, id: *mut ffi::iw_cm_id, p: *const ffi::iwarp_iw_param, backlog: u32, out: *mut *mut c_void) -> c_int {
+    // SAFETY: see above.
+    let dev: Arc<IbDevice> = unsafe { device(dev) }.into();
+    // SAFETY: see above.
+    match cm::listen(dev, id, unsafe { &*p }, backlog) {
+        Ok(l) => {
+            // SAFETY: see above.
+            unsafe { *out = l.into_foreign() };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// `listener` came from `iw_listen` and is not used after.
+unsafe extern "C" fn iw_unlisten(listener: *mut c_void) {
+    // SAFETY: the function's contract: shuts it down and frees it.
+    drop(unsafe { <KBox<CmListener> as ForeignOwnable>::from_foreign(listener) });
 }

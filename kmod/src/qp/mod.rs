@@ -18,7 +18,7 @@ mod unacked;
 mod work_ring;
 mod wr;
 
-pub(crate) use establish::{advance, boxed, establish, send_out, wait_until, Established, Failed, Side};
+pub(crate) use establish::{advance, boxed, establish, send_out, wait_until, Established, Exchange, Failed, OnSettled, Side};
 
 use crate::cq::Attached;
 use crate::error::enotconn;
@@ -44,6 +44,13 @@ use wr::{PendingAtomic, PendingRead, PostedRecv};
 
 /// Queue pairs of all contexts.
 static QUEUE_PAIRS: AtomicU64 = AtomicU64::new(0);
+
+/// Told once when a QP ends, however (its owner, the peer, a Terminate): the connection
+/// manager reports the close. Called with the QP's receive side locked, in softirq context
+/// too: it may not sleep or call into the QP.
+pub(crate) trait OnEnded: Send + Sync {
+    fn ended(&self);
+}
 
 /// What the caller asked of the stream beyond what MPA negotiates.
 pub(crate) struct StreamOptions {
@@ -163,6 +170,8 @@ pub(crate) struct QueuePair {
     max_inline: u32,
     /// Set once, when connected.
     sock: SetOnce<TcpSocket>,
+    /// Told when the QP ends (set once, by its front door).
+    on_ended: SetOnce<Arc<dyn OnEnded>>,
     /// Copy every payload before sending (set when connected).
     copy_send: AtomicBool,
     /// A responder sends no FPDU before it received and validated one (RFC 5044 section 7.1.2);
@@ -216,6 +225,7 @@ impl QueuePair {
                 max_sge: limits.max_sge,
                 max_inline: limits.max_inline,
                 sock: SetOnce::new(),
+                on_ended: SetOnce::new(),
                 copy_send: AtomicBool::new(false),
                 awaiting_peer: AtomicBool::new(false),
                 mrs,
@@ -253,7 +263,8 @@ impl QueuePair {
     }
 
     /// Takes the established stream: framing for what we send, the receive engine for what
-    /// arrives, as `opts` asks. The caller then hooks the socket.
+    /// arrives, as `opts` asks (EINVAL unless claimed and not ended since). The caller then
+    /// hooks the socket.
     pub(crate) fn connect(&self, est: Established, opts: &StreamOptions) -> Result {
         let c: Connection = est.conn;
         // Peer-to-peer mode (RFC 6581): the initiator's RTR goes out before anything posted;
@@ -292,6 +303,10 @@ impl QueuePair {
         // The send side first (lock order); posting stays refused until the phase changes.
         *self.tx.lock() = Some(tx);
         let mut rx = self.rx.lock();
+        // Ended meanwhile (destroyed while its exchange ran): it stays ended.
+        if rx.phase != Phase::Connecting {
+            return Err(EINVAL);
+        }
         rx.connect(rx_cfg, rx_mem, c.ord as usize, opts.ooo);
         rx.phase = Phase::Connected;
         drop(rx);
@@ -299,6 +314,15 @@ impl QueuePair {
             self.resume();
         }
         Ok(())
+    }
+
+    /// Tells `to` when the QP ends (once; EINVAL if something is told already).
+    pub(crate) fn tell_ended(&self, to: Arc<dyn OnEnded>) -> Result {
+        if self.on_ended.populate(to) {
+            Ok(())
+        } else {
+            Err(EINVAL)
+        }
     }
 
     /// The peer's first FPDU was received and valid: what a responder held may go. Returns
@@ -392,6 +416,9 @@ impl QueuePair {
         rx.phase = Phase::Ended(why);
         if let Some(ev) = why.event(self.handle) {
             self.events.lock().push(ev);
+        }
+        if let Some(to) = self.on_ended.as_ref() {
+            to.ended();
         }
         // A full CQ loses these flush entries; the QP is in error either way.
         while let Some(wr) = rx.queues.rq.pop() {
