@@ -369,10 +369,17 @@ static void iwarp_iw_rem_ref(struct ib_qp *qp)
 static int iwarp_destroy_qp(struct ib_qp *qp, struct ib_udata *udata)
 {
 	/* Ending the QP (in Rust) reports CLOSE, after which iw_cm lets its reference go. */
-	iwarp_verbs->destroy_qp(qp_rust(qp));
+	iwarp_verbs->end_qp(qp_rust(qp));
 	iwarp_iw_rem_ref(qp);
 	wait_for_completion(&container_of(qp, struct iwarp_ibqp, base)->unused);
+	/* iw_cm may call modify_qp until then: only now does the QP go. */
+	iwarp_verbs->destroy_qp(qp_rust(qp));
 	return 0;
+}
+
+bool iwarp_shim_may_sleep(void)
+{
+	return !in_interrupt() && !irqs_disabled();
 }
 
 /* --- iw_cm: the calls are Rust's; this converts addresses and events --- */

@@ -309,6 +309,8 @@ struct iwarp_ib_verbs {
 	int (*create_qp)(void *dev, struct ib_qp *ibqp, struct iwarp_ib_qp_attr *attr, void **qp);
 	int (*modify_qp)(void *qp, u32 mask, u32 state);
 	int (*query_qp)(void *qp, struct iwarp_ib_qp_attr *attr);
+	/* destroy_qp: ends the QP (iw_cm may still modify it), then, once iw_cm let it go, frees it. */
+	void (*end_qp)(void *qp);
 	void (*destroy_qp)(void *qp);
 	int (*post_send)(void *qp, const struct iwarp_ib_send_wr *wr);
 	int (*post_recv)(void *qp, const struct iwarp_ib_recv_wr *wr);
@@ -323,6 +325,8 @@ struct iwarp_ib_verbs {
 	int (*iw_listen)(void *dev, struct iw_cm_id *id, const struct iwarp_iw_param *p, u32 backlog, void **listener);
 	void (*iw_unlisten)(void *listener);
 };
+/* Whether the caller may sleep: not in interrupt or softirq context, interrupts on. */
+bool iwarp_shim_may_sleep(void);
 /* Calls @ibcq's completion handler (the consumer's), if it has one, soon (in softirq context). */
 void iwarp_shim_ib_cq_notify(struct ib_cq *ibcq);
 /* Hands @ev to @id's iw_cm (any context; it never calls back): 0 or -ENOMEM (not queued). */

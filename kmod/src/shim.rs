@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The kernel's crc32c (a static inline, reached through the C shim) as the protocol core's CRC,
-//! the TCP probe the module runs at load when asked, and the misc device's module pinning.
+//! the TCP probe the module runs at load when asked, the misc device's module pinning, and
+//! whether the caller may sleep.
 
 use crate::ffi;
 use kernel::error::to_result;
@@ -17,6 +18,12 @@ impl crate::proto::crc::Crc32c for KernelCrc {
         // only reads it.
         !unsafe { ffi::iwarp_shim_crc32c(!crc, data.as_ptr().cast(), data.len()) }
     }
+}
+
+/// Whether the caller may sleep: not in interrupt or softirq context, interrupts on.
+pub(crate) fn may_sleep() -> bool {
+    // SAFETY: the shim only reads the CPU's context.
+    unsafe { ffi::iwarp_shim_may_sleep() }
 }
 
 /// Has the files of the just registered misc device `misc` pin this module while open.

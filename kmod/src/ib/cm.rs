@@ -91,7 +91,8 @@ impl Report {
         }
         // SAFETY: iw_cm passed `id` to the call running now, which holds it.
         unsafe { ffi::iwarp_shim_iw_ref(id, true) };
-        *st = Reporting { id: id as usize, up: false, ended: false };
+        // `ended` stays: a QP that ended before its exchange settles reports CLOSE at once.
+        *st = Reporting { id: id as usize, up: false, ended: st.ended };
         Ok(())
     }
 
@@ -299,7 +300,7 @@ impl WorkItem for Job {
                 let mut ev = event(reply, 0, local, remote);
                 // As rdma_cm reads them: its initiator depth from `ird`, its responder
                 // resources from `ord` (ours swapped, as cxgb4 reports them).
-                (ev.ird, ev.ord) = (u32::from(est.conn.ord), u32::from(est.conn.ird));
+                (ev.ird, ev.ord) = (u32::from(est.conn.ord).min(255), u32::from(est.conn.ird).min(255));
                 // A CONNECT_REPLY carries the peer's private data (iw_cm copies it).
                 let private = if job.what == For::Connect { copy(&est.peer_private).ok() } else { None };
                 if let Some(p) = &private {
@@ -333,9 +334,10 @@ impl WorkItem for Job {
                 conn.report.last(&ev);
             }
             For::Accept => {
-                // ESTABLISHED was promised: it goes, and CLOSE after it (the QP ended).
+                // ESTABLISHED was promised: it goes, and CLOSE after it.
                 conn.qp.close();
                 conn.report.up(&event(reply, 0, job.local, job.remote));
+                conn.report.close();
             }
         }
     }
@@ -404,7 +406,8 @@ impl OnRequest for Announce {
         let mut ev = event(ffi::IWARP_IW_CONNECT_REQUEST, 0, local, remote);
         let Ok(asked) = pending.request() else { return };
         if let Some(e) = asked.enhanced {
-            (ev.ird, ev.ord) = (u32::from(e.ird), u32::from(e.ord));
+            // iw_cm carries them in a u8.
+            (ev.ird, ev.ord) = (u32::from(e.ird).min(255), u32::from(e.ord).min(255));
         }
         let Ok(private) = copy(asked.private) else { return };
         (ev.private_data, ev.private_len) = (private.as_ptr(), private.len().min(255) as u32);

@@ -18,6 +18,17 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
+use kernel::time::{Delta, Instant, Monotonic};
+
+/// How long a request handed to the connection manager is kept unanswered.
+const REQUEST_KEPT: Delta = Delta::from_millis(60_000);
+
+/// A request handed to the connection manager, and since when.
+struct Kept {
+    key: usize,
+    pending: Pending,
+    since: Instant<Monotonic>,
+}
 
 #[pin_data]
 pub(crate) struct IbDevice {
@@ -37,7 +48,7 @@ pub(crate) struct IbDevice {
     /// Connection requests given to the connection manager (CONNECT_REQUEST), by the key
     /// given as their `provider_data`, until accepted or rejected (or the device goes).
     #[pin]
-    requests: Mutex<KVec<(usize, Pending)>>,
+    requests: Mutex<KVec<Kept>>,
     /// The next request's key (never 0).
     next_request: AtomicUsize,
 }
@@ -129,17 +140,30 @@ impl IbDevice {
         drop(gone);
     }
 
-    /// Keeps `pending` until [`IbDevice::take_request`] with the key returned.
+    /// Keeps `pending` until [`IbDevice::take_request`] with the key returned. Requests kept
+    /// longer than [`REQUEST_KEPT`] are dropped first (their connections close): iw_cm may
+    /// drop a request's event and never answer it.
     pub(super) fn keep_request(&self, pending: Pending) -> Result<usize> {
         let key = self.next_request.fetch_add(1, Ordering::Relaxed);
-        self.requests.lock().push((key, pending), GFP_KERNEL)?;
+        let stale = {
+            let mut requests = self.requests.lock();
+            let mut stale = KVec::new();
+            while let Some(i) = requests.iter().position(|r| r.since.elapsed() > REQUEST_KEPT) {
+                if let Ok(r) = requests.remove(i) {
+                    let _ = stale.push(r, GFP_KERNEL);
+                }
+            }
+            requests.push(Kept { key, pending, since: Instant::now() }, GFP_KERNEL)?;
+            stale
+        };
+        drop(stale);
         Ok(key)
     }
 
     /// The request kept as `key`, if still kept.
     pub(super) fn take_request(&self, key: usize) -> Option<Pending> {
         let mut requests = self.requests.lock();
-        let i = requests.iter().position(|(k, _)| *k == key)?;
-        requests.remove(i).ok().map(|(_, p)| p)
+        let i = requests.iter().position(|r| r.key == key)?;
+        requests.remove(i).ok().map(|r| r.pending)
     }
 }

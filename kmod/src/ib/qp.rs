@@ -114,8 +114,14 @@ impl KernelQp {
     /// `post_send` of one request.
     pub(super) fn post_send(&self, w: &ffi::iwarp_ib_send_wr) -> Result {
         let wr = self.send_wr(w)?;
-        if self.qp.state() == QpState::Init {
+        let state = self.qp.state();
+        if state == QpState::Init {
             return Err(enotconn());
+        }
+        // The engine's send path allocates and takes a mutex: not yet from a completion
+        // handler (softirq) or with interrupts off (EAGAIN rather than sleeping there).
+        if state == QpState::Rts && !crate::shim::may_sleep() {
+            return Err(EAGAIN);
         }
         self.post_or_flush(&self.send_cq, wr.wr_id, flushed_op(&wr.op), || self.qp.post_send(&wr))
     }
@@ -172,8 +178,12 @@ impl KernelQp {
     }
 }
 
-impl Drop for KernelQp {
-    fn drop(&mut self) {
+impl KernelQp {
+    /// The RDMA core destroys the QP: it ends (flushing what was posted, reporting CLOSE to
+    /// iw_cm), its socket is unhooked, its unpolled completions go (they would name a freed
+    /// `ib_qp`), and iw_cm no longer finds it. iw_cm may still modify it until its references
+    /// are gone; then it is dropped.
+    pub(super) fn end(&self) {
         self.qp.close();
         self.conn.unhook();
         self.send_cq.purge();

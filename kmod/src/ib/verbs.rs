@@ -27,6 +27,7 @@ pub(super) static VERBS: ffi::iwarp_ib_verbs = ffi::iwarp_ib_verbs {
     create_qp: Some(create_qp),
     modify_qp: Some(modify_qp),
     query_qp: Some(query_qp),
+    end_qp: Some(end_qp),
     destroy_qp: Some(destroy_qp),
     post_send: Some(post_send),
     post_recv: Some(post_recv),
@@ -211,9 +212,17 @@ unsafe extern "C" fn query_qp(qp_ptr: *mut c_void, attr: *mut ffi::iwarp_ib_qp_a
 
 /// # Safety
 ///
-/// See above; the QP is not used after.
+/// See above.
+unsafe extern "C" fn end_qp(qp_ptr: *mut c_void) {
+    // SAFETY: see above: ends the QP (flushing what was posted, reporting CLOSE).
+    unsafe { qp(qp_ptr) }.end();
+}
+
+/// # Safety
+///
+/// See above; `end_qp` ran, and the QP is not used after.
 unsafe extern "C" fn destroy_qp(qp_ptr: *mut c_void) {
-    // SAFETY: see above: ends the QP (flushing what was posted) and frees it.
+    // SAFETY: see above: frees it.
     drop(unsafe { <KBox<KernelQp> as ForeignOwnable>::from_foreign(qp_ptr) });
 }
 
