@@ -70,12 +70,6 @@ pub(crate) enum Reach {
     Kernel(u64),
 }
 
-/// Where a placement lands (the pages held by the placement).
-enum At<'a> {
-    Pinned(&'a PinnedPages, u64),
-    Kernel(u64),
-}
-
 /// One registered buffer.
 struct MemoryRegion {
     pd: u32,
@@ -273,7 +267,7 @@ impl<'a> Domain<'a> {
     /// Places `len` octets at `addr` of region `stag` (`need` rights required) with `place`,
     /// given where they land. Pinned pages cannot be invalidated or deregistered under the
     /// placement (both wait for it to end).
-    fn placing<R>(&self, stag: u32, addr: u64, len: u64, need: u32, place: impl FnOnce(At<'_>) -> Result<R>) -> Result<R, Fault> {
+    fn placing<R>(&self, stag: u32, addr: u64, len: u64, need: u32, place: impl FnOnce(&Reach) -> Result<R>) -> Result<R, Fault> {
         let reach = self.with(stag, |mr| {
             let off = mr.offset(addr, len, need)?;
             Ok(match &mr.memory {
@@ -284,11 +278,8 @@ impl<'a> Domain<'a> {
                 Memory::KernelVirtual => Reach::Kernel(off),
             })
         })?;
-        let (pages, off) = match reach {
-            Reach::Kernel(addr) => return place(At::Kernel(addr)).map_err(|_| Fault::Access),
-            Reach::Pinned(pages, off) => (pages, off),
-        };
-        let r = place(At::Pinned(&pages, off)).map_err(|_| Fault::Access);
+        let r = place(&reach).map_err(|_| Fault::Access);
+        let Reach::Pinned(pages, _) = reach else { return r };
         pages.end_placing();
         // Placements run with bottom halves off: a deregistration meanwhile leaves the
         // unpinning to a work item.
@@ -299,21 +290,21 @@ impl<'a> Domain<'a> {
     /// Places `src` into region `stag` at `addr` (`need` rights required, which must include a
     /// write right).
     pub(crate) fn write(&self, stag: u32, addr: u64, src: &[u8], need: u32) -> Result<(), Fault> {
-        self.placing(stag, addr, src.len() as u64, need, |at| match at {
-            // SAFETY: `at` is what the RDMA core's consumer named through its DMA region, which
-            // it keeps valid while a work request or an STag it gave the peer names it.
-            At::Kernel(addr) => unsafe { kernel_memory::copy_to(addr, src) },
-            At::Pinned(pages, off) => pages.copy_from(off, src),
+        self.placing(stag, addr, src.len() as u64, need, |at| match *at {
+            // SAFETY: `addr` is what the RDMA core's consumer named through its DMA region,
+            // which it keeps valid while a work request or an STag it gave the peer names it.
+            Reach::Kernel(addr) => unsafe { kernel_memory::copy_to(addr, src) },
+            Reach::Pinned(ref pages, off) => pages.copy_from(off, src),
         })
     }
 
     /// Runs atomic operation `op` on the 64-bit value at `addr` (8-aligned) of region `stag`
     /// (`need` rights required, which must include a write right) and returns the value before.
     pub(crate) fn atomic(&self, stag: u32, addr: u64, need: u32, op: impl Fn(u64) -> u64) -> Result<u64, Fault> {
-        self.placing(stag, addr, 8, need, |at| match at {
+        self.placing(stag, addr, 8, need, |at| match *at {
             // SAFETY: as in `write`.
-            At::Kernel(addr) => unsafe { kernel_memory::update_u64(addr, op) },
-            At::Pinned(pages, off) => pages.update_u64(off, op),
+            Reach::Kernel(addr) => unsafe { kernel_memory::update_u64(addr, op) },
+            Reach::Pinned(ref pages, off) => pages.update_u64(off, op),
         })
     }
 

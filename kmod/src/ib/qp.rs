@@ -123,23 +123,22 @@ impl KernelQp {
         if state == QpState::Rts && !crate::shim::may_sleep() {
             return Err(EAGAIN);
         }
-        self.post_or_flush(&self.send_cq, wr.wr_id, flushed_op(&wr.op), || self.qp.post_send(&wr))
+        self.post_or_flush(state, &self.send_cq, wr.wr_id, flushed_op(&wr.op), || self.qp.post_send(&wr))
     }
 
     /// `post_recv` of one request.
     pub(super) fn post_recv(&self, w: &ffi::iwarp_ib_recv_wr) -> Result {
         let mut wr = RecvWr { wr_id: w.wr_id, num_sge: w.num_sge, ..RecvWr::default() };
         copy_sges(&mut wr.sge, w.sge, w.num_sge)?;
-        self.post_or_flush(&self.recv_cq, wr.wr_id, CompletionOp::Recv, || self.qp.post_recv(&wr))
+        self.post_or_flush(self.qp.state(), &self.recv_cq, wr.wr_id, CompletionOp::Recv, || self.qp.post_recv(&wr))
     }
 
-    /// Posts with `post`, unless the QP has ended (before, or meanwhile: ENOTCONN): then the
-    /// request completes at once, flushed, into `cq`.
-    fn post_or_flush(&self, cq: &QpCq, wr_id: u64, op: CompletionOp, post: impl FnOnce() -> Result) -> Result {
-        let ended = || self.qp.state() == QpState::Error;
-        if !ended() {
+    /// Posts with `post`, unless the QP has ended (`state`, as the caller found it, or
+    /// meanwhile: ENOTCONN): then the request completes at once, flushed, into `cq`.
+    fn post_or_flush(&self, state: QpState, cq: &QpCq, wr_id: u64, op: CompletionOp, post: impl FnOnce() -> Result) -> Result {
+        if state != QpState::Error {
             match post() {
-                Err(e) if e == enotconn() && ended() => {}
+                Err(e) if e == enotconn() && self.qp.state() == QpState::Error => {}
                 done => return done,
             }
         }
