@@ -511,7 +511,7 @@ sock_http() {
     local want got
     want=$(vm_run B "sha256sum </tmp/www/f") got=$(grep -E '^[0-9a-f]{64}' <<<"$out")
     out=$(vm_unserve B http)
-    [ -n "$want" ] && [ "$want" = "$got" ] || { echo "curl's copy differs"; return 1; }
+    [ -n "$want" ] && [ "$want" = "$got" ] || { echo "curl's copy differs; the server said:"; echo "$out"; vm_run A "ss -tni"; return 1; }
     upgraded 1 "$out"
 }
 # sock_plain_peer: a server without the library; the client (with it) must get plain TCP.

@@ -249,6 +249,15 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
+    /// The connection broke, for `why` (logged the first time, with IWARP_SOCKETS_LOG: an
+    /// application only sees ECONNRESET or EPIPE).
+    fn break_because(&mut self, why: std::fmt::Arguments<'_>) {
+        if !self.broken && crate::logging() {
+            eprintln!("iwarp-preload: connection broken: {why}");
+        }
+        self.broken = true;
+    }
+
     /// A stream just set up: our Hello (a Send) sent, the peer's not seen yet.
     fn new() -> Stream {
         Stream {
@@ -584,7 +593,7 @@ impl Conn {
                     // Completions come in order: each request's id is the position past it.
                     st.send_done = st.send_done.max(wc.wr_id);
                 } else {
-                    st.broken = true;
+                    st.break_because(format_args!("a send completed with {:?}", wc.status));
                 }
             }
             let m = self.recv_cq().poll(&mut wcs);
@@ -614,7 +623,13 @@ impl Conn {
         self.events.arrived.fetch_add(1, Ordering::Relaxed);
         let slot = wc.wr_id as usize;
         if wc.status != WcStatus::Success || wc.opcode != WcOpcode::Recv {
-            st.broken = true;
+            st.break_because(format_args!(
+                "a receive completed with {:?} ({:?}), {} octets unread, end of stream {}",
+                wc.status,
+                wc.opcode,
+                st.rx_head - st.rx_tail,
+                if st.eof { "seen" } else { "not seen" }
+            ));
             return false;
         }
         let well_formed = match wc.imm {
@@ -631,7 +646,7 @@ impl Conn {
             Some(v) => Imm::decode(v).is_some_and(|imm| st.take_imm(imm)),
         };
         if !well_formed {
-            st.broken = true;
+            st.break_because(format_args!("the peer's message {:?} breaks the protocol", wc.imm));
             return false;
         }
         true
@@ -647,7 +662,7 @@ impl Conn {
         if self.qp.post_recvs(&wrs[..slots.len()]).is_ok() {
             st.returnable += slots.len() as u32;
         } else {
-            st.broken = true;
+            st.break_because(format_args!("receives could not be posted again"));
         }
     }
 
@@ -702,7 +717,7 @@ impl Conn {
                 Ok(())
             }
             Err(e) => {
-                st.broken = true;
+                st.break_because(format_args!("posting Immediate Data failed: {e}"));
                 Err(e)
             }
         }
@@ -825,7 +840,7 @@ impl Conn {
             // While a write would block, any completion wakes: the credit that unblocks it comes
             // in a message that is not solicited, and a poller may wait for it (`readiness`).
             if self.recv_cq().arm(Self::writable(st)).is_err() {
-                st.broken = true;
+                st.break_because(format_args!("the receive CQ could not be armed"));
                 continue;
             }
             // A completion may have landed before the arm.
@@ -996,7 +1011,7 @@ impl Conn {
             let n = (data.len() - sent).min(Self::room(st));
             let wr = SendWr { wr_id: st.tx_head, op: SendOp::Write(remote), sge: &[source.sge(sent..sent + n)], signaled: true };
             if let Err(e) = conn.qp.post_send(&wr) {
-                st.broken = true;
+                st.break_because(format_args!("posting a Write failed: {e}"));
                 return Err(e);
             }
             st.sq_free -= 1;
@@ -1133,8 +1148,12 @@ impl Conn {
         // good, anything the peer still sends (credits written before it read our end) draws a
         // reset from TCP, which throws away what it has not delivered: wait (bounded) until
         // the peer has acknowledged all of it, our FIN too.
-        for _ in 0..5000 {
-            if self.delivered() {
+        let waited = Instant::now();
+        while !self.delivered() {
+            if waited.elapsed() > Duration::from_secs(5) {
+                if crate::logging() {
+                    eprintln!("iwarp-preload: close: the peer has not acknowledged everything after 5 s; closing anyway");
+                }
                 break;
             }
             std::thread::sleep(Duration::from_millis(1));
