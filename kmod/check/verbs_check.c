@@ -5,18 +5,19 @@
  * CQ polled in softirq, QP, receives posted, bad work requests and attributes refused with
  * errnos, the error state and ib_drain_qp, flushed completions; then (addr=IP, the device's
  * netdev's address) connections through iw_cm to that address: a reject, an accept, a Send,
- * an RDMA Write and an RDMA Read between kernel buffers, a disconnect. The devices count as no
- * kernel verbs provider until fast registration works, so no service binds to them: this
- * module is a client that asks to be offered those too, and checks the one named
- * (device=NAME). Each check is a KTAP line in the kernel log; loading fails (EIO) if any check
- * failed.
+ * an RDMA Write and an RDMA Read between kernel buffers, fast registration of kernel pages,
+ * a disconnect. Like any kernel service it is offered kernel verbs providers only, and checks
+ * the one named (device=NAME). Each check is a KTAP line in the kernel log; loading fails
+ * (EIO) if any check failed.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/inet.h>
+#include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <linux/wait.h>
 #include <rdma/ib_verbs.h>
@@ -284,6 +285,92 @@ static int post_receive(struct ib_qp *qp, struct done *d, u64 to, u32 len, u32 l
 	return ib_post_recv(qp, &wr, NULL);
 }
 
+/* IB_WR_REG_MR of @mr with its key and @access. */
+static int post_reg(struct ib_qp *qp, struct done *d, struct ib_mr *mr, int access)
+{
+	struct ib_reg_wr wr = {
+		.wr = { .wr_cqe = &d->cqe, .opcode = IB_WR_REG_MR, .send_flags = IB_SEND_SIGNALED },
+		.mr = mr,
+		.key = mr->rkey,
+		.access = access,
+	};
+
+	arm(d);
+	return ib_post_send(qp, &wr.wr, NULL);
+}
+
+static int post_local_inv(struct ib_qp *qp, struct done *d, u32 rkey)
+{
+	struct ib_send_wr wr = { .wr_cqe = &d->cqe, .opcode = IB_WR_LOCAL_INV, .send_flags = IB_SEND_SIGNALED, .ex.invalidate_rkey = rkey };
+
+	arm(d);
+	return ib_post_send(qp, &wr, NULL);
+}
+
+/*
+ * Fast registration on the connected pair (server QP @sqp, client QP @cqp; the client's buffer
+ * @cbuf at DMA address @ca): the server lists two pages that are not adjacent (from the middle
+ * of the first) under key 0, where consumers' keys wrap to; the client writes across the page
+ * boundary and reads back through the rkey; a map while registered changes nothing until the
+ * next registration; invalidated, the region refuses its lkey.
+ */
+static void check_fast_registration(struct ib_device *dev, struct ib_pd *pd, struct ib_qp *sqp, struct ib_qp *cqp, char *cbuf, u64 ca)
+{
+	struct page *pages[2] = { alloc_page(GFP_KERNEL | __GFP_ZERO), alloc_page(GFP_KERNEL | __GFP_ZERO) };
+	struct scatterlist sg[2];
+	struct done reg, wrote, read, sent, recvd, inv;
+	struct ib_mr *mr = NULL;
+	const int rw = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ;
+	int i, n = 0;
+
+	CHECK(pages[0] && pages[1], "two pages for a fast registration");
+	if (!pages[0] || !pages[1])
+		goto out;
+	sg_init_table(sg, 2);
+	sg_set_page(&sg[0], pages[0], PAGE_SIZE / 2, PAGE_SIZE / 2);
+	sg_set_page(&sg[1], pages[1], PAGE_SIZE, 0);
+	mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, 2);
+	CHECK(!IS_ERR(mr), "ib_alloc_mr of a region for two pages");
+	if (IS_ERR(mr))
+		goto out;
+	CHECK(IS_ERR(ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, 100000)), "ib_alloc_mr of more pages than max_fast_reg_page_list_len is refused");
+	if (ib_dma_map_sg(dev, sg, 2, DMA_BIDIRECTIONAL) == 2)
+		n = ib_map_mr_sg(mr, sg, 2, NULL, PAGE_SIZE);
+	CHECK(n == 2 && mr->length == PAGE_SIZE * 3 / 2, "ib_map_mr_sg maps both entries (%d, %llu octets)", n, mr->length);
+	ib_update_fast_reg_key(mr, 0);
+	CHECK(!post_reg(sqp, &reg, mr, rw) && finished(&reg), "IB_WR_REG_MR with key 0 completes (%d)", reg.status);
+	for (i = 0; i < PAGE_SIZE; i++)
+		cbuf[i] = i * 7 + 1;
+	CHECK(!post_receive(sqp, &recvd, (u64)page_address(pages[1]) + 64, 16, pd->local_dma_lkey) &&
+		      !post(cqp, &wrote, IB_WR_RDMA_WRITE, ca, PAGE_SIZE, pd->local_dma_lkey, mr->iova + PAGE_SIZE / 4, mr->rkey) &&
+		      !post(cqp, &sent, IB_WR_SEND, ca, 8, pd->local_dma_lkey, 0, 0) && finished(&wrote) && finished(&sent) && finished(&recvd) &&
+		      !memcmp(page_address(pages[0]) + PAGE_SIZE * 3 / 4, cbuf, PAGE_SIZE / 4) &&
+		      !memcmp(page_address(pages[1]), cbuf + PAGE_SIZE / 4, 64),
+	      "an RDMA Write through the rkey lands across the page boundary, in both pages");
+	memset(cbuf, 0, PAGE_SIZE);
+	CHECK(!post(cqp, &read, IB_WR_RDMA_READ, ca, PAGE_SIZE / 2, pd->local_dma_lkey, mr->iova + PAGE_SIZE / 4, mr->rkey) &&
+		      finished(&read) && !memcmp(cbuf, page_address(pages[0]) + PAGE_SIZE * 3 / 4, PAGE_SIZE / 4) &&
+		      !memcmp(cbuf + PAGE_SIZE / 4, page_address(pages[1]), PAGE_SIZE / 4),
+	      "an RDMA Read through the rkey brings both pages' octets");
+	n = ib_map_mr_sg(mr, &sg[1], 1, NULL, PAGE_SIZE);
+	memset(cbuf, 0, PAGE_SIZE);
+	CHECK(n == 1 && !post(cqp, &read, IB_WR_RDMA_READ, ca, 16, pd->local_dma_lkey, (u64)page_address(pages[0]) + PAGE_SIZE * 3 / 4, mr->rkey) &&
+		      finished(&read) && !memcmp(cbuf, page_address(pages[0]) + PAGE_SIZE * 3 / 4, 16),
+	      "a map while the region is registered leaves the registration as it was");
+	CHECK(!post_local_inv(sqp, &inv, mr->rkey) && finished(&inv), "IB_WR_LOCAL_INV completes");
+	CHECK(post(sqp, &sent, IB_WR_SEND, mr->iova, 8, mr->lkey, 0, 0) == -EINVAL, "a Send from the invalidated region is refused with EINVAL");
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
+	CHECK(!post_reg(sqp, &reg, mr, rw) && finished(&reg) && mr->iova == (u64)page_address(pages[1]),
+	      "registered again with the next key, the second map in force");
+	ib_dma_unmap_sg(dev, sg, 2, DMA_BIDIRECTIONAL);
+out:
+	if (mr && !IS_ERR(mr))
+		CHECK(!ib_dereg_mr(mr), "ib_dereg_mr");
+	for (i = 0; i < 2; i++)
+		if (pages[i])
+			__free_page(pages[i]);
+}
+
 static struct sockaddr_storage ipv4(__be32 a, int p)
 {
 	struct sockaddr_storage ss = {};
@@ -407,6 +494,8 @@ static void check_connections(struct ib_device *dev)
 		      finished(&read) && !strcmp(cbuf + 1024, "read back by the client"),
 	      "an RDMA Read brings the server's octets");
 
+	check_fast_registration(dev, pd, sqp, cqp, cbuf, ca);
+
 	/* Closing: both ends get CLOSE, exactly once. */
 	CHECK(!iw_cm_disconnect(cid, 0) && got(&cli, IW_CM_EVENT_CLOSE, 1) && got(&srv, IW_CM_EVENT_CLOSE, 1),
 	      "a disconnect closes both ends");
@@ -460,8 +549,7 @@ static struct ib_client verbs_check_client = {
 	.name = "iwarp_verbs_check",
 	.add = verbs_check_add,
 	.remove = verbs_check_remove,
-	/* Offered devices that are no kernel verbs provider too: ours, for now. */
-	.no_kverbs_req = 1,
+	/* Offered kernel verbs providers only, as any kernel service is: ours must be one. */
 };
 
 static int __init verbs_check_init(void)

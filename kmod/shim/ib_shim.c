@@ -33,6 +33,14 @@ struct iwarp_ibpd {
 	u32 handle;
 };
 
+/* A region: the DMA region, or one for fast registrations with room for @max pages. */
+struct iwarp_ibmr {
+	struct ib_mr base;
+	u32 npages;
+	u32 max;
+	u64 pages[];
+};
+
 struct iwarp_ibcq {
 	struct ib_cq base;
 	void *rust;
@@ -49,6 +57,8 @@ struct iwarp_ibqp {
 	/* Ours and iw_cm's (iw_add_ref): destroy_qp waits until iw_cm's are gone. */
 	refcount_t refs;
 	struct completion unused;
+	/* Hands posted send requests over to the engine, which may sleep. */
+	struct work_struct hand_over;
 };
 
 static struct iwarp_ibdev *to_iwarp(struct ib_device *dev)
@@ -85,7 +95,8 @@ static const struct iwarp_ib_verbs *iwarp_verbs;
 static_assert(IWARP_IB_WR_RDMA_WRITE == IB_WR_RDMA_WRITE && IWARP_IB_WR_SEND == IB_WR_SEND &&
 	      IWARP_IB_WR_RDMA_READ == IB_WR_RDMA_READ && IWARP_IB_WR_LOCAL_INV == IB_WR_LOCAL_INV &&
 	      IWARP_IB_WR_SEND_WITH_INV == IB_WR_SEND_WITH_INV &&
-	      IWARP_IB_WR_RDMA_READ_WITH_INV == IB_WR_RDMA_READ_WITH_INV);
+	      IWARP_IB_WR_RDMA_READ_WITH_INV == IB_WR_RDMA_READ_WITH_INV &&
+	      IWARP_IB_WR_REG_MR == IB_WR_REG_MR);
 static_assert(IWARP_IB_SEND_FENCE == IB_SEND_FENCE && IWARP_IB_SEND_SIGNALED == IB_SEND_SIGNALED &&
 	      IWARP_IB_SEND_SOLICITED == IB_SEND_SOLICITED && IWARP_IB_SEND_INLINE == IB_SEND_INLINE);
 static_assert(IWARP_IB_WC_SUCCESS == IB_WC_SUCCESS && IWARP_IB_WC_LOC_PROT_ERR == IB_WC_LOC_PROT_ERR &&
@@ -99,6 +110,7 @@ static_assert(IWARP_IB_QPS_RESET == IB_QPS_RESET && IWARP_IB_QPS_INIT == IB_QPS_
 	      IWARP_IB_QPS_RTR == IB_QPS_RTR && IWARP_IB_QPS_RTS == IB_QPS_RTS &&
 	      IWARP_IB_QPS_SQD == IB_QPS_SQD && IWARP_IB_QPS_ERR == IB_QPS_ERR);
 static_assert(IWARP_IB_QP_STATE == IB_QP_STATE);
+static_assert(IWARP_IB_ACCESS_OPTIONAL == IB_ACCESS_OPTIONAL);
 static_assert(IWARP_IB_CQ_SOLICITED == IB_CQ_SOLICITED && IWARP_IB_CQ_SOLICITED_MASK == IB_CQ_SOLICITED_MASK &&
 	      IWARP_IB_CQ_REPORT_MISSED_EVENTS == IB_CQ_REPORT_MISSED_EVENTS);
 static_assert(sizeof(struct iwarp_ib_sge) == sizeof(struct ib_sge) &&
@@ -125,6 +137,8 @@ static int iwarp_query_device(struct ib_device *dev, struct ib_device_attr *attr
 	attr->max_cqe = iwarp_limits.max_cqe;
 	attr->max_mr = iwarp_limits.max_mr;
 	attr->max_pd = iwarp_limits.max_pd;
+	attr->device_cap_flags = IB_DEVICE_MEM_MGT_EXTENSIONS;
+	attr->max_fast_reg_page_list_len = iwarp_limits.max_page_list;
 	attr->max_qp_rd_atom = iwarp_limits.max_ird_ord;
 	attr->max_qp_init_rd_atom = iwarp_limits.max_ird_ord;
 	attr->page_size_cap = PAGE_SIZE;
@@ -191,7 +205,7 @@ static int iwarp_dealloc_pd(struct ib_pd *pd, struct ib_udata *udata)
 
 static struct ib_mr *iwarp_get_dma_mr(struct ib_pd *pd, int access)
 {
-	struct ib_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	struct iwarp_ibmr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	u32 stag;
 	int rv;
 
@@ -202,9 +216,63 @@ static struct ib_mr *iwarp_get_dma_mr(struct ib_pd *pd, int access)
 		kfree(mr);
 		return ERR_PTR(rv);
 	}
-	mr->lkey = stag;
-	mr->rkey = stag;
-	return mr;
+	mr->base.lkey = stag;
+	mr->base.rkey = stag;
+	return &mr->base;
+}
+
+static struct ib_mr *iwarp_alloc_mr(struct ib_pd *pd, enum ib_mr_type type, u32 max_num_sg)
+{
+	struct iwarp_ibmr *mr;
+	u32 stag;
+	int rv;
+
+	if (type != IB_MR_TYPE_MEM_REG)
+		return ERR_PTR(-EOPNOTSUPP);
+	rv = iwarp_verbs->alloc_mr(dev_rust(pd->device), pd_handle(pd), max_num_sg, &stag);
+	if (rv)
+		return ERR_PTR(rv);
+	/* max_num_sg is bounded by now (the device's max_fast_reg_page_list_len). */
+	mr = kzalloc(struct_size(mr, pages, max_num_sg), GFP_KERNEL);
+	if (!mr) {
+		iwarp_verbs->dereg_mr(dev_rust(pd->device), stag);
+		return ERR_PTR(-ENOMEM);
+	}
+	mr->max = max_num_sg;
+	mr->base.lkey = stag;
+	mr->base.rkey = stag;
+	return &mr->base;
+}
+
+/* Users of the device come through uverbs, which it does not offer yet (no user contexts). */
+static struct ib_mr *iwarp_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 virt, int access,
+				       struct ib_dmah *dmah, struct ib_udata *udata)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static int iwarp_set_page(struct ib_mr *ibmr, u64 addr)
+{
+	struct iwarp_ibmr *mr = container_of(ibmr, struct iwarp_ibmr, base);
+
+	if (mr->npages == mr->max)
+		return -ENOMEM;
+	mr->pages[mr->npages++] = addr;
+	return 0;
+}
+
+static int iwarp_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents, unsigned int *sg_offset)
+{
+	struct iwarp_ibmr *mr = container_of(ibmr, struct iwarp_ibmr, base);
+	int n, rv;
+
+	mr->npages = 0;
+	n = ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, iwarp_set_page);
+	if (n <= 0)
+		return n;
+	rv = iwarp_verbs->map_mr(dev_rust(ibmr->device), ibmr->lkey, ibmr->iova, ibmr->length, ibmr->page_size,
+				 mr->pages, mr->npages);
+	return rv ? rv : n;
 }
 
 static int iwarp_dereg_mr(struct ib_mr *mr, struct ib_udata *udata)
@@ -212,7 +280,7 @@ static int iwarp_dereg_mr(struct ib_mr *mr, struct ib_udata *udata)
 	int rv = iwarp_verbs->dereg_mr(dev_rust(mr->device), mr->lkey);
 
 	if (!rv)
-		kfree(mr);
+		kfree(container_of(mr, struct iwarp_ibmr, base));
 	return rv;
 }
 
@@ -288,6 +356,21 @@ static int iwarp_req_notify_cq(struct ib_cq *cq, enum ib_cq_notify_flags flags)
 	return iwarp_verbs->req_notify_cq(cq_rust(cq), flags);
 }
 
+static void iwarp_qp_hand_over(struct work_struct *work)
+{
+	iwarp_verbs->hand_over(container_of(work, struct iwarp_ibqp, hand_over)->rust);
+}
+
+void iwarp_shim_ib_qp_kick(struct ib_qp *qp)
+{
+	queue_work(system_highpri_wq, &container_of(qp, struct iwarp_ibqp, base)->hand_over);
+}
+
+void iwarp_shim_ib_qp_settle(struct ib_qp *qp)
+{
+	cancel_work_sync(&container_of(qp, struct iwarp_ibqp, base)->hand_over);
+}
+
 static int iwarp_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struct ib_udata *udata)
 {
 	struct iwarp_ib_qp_attr a = {
@@ -307,6 +390,7 @@ static int iwarp_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struc
 
 	if (udata || init->create_flags || init->xrcd || init->rwq_ind_tbl)
 		return -EOPNOTSUPP;
+	INIT_WORK(&container_of(qp, struct iwarp_ibqp, base)->hand_over, iwarp_qp_hand_over);
 	refcount_set(&container_of(qp, struct iwarp_ibqp, base)->refs, 1);
 	init_completion(&container_of(qp, struct iwarp_ibqp, base)->unused);
 	rv = iwarp_verbs->create_qp(dev_rust(qp->device), qp, &a, &container_of(qp, struct iwarp_ibqp, base)->rust);
@@ -375,11 +459,6 @@ static int iwarp_destroy_qp(struct ib_qp *qp, struct ib_udata *udata)
 	/* iw_cm may call modify_qp until then: only now does the QP go. */
 	iwarp_verbs->destroy_qp(qp_rust(qp));
 	return 0;
-}
-
-bool iwarp_shim_may_sleep(void)
-{
-	return !in_interrupt() && !irqs_disabled();
 }
 
 /* --- iw_cm: the calls are Rust's; this converts addresses and events --- */
@@ -506,6 +585,12 @@ static int iwarp_post_send(struct ib_qp *qp, const struct ib_send_wr *wr, const 
 		case IB_WR_LOCAL_INV:
 			w.invalidate_rkey = wr->ex.invalidate_rkey;
 			break;
+		case IB_WR_REG_MR:
+			w.rkey = reg_wr(wr)->key;
+			w.remote_addr = reg_wr(wr)->mr->iova;
+			w.length = reg_wr(wr)->mr->length;
+			w.access = reg_wr(wr)->access;
+			break;
 		case IB_WR_RDMA_WRITE:
 		case IB_WR_RDMA_READ:
 		case IB_WR_RDMA_READ_WITH_INV:
@@ -553,6 +638,7 @@ static void iwarp_dealloc_driver(struct ib_device *dev)
 static const struct ib_device_ops iwarp_ib_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_UNKNOWN,
+	.alloc_mr = iwarp_alloc_mr,
 	.alloc_pd = iwarp_alloc_pd,
 	.create_cq = iwarp_create_cq,
 	.create_qp = iwarp_create_qp,
@@ -571,6 +657,7 @@ static const struct ib_device_ops iwarp_ib_ops = {
 	.iw_get_qp = iwarp_iw_get_qp,
 	.iw_reject = iwarp_iw_reject,
 	.iw_rem_ref = iwarp_iw_rem_ref,
+	.map_mr_sg = iwarp_map_mr_sg,
 	.modify_qp = iwarp_modify_qp,
 	.poll_cq = iwarp_poll_cq,
 	.post_recv = iwarp_post_recv,
@@ -579,6 +666,7 @@ static const struct ib_device_ops iwarp_ib_ops = {
 	.query_gid = iwarp_query_gid,
 	.query_port = iwarp_query_port,
 	.query_qp = iwarp_query_qp,
+	.reg_user_mr = iwarp_reg_user_mr,
 	.req_notify_cq = iwarp_req_notify_cq,
 	INIT_RDMA_OBJ_SIZE(ib_cq, iwarp_ibcq, base),
 	INIT_RDMA_OBJ_SIZE(ib_pd, iwarp_ibpd, base),

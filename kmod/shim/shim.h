@@ -148,6 +148,7 @@ struct iwarp_ib_limits {
 	u32 max_mr;
 	u32 max_pd;
 	u32 max_ird_ord;
+	u32 max_page_list;
 };
 /* Netdev events a device follows. */
 enum iwarp_netdev_event {
@@ -179,6 +180,9 @@ struct ib_qp;
 #define IWARP_IB_WR_LOCAL_INV 7u
 #define IWARP_IB_WR_SEND_WITH_INV 9u
 #define IWARP_IB_WR_RDMA_READ_WITH_INV 11u
+#define IWARP_IB_WR_REG_MR 0x20u
+/* Access flags a device may ignore (struct ib_reg_wr's access, ib_reg_mr's). */
+#define IWARP_IB_ACCESS_OPTIONAL 0x3ff00000u
 /* enum ib_send_flags */
 #define IWARP_IB_SEND_FENCE 1u
 #define IWARP_IB_SEND_SIGNALED 2u
@@ -229,6 +233,9 @@ struct iwarp_ib_send_wr {
 	u32 invalidate_rkey;
 	u64 remote_addr;
 	u32 rkey;
+	/* IB_WR_REG_MR: the key in rkey, the region's iova in remote_addr, its length, the access. */
+	u64 length;
+	int access;
 };
 /* A receive work request: struct ib_recv_wr. */
 struct iwarp_ib_recv_wr {
@@ -299,6 +306,13 @@ struct iwarp_ib_verbs {
 	/* A region of all kernel memory (get_dma_mr) in @pd with access flags @access. */
 	int (*dma_mr)(void *dev, u32 pd, int access, u32 *stag);
 	int (*dereg_mr)(void *dev, u32 stag);
+	/* A region for fast registrations of up to @max_pages kernel pages (alloc_mr) in @pd. */
+	int (*alloc_mr)(void *dev, u32 pd, u32 max_pages, u32 *stag);
+	/*
+	 * map_mr_sg: @n kernel pages of @page_size octets at @pages (kernel virtual addresses)
+	 * hold @length octets from @iova on, for the next IB_WR_REG_MR of the region in @stag's slot.
+	 */
+	int (*map_mr)(void *dev, u32 stag, u64 iova, u64 length, u32 page_size, const u64 *pages, u32 n);
 	/* A CQ of at least @entries for @ibcq: its Rust pointer in *@cq, its size in *@entries. */
 	int (*create_cq)(void *dev, struct ib_cq *ibcq, u32 *entries, void **cq);
 	void (*destroy_cq)(void *cq);
@@ -314,6 +328,8 @@ struct iwarp_ib_verbs {
 	void (*destroy_qp)(void *qp);
 	int (*post_send)(void *qp, const struct iwarp_ib_send_wr *wr);
 	int (*post_recv)(void *qp, const struct iwarp_ib_recv_wr *wr);
+	/* Hands the send requests posted to @qp over to the engine (process context). */
+	void (*hand_over)(void *qp);
 	/* The device is gone (its dealloc_driver): drop @dev. */
 	void (*dev_free)(void *dev);
 	/* iw_cm: the RDMA core's QP numbered @qpn, or NULL (atomic context: no sleeping). */
@@ -325,8 +341,10 @@ struct iwarp_ib_verbs {
 	int (*iw_listen)(void *dev, struct iw_cm_id *id, const struct iwarp_iw_param *p, u32 backlog, void **listener);
 	void (*iw_unlisten)(void *listener);
 };
-/* Whether the caller may sleep: not in interrupt or softirq context, interrupts on. */
-bool iwarp_shim_may_sleep(void);
+/* Runs @qp's hand_over soon, in a work item (any context). */
+void iwarp_shim_ib_qp_kick(struct ib_qp *qp);
+/* Waits until @qp's hand_over has run, and stops it running again (destroy_qp). */
+void iwarp_shim_ib_qp_settle(struct ib_qp *qp);
 /* Calls @ibcq's completion handler (the consumer's), if it has one, soon (in softirq context). */
 void iwarp_shim_ib_cq_notify(struct ib_cq *ibcq);
 /* Hands @ev to @id's iw_cm (any context; it never calls back): 0 or -ENOMEM (not queued). */

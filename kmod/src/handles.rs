@@ -75,20 +75,28 @@ impl<T> Handles<T> {
         slot.obj.as_mut().filter(|_| u32::from(key) == handle & 0xff).ok_or(EINVAL)
     }
 
-    /// Gives the live object in `handle`'s slot the key of `handle` (not 0), whatever its key
-    /// was: `handle` names it from then on, its old handle no longer does.
+    /// Gives the live object in `handle`'s slot the key of `handle` (not handle 0), whatever
+    /// its key was: `handle` names it from then on, its old handle no longer does. Key 0 is a
+    /// key like any other here (the RDMA core's consumers step keys through it).
     pub(crate) fn rekey(&mut self, handle: u32) -> Result<&mut T> {
         let slot = self.slots.get_mut((handle >> 8) as usize).ok_or(EINVAL)?;
-        if handle & 0xff == 0 || slot.obj.is_none() {
+        if handle == 0 || slot.obj.is_none() {
             return Err(EINVAL);
         }
         slot.key = handle as u8;
         slot.obj.as_mut().ok_or(EINVAL)
     }
 
+    /// The handle that names the live object in `handle`'s slot now, whatever `handle`'s key;
+    /// EINVAL if the slot is empty.
+    pub(crate) fn current(&self, handle: u32) -> Result<u32> {
+        let slot = self.slots.get((handle >> 8) as usize).filter(|s| s.obj.is_some()).ok_or(EINVAL)?;
+        Ok(handle & !0xff | u32::from(slot.key))
+    }
+
     /// The live object in `handle`'s slot, whatever its key; EINVAL if the slot is empty.
-    pub(crate) fn in_slot(&self, handle: u32) -> Result<&T> {
-        self.slots.get((handle >> 8) as usize).and_then(|s| s.obj.as_ref()).ok_or(EINVAL)
+    pub(crate) fn in_slot_mut(&mut self, handle: u32) -> Result<&mut T> {
+        self.slots.get_mut((handle >> 8) as usize).and_then(|s| s.obj.as_mut()).ok_or(EINVAL)
     }
 
     /// Every live object.

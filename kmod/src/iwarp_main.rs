@@ -35,6 +35,7 @@ mod kernel_memory;
 mod listen;
 mod mr;
 mod pinned;
+mod placements;
 mod qp;
 mod ring;
 mod selftest;

@@ -3,8 +3,10 @@
 //! Kernel memory a kernel consumer of the RDMA core names by address through its DMA region
 //! (`get_dma_mr`: under virtual DMA a DMA address is a kernel virtual one, as
 //! `ib_virt_dma_to_ptr` says). Nothing here can check such an address: the consumer promises
-//! it, as it promises a real RNIC the memory it may DMA to.
+//! it, as it promises a real RNIC the memory it may DMA to. Fast registrations name kernel
+//! pages the same way, through a page list ([`PageList`]).
 
+use crate::placements::Placements;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
@@ -47,4 +49,100 @@ pub(crate) unsafe fn update_u64(at: u64, op: impl Fn(u64) -> u64) -> Result<u64>
     Ok(match value.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(op(v))) {
         Ok(old) | Err(old) => old,
     })
+}
+
+/// The most pages one fast registration may name (`alloc_mr`'s `max_num_sg`): 1 MiB of 4 KiB
+/// pages.
+pub(crate) const MAX_PAGE_LIST: u32 = 256;
+
+/// Kernel pages a fast registration names (`map_mr_sg`, then `IB_WR_REG_MR`): each page by its
+/// kernel virtual address (under virtual DMA, its DMA address), `1 << shift` octets from it;
+/// the region's first octet lies `first` octets into the first page, and it is `len` long.
+/// The consumer keeps the pages until it has invalidated or deregistered the region.
+pub(crate) struct PageList {
+    pages: KVec<u64>,
+    shift: u32,
+    first: u64,
+    /// The address the region's first octet has (`mr->iova`).
+    pub(crate) iova: u64,
+    pub(crate) len: u64,
+    placements: Placements,
+}
+
+impl PageList {
+    /// The list `map_mr_sg` made: `pages` of `page_size` octets (a power of two, at least 512,
+    /// each page aligned to it) holding `len` octets from `iova` on. EINVAL if they do not;
+    /// may run in atomic context.
+    pub(crate) fn new(iova: u64, len: u64, page_size: u64, pages: &[u64]) -> Result<PageList> {
+        let aligned = |a: &u64| a & (page_size - 1) == 0 && *a != 0;
+        if !page_size.is_power_of_two() || page_size < 512 || pages.len() > MAX_PAGE_LIST as usize || !pages.iter().all(aligned) {
+            return Err(EINVAL);
+        }
+        let first = iova & (page_size - 1);
+        let room = (pages.len() as u64) << page_size.trailing_zeros();
+        if len == 0 || first.checked_add(len).is_none_or(|end| end > room) {
+            return Err(EINVAL);
+        }
+        let mut list = KVec::with_capacity(pages.len(), GFP_ATOMIC)?;
+        list.extend_from_slice(pages, GFP_ATOMIC)?;
+        Ok(PageList { pages: list, shift: page_size.trailing_zeros(), first, iova, len, placements: Placements::new() })
+    }
+
+    /// The placements into the pages in progress.
+    pub(crate) fn placements(&self) -> &Placements {
+        &self.placements
+    }
+
+    /// Calls `f` with the kernel address and length of each run of `[off, off + len)` (region
+    /// offsets) that lies in one page, in order; EINVAL past the region's end.
+    fn runs(&self, off: u64, len: u64, mut f: impl FnMut(u64, usize) -> Result) -> Result {
+        if off.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(EINVAL);
+        }
+        let page = 1u64 << self.shift;
+        // Below `first + self.len`, which `new` checked fits the pages.
+        let (mut at, end) = (self.first + off, self.first + off + len);
+        while at < end {
+            let (idx, in_page) = ((at >> self.shift) as usize, at & (page - 1));
+            let n = (end - at).min(page - in_page);
+            f(self.pages[idx] + in_page, n as usize)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Copies `dst.len()` octets from region offset `off` into `dst` (as
+    /// [`PinnedPages::copy_to`](crate::pinned::PinnedPages::copy_to)).
+    pub(crate) fn copy_to(&self, off: u64, dst: &mut [u8]) -> Result {
+        let mut done = 0;
+        self.runs(off, dst.len() as u64, |at, n| {
+            // SAFETY: `at` is in a page the consumer registered and keeps (see the type), and
+            // the run ends within it.
+            unsafe { copy_from(at, &mut dst[done..done + n]) }?;
+            done += n;
+            Ok(())
+        })
+    }
+
+    /// Places `src` at region offset `off`.
+    pub(crate) fn copy_from(&self, off: u64, src: &[u8]) -> Result {
+        let mut done = 0;
+        self.runs(off, src.len() as u64, |at, n| {
+            // SAFETY: as in `copy_to`.
+            unsafe { copy_to(at, &src[done..done + n]) }?;
+            done += n;
+            Ok(())
+        })
+    }
+
+    /// [`update_u64`] at region offset `off` (which must not cross a page: EINVAL).
+    pub(crate) fn update_u64(&self, off: u64, op: impl Fn(u64) -> u64) -> Result<u64> {
+        let mut at = None;
+        self.runs(off, 8, |a, n| {
+            at = (n == 8).then_some(a);
+            Ok(())
+        })?;
+        // SAFETY: as in `copy_to`, for the 8 octets at `at`, which lie in one page.
+        unsafe { update_u64(at.ok_or(EINVAL)?, op) }
+    }
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Memory regions: pinned user buffers a context registered (or, for the RDMA core's kernel
-//! consumers, kernel memory), found by STag (a handle of [`Handles`], so a stale STag never
+//! consumers, kernel memory: all of it, or pages a fast registration lists), found by STag (a handle of [`Handles`], so a stale STag never
 //! reaches a newer region), each in a protection domain.
 //! A QP reaches regions only through the [`Domain`] of its own PD: a region of another PD is
 //! "not associated" with it, whoever names it. Addresses are the application's virtual
@@ -12,8 +12,9 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use crate::handles::Handles;
-use crate::kernel_memory;
+use crate::kernel_memory::{self, PageList};
 use crate::pinned::PinnedPages;
+use crate::placements::Placements;
 use crate::sync::SpinLockBh;
 use crate::verbs::{access, MAX_MR, MAX_MR_SIZE, MAX_PD};
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -51,23 +52,58 @@ enum Memory {
     /// kernel virtual one). The consumer owns the memory and keeps it while it is in use, as
     /// with any RNIC's DMA; the region is never invalidated.
     KernelVirtual,
+    /// Kernel pages of a fast registration (`alloc_mr`): those the region covers now, and
+    /// those `map_mr_sg` gave for its next Fast Register (which a consumer may map while the
+    /// region is still valid, before invalidating it).
+    Listed { now: Option<Arc<PageList>>, next: Option<Arc<PageList>> },
 }
 
 impl Memory {
-    /// The pinned pages, or `Fault::Access` for kernel memory (which has none to count or hold).
-    fn pages(&self) -> Result<&Arc<PinnedPages>, Fault> {
+    /// What offset `off` of the region reaches (the region was found valid).
+    fn reach(&self, off: u64) -> Result<Reach, Fault> {
+        Ok(match self {
+            Memory::Pinned(pages) => Reach::Pinned(pages.clone(), off),
+            Memory::KernelVirtual => Reach::Kernel(off),
+            Memory::Listed { now, .. } => Reach::Listed(now.clone().ok_or(Fault::InvalidStag)?, off),
+        })
+    }
+
+    /// The placements into the memory the region covers now (none counted in all kernel
+    /// memory, which is never invalidated).
+    fn placements(&self) -> Option<&Placements> {
         match self {
-            Memory::Pinned(p) => Ok(p),
-            Memory::KernelVirtual => Err(Fault::Access),
+            Memory::Pinned(pages) => Some(pages.placements()),
+            Memory::KernelVirtual => None,
+            Memory::Listed { now, .. } => now.as_ref().map(|l| l.placements()),
         }
     }
 }
 
-/// What an access reaches, checked: pinned pages (held) and the offset in them, or kernel
-/// memory at a kernel virtual address.
+/// What an access reaches, checked: pinned pages (held) and the offset in them, kernel memory
+/// at a kernel virtual address, or a fast registration's kernel pages (held) and the offset in
+/// them.
 pub(crate) enum Reach {
     Pinned(Arc<PinnedPages>, u64),
     Kernel(u64),
+    Listed(Arc<PageList>, u64),
+}
+
+impl Reach {
+    /// The placements into what this reaches, if they are counted.
+    fn placements(&self) -> Option<&Placements> {
+        match self {
+            Reach::Pinned(pages, _) => Some(pages.placements()),
+            Reach::Kernel(_) => None,
+            Reach::Listed(list, _) => Some(list.placements()),
+        }
+    }
+
+    /// Drops the reference where sleeping is not allowed (see [`PinnedPages::let_go`]).
+    fn let_go(self) {
+        if let Reach::Pinned(pages, _) = self {
+            PinnedPages::let_go(pages);
+        }
+    }
 }
 
 /// One registered buffer.
@@ -104,11 +140,12 @@ impl MemoryRegion {
         // `addr` is at least `va`, which lies in the pinned buffer from `base` on.
         addr.checked_sub(self.base).ok_or(Fault::Bounds)
     }
+}
 
-    /// Whether `[addr, addr + len)` lies in the pinned buffer (a range a Fast Register may give).
-    fn pins(&self, addr: u64, len: u64) -> bool {
-        addr >= self.base && len > 0 && addr.checked_add(len).zip(self.base.checked_add(self.pinned)).is_some_and(|(end, limit)| end <= limit)
-    }
+/// Whether `[addr, addr + len)` is a range in `[base, base + size)` (a range a Fast Register
+/// may give).
+fn within(base: u64, size: u64, addr: u64, len: u64) -> bool {
+    addr >= base && len > 0 && addr.checked_add(len).zip(base.checked_add(size)).is_some_and(|(end, limit)| end <= limit)
 }
 
 /// Whether `rights` are access bits a region may have (remote writes need local ones, as in
@@ -185,6 +222,33 @@ impl MrTable {
         self.regions.insert(MemoryRegion { pd, memory: Memory::KernelVirtual, base: 0, pinned: u64::MAX, va: 0, len: u64::MAX, rights, valid: true })
     }
 
+    /// A region for fast registrations of kernel pages (`alloc_mr`) in `pd`, invalid until
+    /// pages are mapped ([`MrTable::map_pages`]) and registered; returns its STag. Allocates
+    /// nothing if the table has room ([`MrTable::reserve`]).
+    pub(crate) fn register_listed(&mut self, pd: u32) -> Result<u32> {
+        if !self.has_pd(pd) {
+            return Err(EINVAL);
+        }
+        REGIONS.fetch_add(1, Ordering::Relaxed);
+        let memory = Memory::Listed { now: None, next: None };
+        self.regions.insert(MemoryRegion { pd, memory, base: 0, pinned: 0, va: 0, len: 0, rights: 0, valid: false })
+    }
+
+    /// `map_mr_sg`: `list` is what the next Fast Register of the region in `stag`'s slot (a
+    /// region of [`MrTable::register_listed`]) covers. Returns the list it replaces, to be
+    /// dropped outside the table's lock.
+    pub(crate) fn map_pages(&mut self, stag: u32, list: Arc<PageList>) -> Result<Option<Arc<PageList>>> {
+        match &mut self.regions.in_slot_mut(stag)?.memory {
+            Memory::Listed { next, .. } => Ok(next.replace(list)),
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// The STag that names the region in `stag`'s slot now, whatever `stag`'s key.
+    pub(crate) fn current_stag(&self, stag: u32) -> Result<u32> {
+        self.regions.current(stag)
+    }
+
     /// Removes the region `stag` names; dropping what this returns unpins its pages (done by the
     /// caller, outside the table's lock).
     pub(crate) fn deregister(&mut self, stag: u32) -> Result<Deregistered> {
@@ -217,8 +281,8 @@ pub(crate) struct Deregistered(MemoryRegion);
 
 impl Drop for Deregistered {
     fn drop(&mut self) {
-        if let Ok(pages) = self.0.memory.pages() {
-            pages.wait_unplaced();
+        if let Some(p) = self.0.memory.placements() {
+            p.wait();
         }
     }
 }
@@ -255,35 +319,27 @@ impl<'a> Domain<'a> {
 
     /// What `[addr, addr + len)` of region `stag` is (`need` rights required): to send from.
     pub(crate) fn reach(&self, stag: u32, addr: u64, len: u64, need: u32) -> Result<Reach, Fault> {
-        self.with(stag, |mr| {
-            let off = mr.offset(addr, len, need)?;
-            Ok(match &mr.memory {
-                Memory::Pinned(pages) => Reach::Pinned(pages.clone(), off),
-                Memory::KernelVirtual => Reach::Kernel(off),
-            })
-        })
+        self.with(stag, |mr| mr.memory.reach(mr.offset(addr, len, need)?))
     }
 
     /// Places `len` octets at `addr` of region `stag` (`need` rights required) with `place`,
-    /// given where they land. Pinned pages cannot be invalidated or deregistered under the
-    /// placement (both wait for it to end).
+    /// given where they land. Pinned pages and listed kernel pages cannot be invalidated or
+    /// deregistered under the placement (both wait for it to end).
     fn placing<R>(&self, stag: u32, addr: u64, len: u64, need: u32, place: impl FnOnce(&Reach) -> Result<R>) -> Result<R, Fault> {
         let reach = self.with(stag, |mr| {
-            let off = mr.offset(addr, len, need)?;
-            Ok(match &mr.memory {
-                Memory::Pinned(pages) => {
-                    pages.begin_placing();
-                    Reach::Pinned(pages.clone(), off)
-                }
-                Memory::KernelVirtual => Reach::Kernel(off),
-            })
+            let reach = mr.memory.reach(mr.offset(addr, len, need)?)?;
+            if let Some(p) = reach.placements() {
+                p.begin();
+            }
+            Ok(reach)
         })?;
         let r = place(&reach).map_err(|_| Fault::Access);
-        let Reach::Pinned(pages, _) = reach else { return r };
-        pages.end_placing();
+        if let Some(p) = reach.placements() {
+            p.end();
+        }
         // Placements run with bottom halves off: a deregistration meanwhile leaves the
         // unpinning to a work item.
-        PinnedPages::let_go(pages);
+        reach.let_go();
         r
     }
 
@@ -295,6 +351,7 @@ impl<'a> Domain<'a> {
             // which it keeps valid while a work request or an STag it gave the peer names it.
             Reach::Kernel(addr) => unsafe { kernel_memory::copy_to(addr, src) },
             Reach::Pinned(ref pages, off) => pages.copy_from(off, src),
+            Reach::Listed(ref list, off) => list.copy_from(off, src),
         })
     }
 
@@ -305,6 +362,7 @@ impl<'a> Domain<'a> {
             // SAFETY: as in `write`.
             Reach::Kernel(addr) => unsafe { kernel_memory::update_u64(addr, op) },
             Reach::Pinned(ref pages, off) => pages.update_u64(off, op),
+            Reach::Listed(ref list, off) => list.update_u64(off, op),
         })
     }
 
@@ -317,39 +375,57 @@ impl<'a> Domain<'a> {
     /// Invalidate): later accesses fail until a Fast Register. Fails for unknown or already
     /// invalid STags.
     pub(crate) fn invalidate(&self, stag: u32) -> Result<(), Fault> {
-        let (pages, generation) = self.with(stag, |mr| {
+        let (held, generation) = self.with(stag, |mr| {
             if !mr.valid {
                 return Err(Fault::InvalidStag);
             }
+            let held = mr.memory.reach(0)?;
             // The DMA region is never invalidated.
-            let pages = mr.memory.pages()?.clone();
+            let generation = held.placements().ok_or(Fault::Access)?.generation();
             mr.valid = false;
-            let generation = pages.generation();
-            Ok((pages, generation))
+            Ok((held, generation))
         })?;
         // No placement begins any more; those begun end before the invalidation does.
-        pages.wait_unplaced_in(Some(generation));
-        PinnedPages::let_go(pages);
+        if let Some(p) = held.placements() {
+            p.wait_in(Some(generation));
+        }
+        held.let_go();
         Ok(())
     }
 
     /// Fast Register: makes the invalid region in `stag`'s slot valid again as `stag` (the
-    /// slot's index with a new key), covering `[addr, addr + len)` of its pinned buffer with
-    /// `rights`. EINVAL for a region of another domain, a valid one, key 0, a range outside
-    /// the buffer, rights a region may not have, or write rights on pages registered (so
-    /// pinned) read-only.
+    /// slot's index with a new key), covering `[addr, addr + len)` with `rights`: of its
+    /// pinned buffer, or of the kernel pages last mapped for it. EINVAL for a region of
+    /// another domain, a valid one, STag 0, a range outside the buffer or pages, rights a
+    /// region may not have, write rights on pages registered (so pinned) read-only, or all
+    /// kernel memory.
     pub(crate) fn fast_register(&self, stag: u32, addr: u64, len: u64, rights: u32) -> Result {
         let mut table = self.table.lock();
-        let mr = table.regions.in_slot(stag)?;
-        let pages = mr.memory.pages().map_err(|_| EINVAL)?;
-        let writes = rights & access::LOCAL_WRITE != 0;
-        if mr.pd != self.pd || mr.valid || !mr.pins(addr, len) || !rights_allowed(rights) || (writes && !pages.writable()) {
+        let mr = table.regions.in_slot_mut(stag)?;
+        if mr.pd != self.pd || mr.valid || !rights_allowed(rights) {
             return Err(EINVAL);
         }
-        // Placements begun under the registration an invalidation ended finish first (they
-        // need no lock to); none begins while the table is held.
-        pages.wait_unplaced();
-        pages.next_generation();
+        let writes = rights & access::LOCAL_WRITE != 0;
+        match &mut mr.memory {
+            Memory::Pinned(pages) if within(mr.base, mr.pinned, addr, len) && (!writes || pages.writable()) => {}
+            Memory::Listed { now, next } => {
+                let list = next.as_ref().or(now.as_ref()).ok_or(EINVAL)?;
+                if !within(list.iova, list.len, addr, len) {
+                    return Err(EINVAL);
+                }
+                if let Some(list) = next.take() {
+                    // The pages it replaces go when their last placement does.
+                    (mr.base, mr.pinned, *now) = (list.iova, list.len, Some(list));
+                }
+            }
+            _ => return Err(EINVAL),
+        }
+        if let Some(p) = mr.memory.placements() {
+            // Placements begun under the registration an invalidation ended finish first
+            // (they need no lock to); none begins while the table is held.
+            p.wait();
+            p.next_generation();
+        }
         let mr = table.regions.rekey(stag)?;
         (mr.va, mr.len, mr.rights, mr.valid) = (addr, len, rights, true);
         Ok(())

@@ -20,12 +20,6 @@ impl crate::proto::crc::Crc32c for KernelCrc {
     }
 }
 
-/// Whether the caller may sleep: not in interrupt or softirq context, interrupts on.
-pub(crate) fn may_sleep() -> bool {
-    // SAFETY: the shim only reads the CPU's context.
-    unsafe { ffi::iwarp_shim_may_sleep() }
-}
-
 /// Has the files of the just registered misc device `misc` pin this module while open.
 pub(crate) fn pin_module_while_open(misc: *mut kernel::bindings::miscdevice) {
     // SAFETY: `misc` is a registered misc device of this module, whose registration outlives

@@ -10,6 +10,7 @@
 use super::cm::QpConnection;
 use crate::events::AsyncEvents;
 use crate::handles::Handles;
+use crate::kernel_memory::{PageList, MAX_PAGE_LIST};
 use crate::listen::Pending;
 use crate::mr::MrTable;
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
@@ -56,6 +57,16 @@ pub(crate) struct IbDevice {
 /// The RDMA core's access flags that are region rights (the same bits as [`access`]).
 const IB_ACCESS_RIGHTS: i32 = access::ALL as i32;
 
+/// The region rights the RDMA core's access flags `ib_access` name, ignoring those a device may
+/// ignore; EINVAL for flags that are neither.
+pub(super) fn rights(ib_access: i32) -> Result<u32> {
+    let ib_access = ib_access & !(crate::ffi::IWARP_IB_ACCESS_OPTIONAL as i32);
+    if ib_access & !IB_ACCESS_RIGHTS != 0 {
+        return Err(EINVAL);
+    }
+    Ok(ib_access as u32)
+}
+
 impl IbDevice {
     pub(crate) fn new() -> Result<Arc<IbDevice>> {
         let mrs = Arc::pin_init(new_spinlock_bh!(MrTable::new(), "IbDevice::mrs"), GFP_KERNEL)?;
@@ -87,12 +98,30 @@ impl IbDevice {
     /// The DMA region of `pd` (`get_dma_mr`): all kernel memory, with the rights `ib_access`
     /// (the RDMA core's flags) names; EINVAL for flags that are not rights.
     pub(super) fn dma_mr(&self, pd: u32, ib_access: i32) -> Result<u32> {
-        if ib_access & !IB_ACCESS_RIGHTS != 0 {
+        let rights = rights(ib_access)?;
+        let _lifecycle = self.lifecycle.lock();
+        MrTable::reserve(&self.mrs)?;
+        self.mrs.lock().register_kernel(pd, rights)
+    }
+
+    /// A region for fast registrations of up to `max_pages` kernel pages (`alloc_mr`);
+    /// EINVAL for more than [`MAX_PAGE_LIST`].
+    pub(super) fn alloc_mr(&self, pd: u32, max_pages: u32) -> Result<u32> {
+        if max_pages == 0 || max_pages > MAX_PAGE_LIST {
             return Err(EINVAL);
         }
         let _lifecycle = self.lifecycle.lock();
         MrTable::reserve(&self.mrs)?;
-        self.mrs.lock().register_kernel(pd, ib_access as u32)
+        self.mrs.lock().register_listed(pd)
+    }
+
+    /// `map_mr_sg` of the region in `stag`'s slot: `pages` hold `len` octets from `iova` on,
+    /// for its next Fast Register. May run in atomic context.
+    pub(super) fn map_mr(&self, stag: u32, iova: u64, len: u64, page_size: u64, pages: &[u64]) -> Result {
+        let list = Arc::new(PageList::new(iova, len, page_size, pages)?, GFP_ATOMIC)?;
+        let replaced = self.mrs.lock().map_pages(stag, list)?;
+        drop(replaced);
+        Ok(())
     }
 
     pub(super) fn dereg_mr(&self, stag: u32) -> Result {

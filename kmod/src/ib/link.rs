@@ -65,6 +65,7 @@ impl Links {
             max_mr: verbs::MAX_MR,
             max_pd: verbs::MAX_PD,
             max_ird_ord: verbs::MAX_IRD_ORD,
+            max_page_list: crate::kernel_memory::MAX_PAGE_LIST,
         };
         // SAFETY: `CALLBACKS` and `VERBS` are statics the shim may keep; `limits` is copied
         // during the call.

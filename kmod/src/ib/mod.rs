@@ -6,11 +6,10 @@
 //!
 //! The devices answer the RDMA core's queries (device limits from the engine, port state, MTU
 //! and GID from the netdev), the kernel verbs (protection domains, the DMA region, CQs, QPs,
-//! posting), translated into the engine as `device/` translates `/dev/iwarp`'s ABI, and the
-//! iWARP connection manager's calls (`cm.rs`). Without fast registration and user regions the
-//! core marks them as no kernel verbs provider, so no kernel service or rdma_cm binds to them
-//! yet; a consumer that asks to be offered such devices (the verbs check module,
-//! `kmod/check/`) can use them.
+//! posting, fast registration of kernel pages), translated into the engine as `device/`
+//! translates `/dev/iwarp`'s ABI, and the iWARP connection manager's calls (`cm.rs`). They are
+//! kernel verbs providers: rdma_cm and kernel services (NVMe over Fabrics) bind to them. User
+//! space cannot reach them yet (no uverbs).
 
 mod cm;
 mod cq;

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The RDMA core's queue pairs: an engine QP without mapped rings, posted to directly. Work
-//! requests are translated from the RDMA core's (flattened by the shim) into the engine's;
-//! once the QP is in the error state, what is posted completes at once as flushed, which is
+//! The RDMA core's queue pairs: an engine QP without mapped rings. Work requests are
+//! translated from the RDMA core's (flattened by the shim) into the engine's. Receives are
+//! posted directly. Send requests are handed to the engine by a work item, in order: kernel
+//! consumers post where sleeping is not allowed (a block driver's `queue_rq` under RCU, a
+//! completion handler), and the engine's send path sleeps, as siw's posts go to its transmit
+//! threads. Once the QP is in the error state, what is posted completes as flushed, which is
 //! what `ib_drain_qp` waits for.
 
 use super::cm::QpConnection;
@@ -11,7 +14,9 @@ use super::device::IbDevice;
 use crate::cq::Attached;
 use crate::error::{enotconn, eopnotsupp};
 use crate::ffi;
+use crate::fifo::Fifo;
 use crate::qp::{Limits, QueuePair};
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use crate::verbs::{Completion, CompletionOp, QpState, RecvWr, SendOp, SendWr, Sge, Status, MAX_QP_WR, MAX_SGE};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
@@ -32,6 +37,18 @@ pub(crate) struct KernelQp {
     max_sge: u32,
     /// The state the consumer moved the QP to before it connected (RESET, INIT, RTR).
     unconnected: AtomicU32,
+    /// Send requests posted and not handed to the engine yet (interrupts off: consumers post
+    /// from any context).
+    posted: Arc<SpinLockIrq<Posted>>,
+}
+
+/// Send requests waiting for the work item, oldest first.
+struct Posted {
+    wrs: Fifo<Option<SendWr>>,
+    /// The work item took one and has not handed it over yet.
+    handing: bool,
+    /// The QP is being destroyed: nothing is posted or handed over any more.
+    closed: bool,
 }
 
 impl KernelQp {
@@ -57,6 +74,8 @@ impl KernelQp {
             QpConnection::new(ibqp, qp)
         })?;
         let qp = conn.qp.clone();
+        let posted = Posted { wrs: Fifo::new(attr.max_send_wr as usize)?, handing: false, closed: false };
+        let posted = Arc::pin_init(new_spinlock_irq!(posted, "KernelQp::posted"), GFP_KERNEL)?;
         (attr.max_send_sge, attr.max_recv_sge, attr.qpn) = (sge, sge, qp.handle());
         Ok(KernelQp {
             dev,
@@ -69,6 +88,7 @@ impl KernelQp {
             max_recv_wr: attr.max_recv_wr,
             max_sge: sge,
             unconnected: AtomicU32::new(ffi::IWARP_IB_QPS_RESET),
+            posted,
         })
     }
 
@@ -111,19 +131,63 @@ impl KernelQp {
         attr.max_inline = 0;
     }
 
-    /// `post_send` of one request.
+    /// `post_send` of one request: queued for [`KernelQp::hand_over`]; ENOMEM when
+    /// `max_send_wr` wait already. While nothing waits before it, a request whose regions
+    /// refuse it now is refused here (nothing queued could change them by its turn); later
+    /// ones fail at their turn, with an error completion.
     pub(super) fn post_send(&self, w: &ffi::iwarp_ib_send_wr) -> Result {
         let wr = self.send_wr(w)?;
-        let state = self.qp.state();
-        if state == QpState::Init {
+        if self.qp.state() == QpState::Init {
             return Err(enotconn());
         }
-        // The engine's send path allocates and takes a mutex: not yet from a completion
-        // handler (softirq) or with interrupts off (EAGAIN rather than sleeping there).
-        if state == QpState::Rts && !crate::shim::may_sleep() {
-            return Err(EAGAIN);
+        // Not under `posted`: the regions' lock leaves bottom halves off, not interrupts.
+        let idle = {
+            let posted = self.posted.lock();
+            posted.wrs.len() == 0 && !posted.handing
+        };
+        if idle && self.qp.state() == QpState::Rts {
+            self.qp.check_regions(&wr)?;
         }
-        self.post_or_flush(state, &self.send_cq, wr.wr_id, flushed_op(&wr.op), || self.qp.post_send(&wr))
+        let mut posted = self.posted.lock();
+        if posted.closed {
+            return Err(enotconn());
+        }
+        posted.wrs.push(Some(wr)).map_err(|_| ENOMEM)?;
+        drop(posted);
+        // SAFETY: the RDMA core's QP lives until its destroy, which settles the work first.
+        unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp) };
+        Ok(())
+    }
+
+    /// The work item: hands the posted send requests to the engine, in order. One the engine
+    /// refuses (a region that no longer allows it, a full queue) completes in error, and the
+    /// QP ends, as an RNIC's does.
+    pub(super) fn hand_over(&self) {
+        loop {
+            let wr = {
+                let mut posted = self.posted.lock();
+                let wr = if posted.closed { None } else { posted.wrs.pop().flatten() };
+                posted.handing = wr.is_some();
+                wr
+            };
+            let Some(mut wr) = wr else { return };
+            if let SendOp::Read { invalidate, .. } = &mut wr.op {
+                // The RDMA core's rdma_rw names the region a Read invalidates by the key it had
+                // before the Fast Register posted just ahead (it steps the key after building
+                // the request): as in siw, the local region is found by its slot, once that
+                // Fast Register is done.
+                if *invalidate != 0 {
+                    *invalidate = self.dev.mrs.lock().current_stag(*invalidate).unwrap_or(*invalidate);
+                }
+            }
+            let op = flushed_op(&wr.op);
+            if let Err(e) = self.post_or_flush(self.qp.state(), &self.send_cq, wr.wr_id, op, || self.qp.post_send(&wr)) {
+                let status = if e == EINVAL || e == EACCES { Status::LocalProtection } else { Status::Fatal };
+                let failed = Completion { wr_id: wr.wr_id, status, op, qp: self.qp.handle(), ..Completion::default() };
+                let _ = crate::cq::CompletionQueue::push(&*self.send_cq, &failed);
+                self.qp.close();
+            }
+        }
     }
 
     /// `post_recv` of one request.
@@ -148,7 +212,7 @@ impl KernelQp {
     }
 
     /// The engine's request for `w`: EINVAL for an opcode or flag not supported (inline data,
-    /// fences, Fast Register: not yet) or too many entries.
+    /// fences) or too many entries.
     fn send_wr(&self, w: &ffi::iwarp_ib_send_wr) -> Result<SendWr> {
         let (rkey, remote_addr) = (w.rkey, w.remote_addr);
         let op = match w.opcode {
@@ -158,6 +222,7 @@ impl KernelQp {
             ffi::IWARP_IB_WR_RDMA_READ => SendOp::Read { rkey, remote_addr, invalidate: 0 },
             ffi::IWARP_IB_WR_RDMA_READ_WITH_INV => SendOp::Read { rkey, remote_addr, invalidate: w.invalidate_rkey },
             ffi::IWARP_IB_WR_LOCAL_INV => SendOp::LocalInvalidate { stag: w.invalidate_rkey },
+            ffi::IWARP_IB_WR_REG_MR => SendOp::FastRegister { stag: rkey, addr: remote_addr, length: w.length, rights: super::device::rights(w.access)? },
             _ => return Err(EINVAL),
         };
         if w.flags & (ffi::IWARP_IB_SEND_INLINE | ffi::IWARP_IB_SEND_FENCE) != 0 {
@@ -183,6 +248,9 @@ impl KernelQp {
     /// `ib_qp`), and iw_cm no longer finds it. iw_cm may still modify it until its references
     /// are gone; then it is dropped.
     pub(super) fn end(&self) {
+        self.posted.lock().closed = true;
+        // SAFETY: the RDMA core's QP is live (its destroy is what calls this).
+        unsafe { ffi::iwarp_shim_ib_qp_settle(self.conn.ibqp as *mut ffi::ib_qp) };
         self.qp.close();
         self.conn.unhook();
         self.send_cq.purge();

@@ -20,6 +20,8 @@ pub(super) static VERBS: ffi::iwarp_ib_verbs = ffi::iwarp_ib_verbs {
     dealloc_pd: Some(dealloc_pd),
     dma_mr: Some(dma_mr),
     dereg_mr: Some(dereg_mr),
+    alloc_mr: Some(alloc_mr),
+    map_mr: Some(map_mr),
     create_cq: Some(create_cq),
     destroy_cq: Some(destroy_cq),
     poll_cq: Some(poll_cq),
@@ -31,6 +33,7 @@ pub(super) static VERBS: ffi::iwarp_ib_verbs = ffi::iwarp_ib_verbs {
     destroy_qp: Some(destroy_qp),
     post_send: Some(post_send),
     post_recv: Some(post_recv),
+    hand_over: Some(hand_over),
     dev_free: Some(dev_free),
     iw_get_qp: Some(iw_get_qp),
     iw_connect: Some(iw_connect),
@@ -120,6 +123,34 @@ unsafe extern "C" fn dma_mr(dev: *mut c_void, pd: u32, access: c_int, stag: *mut
 unsafe extern "C" fn dereg_mr(dev: *mut c_void, stag: u32) -> c_int {
     // SAFETY: see above.
     errno(unsafe { device(dev) }.dereg_mr(stag))
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn alloc_mr(dev: *mut c_void, pd: u32, max_pages: u32, stag: *mut u32) -> c_int {
+    // SAFETY: see above.
+    match unsafe { device(dev) }.alloc_mr(pd, max_pages) {
+        Ok(s) => {
+            // SAFETY: see above.
+            unsafe { *stag = s };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// See above; `pages` holds `n` entries, valid for the call.
+unsafe extern "C" fn map_mr(dev: *mut c_void, stag: u32, iova: u64, length: u64, page_size: u32, pages: *const u64, n: u32) -> c_int {
+    if pages.is_null() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: the function's contract.
+    let pages = unsafe { core::slice::from_raw_parts(pages, n as usize) };
+    // SAFETY: see above.
+    errno(unsafe { device(dev) }.map_mr(stag, iova, length, u64::from(page_size), pages))
 }
 
 /// # Safety
@@ -232,6 +263,14 @@ unsafe extern "C" fn destroy_qp(qp_ptr: *mut c_void) {
 unsafe extern "C" fn post_send(qp_ptr: *mut c_void, wr: *const ffi::iwarp_ib_send_wr) -> c_int {
     // SAFETY: see above.
     errno(unsafe { qp(qp_ptr).post_send(&*wr) })
+}
+
+/// # Safety
+///
+/// See above; the QP's destroy waits for this to return (it runs in a work item).
+unsafe extern "C" fn hand_over(qp_ptr: *mut c_void) {
+    // SAFETY: see above.
+    unsafe { qp(qp_ptr) }.hand_over()
 }
 
 /// # Safety

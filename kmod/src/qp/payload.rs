@@ -88,6 +88,7 @@ impl OutPayload {
                 // SAFETY: the RDMA core's consumer named this memory through its DMA region for
                 // this request, and keeps it until the request completes.
                 Reach::Kernel(addr) => p.copy_in(s.len, |at, dst| unsafe { kernel_memory::copy_from(addr + at, dst) })?,
+                Reach::Listed(list, off) => p.copy_in(s.len, |at, dst| list.copy_to(off + at, dst))?,
             }
         }
         Ok(p)

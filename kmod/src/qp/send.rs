@@ -135,6 +135,18 @@ impl QueuePair {
         self.enqueue([Outbound { msg: Some(msg), payload, wr: Some(wr) }], ready)
     }
 
+    /// Whether the regions `req` names allow it now (the errno posting it would give): for a
+    /// poster that hands requests over later (the RDMA core's door), while nothing posted
+    /// before it could still change them.
+    pub(crate) fn check_regions(&self, req: &SendWr) -> Result {
+        match req.op {
+            SendOp::Read { .. } | SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. } => self.answer_sink(req).map(drop),
+            SendOp::LocalInvalidate { .. } | SendOp::FastRegister { .. } => Ok(()),
+            _ if req.inline => Ok(()),
+            _ => Sgl::new(&req.sge, req.num_sge, &self.regions(), 0).map(drop),
+        }
+    }
+
     /// Where the answer to a Read or an atomic lands: the request's one local entry, which
     /// must allow LOCAL_WRITE.
     fn answer_sink(&self, req: &SendWr) -> Result<Sge> {
