@@ -26,7 +26,7 @@ HOST_PKGS=(
     flex bison bc libelf-dev libssl-dev cpio kmod make
     qemu-system-x86 iproute2
     rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest libibverbs-dev librdmacm-dev gcc
-    iperf3 sockperf tcpdump tshark jq linux-perf socat
+    iperf3 sockperf tcpdump tshark jq linux-perf socat nvme-cli fio
 )
 missing=()
 for p in "${HOST_PKGS[@]}"; do

@@ -24,8 +24,10 @@ examples="$here/target/release/examples"
 B=$(vm_ip B)
 # Streams of the hostile peer's smoke run, connect/disconnect cycles, fuzzed ioctls and STag
 # guesses of the local attacker, MiB through the sockets library (KASAN guests are slower).
-MUTATED=300 CYCLES=10000 CALLS=1000000 GUESSES=1000000 SOCK_MIB=256 RACES=20000
-[ "$flavour" = debug ] && MUTATED=70 CYCLES=500 CALLS=100000 GUESSES=100000 SOCK_MIB=32 RACES=2000
+MUTATED=300 CYCLES=10000 CALLS=300000 GUESSES=1000000 SOCK_MIB=256 RACES=20000
+[ "${IWARP_VM_FULL:-0}" = 1 ] && CALLS=1000000
+NVME_MIB=16
+[ "$flavour" = debug ] && MUTATED=70 CYCLES=500 CALLS=100000 GUESSES=100000 SOCK_MIB=32 RACES=2000 NVME_MIB=8
 # The debug kernel (KASAN, lockdep, kmemleak, KFENCE) is there for what its checkers catch on
 # every path of the module that allocates, frees, pins or locks, not for volume. These tests
 # add no such path to what runs there (the same verbs in other sizes or options, user space's
@@ -446,6 +448,55 @@ ib_verbs() {
         [ \$rc = 0 ] && rmmod iwarp_verbs_check"
 }
 
+# only_rdma_link NAME: deletes every RDMA link of the guest but NAME (siw0 of the interop tests):
+# rdma_cm takes the first device whose GID matches an address, and siw0 shares iw0's netdev.
+only_rdma_link() {
+    echo "for d in \$(rdma link show | awk '{print \$2}' | cut -d/ -f1 | sort -u); do [ \$d = $1 ] || rdma link delete \$d; done"
+}
+# NVMe over Fabrics on our devices: nvmet in A exports a RAM-backed null_blk namespace over
+# ib-link-A's iw0 (rdma transport); B, with an iw0 of its own, connects with nvme-cli and fio
+# writes and verifies (CRC32C) 4 KiB random and 1 MiB sequential I/O; then B disconnects and
+# both sides take everything down (B unloads iwarp.ko, as init-failure-refused left it).
+ib_nvme() {
+    local nqn=nqn.2026-11.org.iwarp:nvme-$PORT rc=0
+    vm_run A "set -e
+        $(only_rdma_link iw0)
+        a=\$(ip -4 -o addr show \$IWARP_IF | awk '{print \$4}' | cut -d/ -f1)
+        modprobe null_blk nr_devices=1 memory_backed=1 gb=1
+        modprobe nvmet-rdma
+        mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
+        cd /sys/kernel/config/nvmet
+        mkdir subsystems/$nqn ports/1 subsystems/$nqn/namespaces/1
+        echo 1 >subsystems/$nqn/attr_allow_any_host
+        echo -n /dev/nullb0 >subsystems/$nqn/namespaces/1/device_path
+        echo 1 >subsystems/$nqn/namespaces/1/enable
+        echo rdma >ports/1/addr_trtype; echo ipv4 >ports/1/addr_adrfam
+        echo \$a >ports/1/addr_traddr; echo $PORT >ports/1/addr_trsvcid
+        ln -s /sys/kernel/config/nvmet/subsystems/$nqn ports/1/subsystems/$nqn
+        echo nvmet listens on \$a:$PORT" || return 1
+    local fio="fio --filename=\$dev --direct=1 --ioengine=psync --verify=crc32c --do_verify=1 --verify_state_save=0 --output-format=terse --terse-version=3"
+    vm_run B "set -e
+        insmod $ko
+        rdma link add iw0 type iwarp netdev \$IWARP_IF
+        $(only_rdma_link iw0)
+        modprobe nvme-rdma
+        nvme connect -t rdma -a $(vm_ip A) -s $PORT -n $nqn -q nqn.2026-11.org.iwarp:host-b || { dmesg | grep -iE 'nvme|rdma' | tail; exit 1; }
+        for i in \$(seq 100); do dev=\$(ls /dev/nvme*n1 2>/dev/null | head -1); [ -n \"\$dev\" ] && break; sleep 0.1; done
+        echo namespace \$dev: \$(cat /sys/block/\${dev#/dev/}/size) sectors
+        echo 'fio: job;error;read KiB/s (the verify);write KiB/s'
+        out=\$($fio --name=random-4k --rw=randwrite --bs=4k --size=$((NVME_MIB / 2))M); echo \"\$out\" | cut -d';' -f3,5,7,48
+        out=\$($fio --name=sequential-1m --rw=write --bs=1M --size=${NVME_MIB}M); echo \"\$out\" | cut -d';' -f3,5,7,48
+        nvme disconnect -n $nqn
+        rdma link delete iw0
+        rmmod nvme-rdma nvme-fabrics nvme-core iwarp" || rc=1
+    [ $rc = 0 ] || vm_run A "dmesg | grep -iE 'nvme|rdma' | tail"
+    vm_run A "cd /sys/kernel/config/nvmet
+        rm -f ports/1/subsystems/$nqn
+        rmdir subsystems/$nqn/namespaces/1 subsystems/$nqn ports/1
+        rmmod nvmet-rdma nvmet null_blk" || rc=1
+    return $rc
+}
+
 # --- sockets over iWARP: unmodified Debian programs under the preload library ---------------
 preload="$here/target/release/libiwarp_preload.so"
 # The library's environment for this test's ports; it says on stderr what it upgraded.
@@ -587,7 +638,7 @@ sock_rules_file() {
 sock_pollout() {
     local mode
     for mode in poll select epoll epoll-et ppoll pselect epoll_pwait2; do
-        py_ends pollout serve 32 $mode || return 1
+        py_ends pollout serve 16 $mode || return 1
     done
 }
 # sock_gather: sendfile (at offsets, and from the file's own offset) and sendmsg with many
@@ -829,6 +880,8 @@ tests() {
     local f faults=("${VM_NET_FAULTS[@]}")
     [ "$flavour" = debug ] && faults=("${VM_NET_FAULTS[@]:2:1}")
     for f in "${faults[@]}"; do
+        # 1 % duplication: what 5 % and all at once check, at a lower rate (--full runs it).
+        [ "${f%%|*}" = duplicate-1pct ] && [ "${IWARP_VM_FULL:-0}" != 1 ] && continue
         SHORT=0
         [ "${f%%|*}" = all-at-once ] && SHORT=1
         t "net-${f%%|*}" net_fault "${f#*|}"
@@ -862,6 +915,7 @@ tests() {
     t init-failure-refused refused
     t ib-link-A ib_link
     t ib-verbs-A ib_verbs
+    t ib-nvme-over-fabrics ib_nvme
     # With an RDMA core device of ours still registered (ib-link-A's).
     t rmmod-A vm_run A "rmmod iwarp && ! grep -qw iwarp /proc/modules && test ! -e /dev/iwarp && test ! -e /sys/class/infiniband/iw0"
     t rmmod-B vm_run B "insmod $ko && rmmod iwarp && ! grep -qw iwarp /proc/modules"
