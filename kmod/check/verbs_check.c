@@ -6,9 +6,10 @@
  * errnos, the error state and ib_drain_qp, flushed completions; then (addr=IP, the device's
  * netdev's address) connections through iw_cm to that address: a reject, an accept, a Send,
  * an RDMA Write and an RDMA Read between kernel buffers, fast registration of kernel pages,
- * a disconnect. Like any kernel service it is offered kernel verbs providers only, and checks
- * the one named (device=NAME). Each check is a KTAP line in the kernel log; loading fails
- * (EIO) if any check failed.
+ * a disconnect; with addr6=IPv6 the reject, the accept, a Send and the disconnect again,
+ * through a wildcard IPv6 listener. Like any kernel service it is offered kernel verbs providers
+ * only, and checks the one named (device=NAME). Each check is a KTAP line in the kernel log;
+ * loading fails (EIO) if any check failed.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -29,6 +30,9 @@ MODULE_PARM_DESC(device, "The RDMA core device to check (an iwarp.ko link)");
 static char *addr = "";
 module_param(addr, charp, 0444);
 MODULE_PARM_DESC(addr, "The device's netdev's IPv4 address: connections are made to it (none: not checked)");
+static char *addr6 = "";
+module_param(addr6, charp, 0444);
+MODULE_PARM_DESC(addr6, "Its IPv6 address: connections are made to it too, through a wildcard IPv6 listener on port+1");
 static int port = 7500;
 module_param(port, int, 0444);
 MODULE_PARM_DESC(port, "The port its listener takes");
@@ -312,7 +316,8 @@ static int post_local_inv(struct ib_qp *qp, struct done *d, u32 rkey)
  * @cbuf at DMA address @ca): the server lists two pages that are not adjacent (from the middle
  * of the first) under key 0, where consumers' keys wrap to; the client writes across the page
  * boundary and reads back through the rkey; a map while registered changes nothing until the
- * next registration; invalidated, the region refuses its lkey.
+ * next registration, which a Read through the next key then reaches; invalidated, the region
+ * refuses its lkey at the request's turn, which ends the server's QP.
  */
 static void check_fast_registration(struct ib_device *dev, struct ib_pd *pd, struct ib_qp *sqp, struct ib_qp *cqp, char *cbuf, u64 ca)
 {
@@ -358,10 +363,24 @@ static void check_fast_registration(struct ib_device *dev, struct ib_pd *pd, str
 		      finished(&read) && !memcmp(cbuf, page_address(pages[0]) + PAGE_SIZE * 3 / 4, 16),
 	      "a map while the region is registered leaves the registration as it was");
 	CHECK(!post_local_inv(sqp, &inv, mr->rkey) && finished(&inv), "IB_WR_LOCAL_INV completes");
-	CHECK(post(sqp, &sent, IB_WR_SEND, mr->iova, 8, mr->lkey, 0, 0) == -EINVAL, "a Send from the invalidated region is refused with EINVAL");
 	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
-	CHECK(!post_reg(sqp, &reg, mr, rw) && finished(&reg) && mr->iova == (u64)page_address(pages[1]),
-	      "registered again with the next key, the second map in force");
+	memset(page_address(pages[1]) + PAGE_SIZE / 2, 0x5a, 16);
+	memset(cbuf, 0, PAGE_SIZE);
+	CHECK(!post_reg(sqp, &reg, mr, rw) && finished(&reg) &&
+		      !post(cqp, &read, IB_WR_RDMA_READ, ca, 16, pd->local_dma_lkey, mr->iova + PAGE_SIZE / 2, mr->rkey) && finished(&read) &&
+		      !memcmp(cbuf, page_address(pages[1]) + PAGE_SIZE / 2, 16),
+	      "registered again with the next key, the second map in force: a Read through it brings page 2's octets");
+	CHECK(!post_receive(cqp, &recvd, ca, 64, pd->local_dma_lkey) && !post(sqp, &sent, IB_WR_SEND, mr->iova, 8, mr->lkey, 0, 0) &&
+		      finished(&sent) && finished(&recvd),
+	      "a Send from the registered region goes");
+	CHECK(!post_local_inv(sqp, &inv, mr->rkey) && finished(&inv), "invalidated again");
+	/* Regions are checked at the request's turn, as an RNIC does: an error completion ends the QP. */
+	CHECK(!post(sqp, &sent, IB_WR_SEND, mr->iova, 8, mr->lkey, 0, 0) && wait_for_completion_timeout(&sent.c, 10 * HZ) &&
+		      sent.status == IB_WC_LOC_PROT_ERR,
+	      "a Send from the invalidated region completes with a local protection error (%d)", sent.status);
+	memset(&attr_scratch, 0, sizeof(attr_scratch));
+	CHECK(!ib_query_qp(sqp, &attr_scratch, IB_QP_STATE, &init_scratch) && attr_scratch.qp_state == IB_QPS_ERR,
+	      "and the QP is in ERR (state %d)", attr_scratch.qp_state);
 	ib_dma_unmap_sg(dev, sg, 2, DMA_BIDIRECTIONAL);
 out:
 	if (mr && !IS_ERR(mr))
@@ -371,26 +390,16 @@ out:
 			__free_page(pages[i]);
 }
 
-static struct sockaddr_storage ipv4(__be32 a, int p)
-{
-	struct sockaddr_storage ss = {};
-	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-
-	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = a;
-	sin->sin_port = htons(p);
-	return ss;
-}
-
-static struct iw_cm_id *client(struct ib_device *dev, struct end *e, __be32 a, struct ib_qp *qp, const char *private)
+static struct iw_cm_id *client(struct ib_device *dev, struct end *e, const struct sockaddr_storage *to, struct ib_qp *qp,
+			       const char *private)
 {
 	struct iw_cm_conn_param param = { .private_data = private, .private_data_len = strlen(private), .ird = 1, .ord = 1, .qpn = qp->qp_num };
 	struct iw_cm_id *id = iw_create_cm_id(dev, cm_handler, e);
 
 	if (IS_ERR(id))
 		return id;
-	id->local_addr = ipv4(a, 0);
-	id->remote_addr = ipv4(a, port);
+	id->local_addr = (struct sockaddr_storage){ .ss_family = to->ss_family };
+	id->remote_addr = *to;
 	if (iw_cm_connect(id, &param)) {
 		iw_destroy_cm_id(id);
 		return ERR_PTR(-EIO);
@@ -398,7 +407,11 @@ static struct iw_cm_id *client(struct ib_device *dev, struct end *e, __be32 a, s
 	return id;
 }
 
-static void check_connections(struct ib_device *dev)
+/*
+ * Connections through iw_cm: a listener on @at, requests to @to (the same port). @full: the
+ * data path and fast registration too (IPv4), else a Send each way's worth (IPv6).
+ */
+static void check_connections(struct ib_device *dev, const struct sockaddr_storage *at, const struct sockaddr_storage *to, bool full)
 {
 	struct end srv = {}, cli = {}, cli2 = {};
 	struct iw_cm_id *listen = NULL, *cid = NULL, *cid2 = NULL;
@@ -408,13 +421,8 @@ static void check_connections(struct ib_device *dev)
 	struct ib_pd *pd;
 	char *sbuf = NULL, *cbuf = NULL;
 	u64 sa, ca;
-	__be32 a;
 	int rv;
 
-	if (!in4_pton(addr, -1, (u8 *)&a, -1, NULL)) {
-		CHECK(false, "addr=%s is an IPv4 address", addr);
-		return;
-	}
 	init_waitqueue_head(&srv.wq);
 	init_waitqueue_head(&cli.wq);
 	init_waitqueue_head(&cli2.wq);
@@ -436,17 +444,17 @@ static void check_connections(struct ib_device *dev)
 
 	listen = iw_create_cm_id(dev, cm_handler, &srv);
 	if (!IS_ERR(listen)) {
-		listen->local_addr = ipv4(a, port);
+		listen->local_addr = *at;
 		rv = iw_cm_listen(listen, 4);
 	} else {
 		rv = PTR_ERR(listen);
 	}
-	CHECK(!rv, "iw_cm listens on %pI4:%d (%d)", &a, port, rv);
+	CHECK(!rv, "iw_cm listens on %pISpc (%d)", at, rv);
 	if (rv)
 		goto out;
 
 	/* A request refused, with private data both ways. */
-	cid2 = client(dev, &cli2, a, cqp2, "knock");
+	cid2 = client(dev, &cli2, to, cqp2, "knock");
 	CHECK(!IS_ERR(cid2) && got(&srv, IW_CM_EVENT_CONNECT_REQUEST, 1) && srv.private_len == 5 && !memcmp(srv.private, "knock", 5),
 	      "CONNECT_REQUEST with the client's private data");
 	if (IS_ERR(cid2) || !srv.child)
@@ -459,7 +467,7 @@ static void check_connections(struct ib_device *dev)
 	      "the client's CONNECT_REPLY is ECONNREFUSED with the reject's private data (%d)", cli2.status[IW_CM_EVENT_CONNECT_REPLY]);
 
 	/* A connection made. */
-	cid = client(dev, &cli, a, cqp, "hello");
+	cid = client(dev, &cli, to, cqp, "hello");
 	CHECK(!IS_ERR(cid) && got(&srv, IW_CM_EVENT_CONNECT_REQUEST, 2) && srv.private_len == 5 && !memcmp(srv.private, "hello", 5) &&
 		      srv.ird == 1 && srv.ord == 1,
 	      "a second CONNECT_REQUEST, with the initiator's IRD and ORD (%u, %u)", srv.ird, srv.ord);
@@ -482,6 +490,8 @@ static void check_connections(struct ib_device *dev)
 	CHECK(!post_receive(sqp, &recvd, sa, 64, pd->local_dma_lkey) && !post(cqp, &sent, IB_WR_SEND, ca, 26, pd->local_dma_lkey, 0, 0) &&
 		      finished(&recvd) && finished(&sent) && recvd.byte_len == 26 && !strcmp(sbuf, "a Send from kernel memory"),
 	      "a Send arrives whole (%u octets)", recvd.byte_len);
+	if (!full)
+		goto close;
 	strscpy(cbuf + 64, "an RDMA Write", 64);
 	strscpy(cbuf + 128, "then a Send", 64);
 	CHECK(!post_receive(sqp, &recvd, sa + 256, 64, pd->local_dma_lkey) &&
@@ -496,6 +506,7 @@ static void check_connections(struct ib_device *dev)
 
 	check_fast_registration(dev, pd, sqp, cqp, cbuf, ca);
 
+close:
 	/* Closing: both ends get CLOSE, exactly once. */
 	CHECK(!iw_cm_disconnect(cid, 0) && got(&cli, IW_CM_EVENT_CLOSE, 1) && got(&srv, IW_CM_EVENT_CLOSE, 1),
 	      "a disconnect closes both ends");
@@ -536,8 +547,29 @@ static int verbs_check_add(struct ib_device *dev)
 		return -EOPNOTSUPP;
 	found = true;
 	check(dev);
-	if (*addr)
-		check_connections(dev);
+	if (*addr) {
+		struct sockaddr_storage at = {};
+		struct sockaddr_in *sin = (struct sockaddr_in *)&at;
+
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		if (in4_pton(addr, -1, (u8 *)&sin->sin_addr, -1, NULL))
+			check_connections(dev, &at, &at, true);
+		else
+			CHECK(false, "addr=%s is an IPv4 address", addr);
+	}
+	if (*addr6) {
+		struct sockaddr_storage any = {}, to = {};
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&to;
+
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port + 1);
+		any = to;
+		if (in6_pton(addr6, -1, (u8 *)&sin6->sin6_addr, -1, NULL))
+			check_connections(dev, &any, &to, false);
+		else
+			CHECK(false, "addr6=%s is an IPv6 address", addr6);
+	}
 	return 0;
 }
 

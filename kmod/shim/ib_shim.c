@@ -10,6 +10,8 @@
 #include <linux/if_arp.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
+#include <linux/sched/mm.h>
+#include <linux/workqueue.h>
 #include <net/addrconf.h>
 #include <rdma/ib_mad.h>
 #include <rdma/ib_verbs.h>
@@ -58,7 +60,7 @@ struct iwarp_ibqp {
 	refcount_t refs;
 	struct completion unused;
 	/* Hands posted send requests over to the engine, which may sleep. */
-	struct work_struct hand_over;
+	struct delayed_work hand_over;
 };
 
 static struct iwarp_ibdev *to_iwarp(struct ib_device *dev)
@@ -356,19 +358,40 @@ static int iwarp_req_notify_cq(struct ib_cq *cq, enum ib_cq_notify_flags flags)
 	return iwarp_verbs->req_notify_cq(cq_rust(cq), flags);
 }
 
+/*
+ * Posting: block drivers' sends go through this work, so it may neither wait for memory that
+ * writeback must free (a workqueue with a rescuer, allocations without I/O) nor for another
+ * workqueue's progress.
+ */
+static struct workqueue_struct *iwarp_post_wq;
+
 static void iwarp_qp_hand_over(struct work_struct *work)
 {
-	iwarp_verbs->hand_over(container_of(work, struct iwarp_ibqp, hand_over)->rust);
+	struct iwarp_ibqp *qp = container_of(to_delayed_work(work), struct iwarp_ibqp, hand_over);
+	unsigned int noio = memalloc_noio_save();
+
+	iwarp_verbs->hand_over(qp->rust);
+	memalloc_noio_restore(noio);
 }
 
-void iwarp_shim_ib_qp_kick(struct ib_qp *qp)
+void iwarp_shim_ib_qp_kick(struct ib_qp *qp, bool later)
 {
-	queue_work(system_highpri_wq, &container_of(qp, struct iwarp_ibqp, base)->hand_over);
+	struct delayed_work *dw = &container_of(qp, struct iwarp_ibqp, base)->hand_over;
+
+	if (later)
+		queue_delayed_work(iwarp_post_wq, dw, 1);
+	else
+		mod_delayed_work(iwarp_post_wq, dw, 0);
+}
+
+bool iwarp_shim_bh_locks_allowed(void)
+{
+	return !in_hardirq() && !irqs_disabled();
 }
 
 void iwarp_shim_ib_qp_settle(struct ib_qp *qp)
 {
-	cancel_work_sync(&container_of(qp, struct iwarp_ibqp, base)->hand_over);
+	cancel_delayed_work_sync(&container_of(qp, struct iwarp_ibqp, base)->hand_over);
 }
 
 static int iwarp_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struct ib_udata *udata)
@@ -390,7 +413,7 @@ static int iwarp_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struc
 
 	if (udata || init->create_flags || init->xrcd || init->rwq_ind_tbl)
 		return -EOPNOTSUPP;
-	INIT_WORK(&container_of(qp, struct iwarp_ibqp, base)->hand_over, iwarp_qp_hand_over);
+	INIT_DELAYED_WORK(&container_of(qp, struct iwarp_ibqp, base)->hand_over, iwarp_qp_hand_over);
 	refcount_set(&container_of(qp, struct iwarp_ibqp, base)->refs, 1);
 	init_completion(&container_of(qp, struct iwarp_ibqp, base)->unused);
 	rv = iwarp_verbs->create_qp(dev_rust(qp->device), qp, &a, &container_of(qp, struct iwarp_ibqp, base)->rust);
@@ -470,23 +493,6 @@ struct workqueue_struct *iwarp_shim_cm_wq(void)
 	return iwarp_cm_wq;
 }
 
-static void to_sockaddr(struct sockaddr_storage *ss, const struct iwarp_endpoint *ep)
-{
-	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-
-	memset(ss, 0, sizeof(*ss));
-	if (ep->family == AF_INET) {
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(ep->port);
-		memcpy(&sin->sin_addr, ep->addr, sizeof(sin->sin_addr));
-	} else if (ep->family == AF_INET6) {
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(ep->port);
-		memcpy(&sin6->sin6_addr, ep->addr, sizeof(sin6->sin6_addr));
-	}
-}
-
 static void to_param(struct iwarp_iw_param *p, struct iw_cm_id *id, const struct iw_cm_conn_param *conn)
 {
 	memset(p, 0, sizeof(*p));
@@ -514,8 +520,8 @@ int iwarp_shim_iw_event(struct iw_cm_id *id, const struct iwarp_iw_event *ev)
 		.ord = ev->ord,
 	};
 
-	to_sockaddr(&event.local_addr, &ev->local);
-	to_sockaddr(&event.remote_addr, &ev->remote);
+	iwarp_sockaddr_from(&event.local_addr, &ev->local);
+	iwarp_sockaddr_from(&event.remote_addr, &ev->remote);
 	return id->event_handler(id, &event);
 }
 
@@ -587,6 +593,7 @@ static int iwarp_post_send(struct ib_qp *qp, const struct ib_send_wr *wr, const 
 			break;
 		case IB_WR_REG_MR:
 			w.rkey = reg_wr(wr)->key;
+			w.invalidate_rkey = reg_wr(wr)->mr->lkey;
 			w.remote_addr = reg_wr(wr)->mr->iova;
 			w.length = reg_wr(wr)->mr->length;
 			w.access = reg_wr(wr)->access;
@@ -810,15 +817,22 @@ int iwarp_shim_ib_register(const struct iwarp_ib_callbacks *cb, const struct iwa
 	iwarp_cb = cb;
 	iwarp_verbs = verbs;
 	iwarp_cm_wq = alloc_workqueue("iwarp_cm", WQ_UNBOUND, 0);
-	if (!iwarp_cm_wq)
-		return -ENOMEM;
-	rv = register_netdevice_notifier(&iwarp_netdev_nb);
-	if (rv) {
-		destroy_workqueue(iwarp_cm_wq);
-		return rv;
+	iwarp_post_wq = alloc_workqueue("iwarp_post", WQ_PERCPU | WQ_MEM_RECLAIM | WQ_HIGHPRI, 0);
+	if (!iwarp_cm_wq || !iwarp_post_wq) {
+		rv = -ENOMEM;
+		goto out;
 	}
+	rv = register_netdevice_notifier(&iwarp_netdev_nb);
+	if (rv)
+		goto out;
 	rdma_link_register(&iwarp_link_ops);
 	return 0;
+out:
+	if (iwarp_cm_wq)
+		destroy_workqueue(iwarp_cm_wq);
+	if (iwarp_post_wq)
+		destroy_workqueue(iwarp_post_wq);
+	return rv;
 }
 
 void iwarp_shim_ib_unregister(void)
@@ -832,6 +846,7 @@ void iwarp_shim_ib_unregister(void)
 void iwarp_shim_ib_done(void)
 {
 	destroy_workqueue(iwarp_cm_wq);
+	destroy_workqueue(iwarp_post_wq);
 }
 
 MODULE_ALIAS_RDMA_LINK("iwarp");

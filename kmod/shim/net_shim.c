@@ -14,6 +14,7 @@
 #include <linux/nsproxy.h>
 #include <linux/skbuff.h>
 #include <linux/slab.h>
+#include <net/ipv6.h>
 #include <net/net_namespace.h>
 #include <net/sock.h>
 #include <net/tcp.h>
@@ -91,24 +92,23 @@ static struct socket *with_file(struct socket *sock)
 }
 
 /*
- * Starts connecting a new kernel TCP socket, in the caller's network namespace, to @addr:@port
- * (host order), without waiting (iwarp_shim_sock_connected() says how it goes). The socket gets
- * a file, so iwarp_shim_sock_put() releases it like an adopted one. Returns it, or an ERR_PTR.
+ * Starts connecting a new kernel TCP socket, in the caller's network namespace, to @to (IPv4
+ * or IPv6), without waiting (iwarp_shim_sock_connected() says how it goes). The socket gets a
+ * file, so iwarp_shim_sock_put() releases it like an adopted one. Returns it, or an ERR_PTR.
  */
-struct socket *iwarp_shim_sock_connect(u32 addr, u16 port)
+struct socket *iwarp_shim_sock_connect(const struct iwarp_endpoint *to)
 {
-	struct sockaddr_in sin = {
-		.sin_family = AF_INET,
-		.sin_addr.s_addr = htonl(addr),
-		.sin_port = htons(port),
-	};
+	struct sockaddr_storage ss;
+	int len = iwarp_sockaddr_from(&ss, to);
 	struct socket *sock;
 	int rc;
 
-	rc = sock_create_kern(current->nsproxy->net_ns, AF_INET, SOCK_STREAM, IPPROTO_TCP, &sock);
+	if (!len)
+		return ERR_PTR(-EAFNOSUPPORT);
+	rc = sock_create_kern(current->nsproxy->net_ns, to->family, SOCK_STREAM, IPPROTO_TCP, &sock);
 	if (rc)
 		return ERR_PTR(rc);
-	rc = kernel_connect(sock, (struct sockaddr_unsized *)&sin, sizeof(sin), O_NONBLOCK);
+	rc = kernel_connect(sock, (struct sockaddr_unsized *)&ss, len, O_NONBLOCK);
 	if (rc && rc != -EINPROGRESS) {
 		sock_release(sock);
 		return ERR_PTR(rc);
@@ -139,34 +139,39 @@ int iwarp_shim_sock_connected(struct socket *sock)
 }
 
 /*
- * A kernel TCP socket in the caller's network namespace listening on @addr:*@port (host order;
- * port 0 picks one, reported back in *@port), with a file like the connected ones, so
+ * A kernel TCP socket in the caller's network namespace listening on @at (IPv4, or IPv6 only:
+ * IPv4 connections go to IPv4 listeners, as siw's do, and both may share a port; @at's port 0
+ * picks one, reported in *@port), with a file like the connected ones, so
  * iwarp_shim_sock_put() releases it. Returns it, or an ERR_PTR (-EADDRINUSE, ...).
  */
-struct socket *iwarp_shim_sock_listen(u32 addr, u16 *port, int backlog)
+struct socket *iwarp_shim_sock_listen(const struct iwarp_endpoint *at, u16 *port, int backlog)
 {
-	struct sockaddr_in sin = {
-		.sin_family = AF_INET,
-		.sin_addr.s_addr = htonl(addr),
-		.sin_port = htons(*port),
-	};
+	struct sockaddr_storage ss;
+	struct iwarp_endpoint bound;
+	int len = iwarp_sockaddr_from(&ss, at);
 	struct socket *sock;
 	int rc;
 
-	rc = sock_create_kern(current->nsproxy->net_ns, AF_INET, SOCK_STREAM, IPPROTO_TCP, &sock);
+	if (!len)
+		return ERR_PTR(-EAFNOSUPPORT);
+	rc = sock_create_kern(current->nsproxy->net_ns, at->family, SOCK_STREAM, IPPROTO_TCP, &sock);
 	if (rc)
 		return ERR_PTR(rc);
 	sock_set_reuseaddr(sock->sk);
-	rc = kernel_bind(sock, (struct sockaddr_unsized *)&sin, sizeof(sin));
+	if (at->family == AF_INET6)
+		rc = ip6_sock_set_v6only(sock->sk);
+	if (!rc)
+		rc = kernel_bind(sock, (struct sockaddr_unsized *)&ss, len);
 	if (!rc)
 		rc = kernel_listen(sock, backlog);
 	if (!rc)
-		rc = kernel_getsockname(sock, (struct sockaddr *)&sin) < 0 ? -EINVAL : 0;
+		rc = kernel_getsockname(sock, (struct sockaddr *)&ss) < 0 ? -EINVAL : 0;
 	if (rc) {
 		sock_release(sock);
 		return ERR_PTR(rc);
 	}
-	*port = ntohs(sin.sin_port);
+	iwarp_endpoint_from(&bound, &ss);
+	*port = bound.port;
 	return with_file(sock);
 }
 
@@ -175,19 +180,17 @@ struct socket *iwarp_shim_sock_listen(u32 addr, u16 *port, int backlog)
  * listener is shut down), with a file like the others; its peer's address in *@addr, *@port.
  * Returns it or an ERR_PTR.
  */
-struct socket *iwarp_shim_sock_accept(struct socket *listener, u32 *addr, u16 *port)
+struct socket *iwarp_shim_sock_accept(struct socket *listener, struct iwarp_endpoint *peer)
 {
-	struct sockaddr_in sin = {};
+	struct sockaddr_storage ss = {};
 	struct socket *sock;
 	int rc;
 
 	rc = kernel_accept(listener, &sock, O_NONBLOCK);
 	if (rc)
 		return ERR_PTR(rc);
-	if (kernel_getpeername(sock, (struct sockaddr *)&sin) >= 0) {
-		*addr = ntohl(sin.sin_addr.s_addr);
-		*port = ntohs(sin.sin_port);
-	}
+	if (kernel_getpeername(sock, (struct sockaddr *)&ss) >= 0)
+		iwarp_endpoint_from(peer, &ss);
 	return with_file(sock);
 }
 
@@ -349,6 +352,27 @@ void iwarp_shim_sock_shutdown(struct socket *sock, bool send_only)
 bool iwarp_shim_sock_established(struct socket *sock)
 {
 	return READ_ONCE(sock->sk->sk_state) == TCP_ESTABLISHED;
+}
+
+int iwarp_sockaddr_from(struct sockaddr_storage *ss, const struct iwarp_endpoint *ep)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (ep->family == AF_INET) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(ep->port);
+		memcpy(&sin->sin_addr, ep->addr, sizeof(sin->sin_addr));
+		return sizeof(*sin);
+	}
+	if (ep->family == AF_INET6) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(ep->port);
+		memcpy(&sin6->sin6_addr, ep->addr, sizeof(sin6->sin6_addr));
+		return sizeof(*sin6);
+	}
+	return 0;
 }
 
 void iwarp_endpoint_from(struct iwarp_endpoint *ep, const struct sockaddr_storage *ss)

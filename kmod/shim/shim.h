@@ -38,10 +38,11 @@ u32 iwarp_shim_crc32c(u32 crc, const void *p, size_t len);
 /* net_shim.c: kernel TCP sockets */
 int iwarp_shim_tcp_probe(u16 *port, u32 *write_seq);
 struct socket *iwarp_shim_sock_adopt(int fd);
-struct socket *iwarp_shim_sock_connect(u32 addr, u16 port);
+struct iwarp_endpoint;
+struct socket *iwarp_shim_sock_connect(const struct iwarp_endpoint *to);
 int iwarp_shim_sock_connected(struct socket *sock);
-struct socket *iwarp_shim_sock_listen(u32 addr, u16 *port, int backlog);
-struct socket *iwarp_shim_sock_accept(struct socket *listener, u32 *addr, u16 *port);
+struct socket *iwarp_shim_sock_listen(const struct iwarp_endpoint *at, u16 *port, int backlog);
+struct socket *iwarp_shim_sock_accept(struct socket *listener, struct iwarp_endpoint *peer);
 void iwarp_shim_sock_put(struct socket *sock);
 void iwarp_shim_sock_shutdown(struct socket *sock, bool send_only);
 bool iwarp_shim_sock_established(struct socket *sock);
@@ -62,9 +63,10 @@ struct iwarp_endpoint {
 	u8 addr[16];
 };
 void iwarp_shim_sock_endpoints(struct socket *sock, struct iwarp_endpoint *local, struct iwarp_endpoint *remote);
-/* For the shim's own files (not Rust's): @ss as an endpoint. */
+/* For the shim's own files (not Rust's): @ss as an endpoint, and back (0: no such family). */
 struct sockaddr_storage;
 void iwarp_endpoint_from(struct iwarp_endpoint *ep, const struct sockaddr_storage *ss);
+int iwarp_sockaddr_from(struct sockaddr_storage *ss, const struct iwarp_endpoint *ep);
 
 /* rx_shim.c: the socket lock, the receive and out-of-order queues, and their skbs */
 void iwarp_shim_sock_lock(struct socket *sock);
@@ -233,7 +235,10 @@ struct iwarp_ib_send_wr {
 	u32 invalidate_rkey;
 	u64 remote_addr;
 	u32 rkey;
-	/* IB_WR_REG_MR: the key in rkey, the region's iova in remote_addr, its length, the access. */
+	/*
+	 * IB_WR_REG_MR: the key in rkey, the region's lkey in invalidate_rkey, its iova in
+	 * remote_addr, its length, the access.
+	 */
 	u64 length;
 	int access;
 };
@@ -341,8 +346,10 @@ struct iwarp_ib_verbs {
 	int (*iw_listen)(void *dev, struct iw_cm_id *id, const struct iwarp_iw_param *p, u32 backlog, void **listener);
 	void (*iw_unlisten)(void *listener);
 };
-/* Runs @qp's hand_over soon, in a work item (any context). */
-void iwarp_shim_ib_qp_kick(struct ib_qp *qp);
+/* Whether locks that only disable bottom halves may be taken: no hard interrupt, IRQs on. */
+bool iwarp_shim_bh_locks_allowed(void);
+/* Runs @qp's hand_over in a work item (any context): at once, or @later (a tick on). */
+void iwarp_shim_ib_qp_kick(struct ib_qp *qp, bool later);
 /* Waits until @qp's hand_over has run, and stops it running again (destroy_qp). */
 void iwarp_shim_ib_qp_settle(struct ib_qp *qp);
 /* Calls @ibcq's completion handler (the consumer's), if it has one, soon (in softirq context). */

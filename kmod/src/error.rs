@@ -33,11 +33,6 @@ pub(crate) fn econnrefused() -> Error {
     errno(kernel::bindings::ECONNREFUSED)
 }
 
-/// EAFNOSUPPORT: an address family the connection manager does not take (IPv6, for now).
-pub(crate) fn eafnosupport() -> Error {
-    errno(kernel::bindings::EAFNOSUPPORT)
-}
-
 /// What a shim constructor returned: the object, or the errno its ERR_PTR carries.
 pub(crate) fn made<T>(raw: *mut T) -> Result<NonNull<T>> {
     NonNull::new(from_err_ptr(raw)?).ok_or(EINVAL)

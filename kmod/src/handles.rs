@@ -3,7 +3,8 @@
 //! Objects of a context found by handle: handle = slot index << 8 | key. The key of a slot
 //! changes every time the slot is reused, so a stale handle never reaches a newer object (for
 //! 255 reuses). Memory regions use the handle as their STag; a Fast Register gives a live
-//! region a key of the caller's choosing, which does not change the keys reuse gives.
+//! region a key of the caller's choosing, which does not change the keys reuse gives. Slot 0
+//! holds nothing, so no handle is ever 0, whatever key a Fast Register gives.
 
 // Values from user space or the wire are computed on here: no unchecked arithmetic
 // (docs/security.md, "Arithmetic").
@@ -47,14 +48,17 @@ impl<T> Handles<T> {
         if self.live >= self.max {
             return Err(ENOSPC);
         }
-        let index = match self.slots.iter().position(|s| s.obj.is_none()) {
-            Some(i) => i,
+        if self.slots.is_empty() {
+            self.slots.push(Slot { key: 0, issued: 0, obj: None }, GFP_KERNEL_ACCOUNT)?;
+        }
+        let index = match self.slots.iter().skip(1).position(|s| s.obj.is_none()) {
+            Some(i) => i.saturating_add(1),
             None => {
                 self.slots.push(Slot { key: 0, issued: 0, obj: None }, GFP_KERNEL_ACCOUNT)?;
                 self.slots.len().saturating_sub(1)
             }
         };
-        // Key 0 is skipped so no handle is ever 0.
+        // Inserts give keys 1 to 255 in turn.
         let key = match self.slots[index].issued.wrapping_add(1) {
             0 => 1,
             k => k,
@@ -75,12 +79,12 @@ impl<T> Handles<T> {
         slot.obj.as_mut().filter(|_| u32::from(key) == handle & 0xff).ok_or(EINVAL)
     }
 
-    /// Gives the live object in `handle`'s slot the key of `handle` (not handle 0), whatever
-    /// its key was: `handle` names it from then on, its old handle no longer does. Key 0 is a
-    /// key like any other here (the RDMA core's consumers step keys through it).
+    /// Gives the live object in `handle`'s slot the key of `handle`, whatever its key was:
+    /// `handle` names it from then on, its old handle no longer does. Key 0 is a key like any
+    /// other here (the RDMA core's consumers step keys through it; slot 0 holds nothing).
     pub(crate) fn rekey(&mut self, handle: u32) -> Result<&mut T> {
         let slot = self.slots.get_mut((handle >> 8) as usize).ok_or(EINVAL)?;
-        if handle == 0 || slot.obj.is_none() {
+        if slot.obj.is_none() {
             return Err(EINVAL);
         }
         slot.key = handle as u8;
@@ -119,8 +123,11 @@ impl<T> Handles<T> {
     /// (every slot taken, the array full). A table used under a spinlock grows first, outside
     /// the lock, with [`Handles::room`] and [`Handles::grow`].
     pub(crate) fn room_wanted(&self) -> Option<usize> {
-        let full = self.live < self.max && self.slots.iter().all(|s| s.obj.is_some()) && self.slots.len() == self.slots.capacity();
-        full.then(|| self.slots.len().saturating_mul(2).clamp(16, self.max as usize))
+        // Slot 0 and the new one.
+        let needed = if self.slots.is_empty() { 2 } else { 1 };
+        let full =
+            self.live < self.max && self.slots.iter().skip(1).all(|s| s.obj.is_some()) && self.slots.len().saturating_add(needed) > self.slots.capacity();
+        full.then(|| self.slots.len().saturating_mul(2).clamp(16, (self.max as usize).saturating_add(1)))
     }
 
     /// Room for `capacity` slots, allocated where sleeping is allowed.

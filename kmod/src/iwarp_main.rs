@@ -60,6 +60,14 @@ module! {
             default: 4096,
             description: "Receive in the socket's data-ready callback (softirq) while at most this many octets wait, else in a work item that batches (0: always the work item)",
         },
+        iw_markers: u8 {
+            default: 1,
+            description: "Connections of the RDMA core (iw_cm) ask for MPA markers in what they receive (0: they do not; siw has none)",
+        },
+        iw_crc: u8 {
+            default: 1,
+            description: "Connections of the RDMA core (iw_cm) ask for MPA CRCs (0: they do not, and use them if the peer asks)",
+        },
         inject_init_failure: u8 {
             default: 0,
             description: "Fail module init on purpose (tests that a broken module is caught)",
@@ -91,6 +99,11 @@ impl kernel::InPlaceModule for IwarpModule {
             _later_unpins: pinned::LaterUnpins::new(),
         })
     }
+}
+
+/// Whether connections of the RDMA core ask for MPA markers, and for CRCs.
+pub(crate) fn iw_mpa() -> (bool, bool) {
+    (*module_parameters::iw_markers.value() != 0, *module_parameters::iw_crc.value() != 0)
 }
 
 /// Up to how many waiting octets QPs receive in the socket's data-ready callback, without a

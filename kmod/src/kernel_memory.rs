@@ -6,7 +6,6 @@
 //! it, as it promises a real RNIC the memory it may DMA to. Fast registrations name kernel
 //! pages the same way, through a page list ([`PageList`]).
 
-use crate::placements::Placements;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
@@ -66,7 +65,6 @@ pub(crate) struct PageList {
     /// The address the region's first octet has (`mr->iova`).
     pub(crate) iova: u64,
     pub(crate) len: u64,
-    placements: Placements,
 }
 
 impl PageList {
@@ -85,12 +83,7 @@ impl PageList {
         }
         let mut list = KVec::with_capacity(pages.len(), GFP_ATOMIC)?;
         list.extend_from_slice(pages, GFP_ATOMIC)?;
-        Ok(PageList { pages: list, shift: page_size.trailing_zeros(), first, iova, len, placements: Placements::new() })
-    }
-
-    /// The placements into the pages in progress.
-    pub(crate) fn placements(&self) -> &Placements {
-        &self.placements
+        Ok(PageList { pages: list, shift: page_size.trailing_zeros(), first, iova, len })
     }
 
     /// Calls `f` with the kernel address and length of each run of `[off, off + len)` (region

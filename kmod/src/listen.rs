@@ -15,7 +15,7 @@ use crate::error::eproto;
 use crate::proto::mpa::frame::Frame;
 use crate::proto::mpa::handshake::{Handshake, Step};
 use crate::qp::{advance, boxed, send_out, wait_until};
-use crate::socket::{OnWake, TcpSocket, Waker, Watched};
+use crate::socket::{Endpoint, OnWake, TcpSocket, Waker, Watched};
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 use kernel::time::{Delta, Instant, Monotonic};
@@ -52,8 +52,7 @@ impl Pending {
 struct Incoming {
     sock: Watched,
     handshake: KBox<Handshake>,
-    addr: u32,
-    port: u16,
+    peer: Endpoint,
     since: Instant<Monotonic>,
 }
 
@@ -69,8 +68,8 @@ impl Incoming {
     }
 }
 
-/// A whole request and the initiator's IPv4 address and port.
-pub(crate) type Arrived = (Pending, u32, u16);
+/// A whole request and the initiator's end.
+pub(crate) type Arrived = (Pending, Endpoint);
 
 /// Takes each whole request as it arrives, instead of a queue for GET_REQUEST. Called from the
 /// listener's work with its locks held: it may not wait for the listener.
@@ -188,7 +187,7 @@ impl OnWake for Listener {
         loop {
             let before = (r.incoming.len(), r.whole.len());
             while r.incoming.len() + r.whole.len() < MAX_INCOMING {
-                let (sock, addr, port) = match self.sock.accept() {
+                let (sock, peer) = match self.sock.accept() {
                     Ok(c) => c,
                     // None queued.
                     Err(e) if e == EAGAIN => break,
@@ -204,7 +203,7 @@ impl OnWake for Listener {
                     failed = true;
                     break;
                 };
-                if r.incoming.push(Incoming { sock, handshake, addr, port, since: Instant::now() }, GFP_KERNEL_ACCOUNT).is_err() {
+                if r.incoming.push(Incoming { sock, handshake, peer, since: Instant::now() }, GFP_KERNEL_ACCOUNT).is_err() {
                     failed = true;
                     break;
                 }
@@ -236,8 +235,8 @@ impl Listener {
             let Ok(done) = r.incoming.remove(i) else { break };
             ended = true;
             if matches!(ready, Ok(true)) {
-                let Incoming { sock, handshake, addr, port, .. } = done;
-                let arrived = (Pending { sock: sock.release(), handshake }, addr, port);
+                let Incoming { sock, handshake, peer, .. } = done;
+                let arrived = (Pending { sock: sock.release(), handshake }, peer);
                 match &self.announce {
                     Some(to) => to.request(arrived),
                     None => {

@@ -54,56 +54,31 @@ enum Memory {
     KernelVirtual,
     /// Kernel pages of a fast registration (`alloc_mr`): those the region covers now, and
     /// those `map_mr_sg` gave for its next Fast Register (which a consumer may map while the
-    /// region is still valid, before invalidating it).
-    Listed { now: Option<Arc<PageList>>, next: Option<Arc<PageList>> },
+    /// region is still valid, before invalidating it). Every copy into or out of them runs
+    /// under the table's lock (a segment's payload, or a page of a message being built), so
+    /// an invalidation or deregistration, which takes the lock, ends their use at once: the
+    /// consumer may free the pages as soon as it completes.
+    Listed { now: Option<PageList>, next: Option<PageList> },
 }
 
 impl Memory {
-    /// What offset `off` of the region reaches (the region was found valid).
-    fn reach(&self, off: u64) -> Result<Reach, Fault> {
-        Ok(match self {
-            Memory::Pinned(pages) => Reach::Pinned(pages.clone(), off),
-            Memory::KernelVirtual => Reach::Kernel(off),
-            Memory::Listed { now, .. } => Reach::Listed(now.clone().ok_or(Fault::InvalidStag)?, off),
-        })
-    }
-
-    /// The placements into the memory the region covers now (none counted in all kernel
-    /// memory, which is never invalidated).
+    /// The placements into the pages, where they are counted: pinned pages (all kernel memory
+    /// is never invalidated; listed pages are placed into under the table's lock).
     fn placements(&self) -> Option<&Placements> {
         match self {
             Memory::Pinned(pages) => Some(pages.placements()),
-            Memory::KernelVirtual => None,
-            Memory::Listed { now, .. } => now.as_ref().map(|l| l.placements()),
+            Memory::KernelVirtual | Memory::Listed { .. } => None,
         }
     }
 }
 
 /// What an access reaches, checked: pinned pages (held) and the offset in them, kernel memory
-/// at a kernel virtual address, or a fast registration's kernel pages (held) and the offset in
-/// them.
+/// at a kernel virtual address, or a fast registration's kernel pages, copied from under the
+/// table's lock by STag, address and rights ([`Domain::copy_listed`]).
 pub(crate) enum Reach {
     Pinned(Arc<PinnedPages>, u64),
     Kernel(u64),
-    Listed(Arc<PageList>, u64),
-}
-
-impl Reach {
-    /// The placements into what this reaches, if they are counted.
-    fn placements(&self) -> Option<&Placements> {
-        match self {
-            Reach::Pinned(pages, _) => Some(pages.placements()),
-            Reach::Kernel(_) => None,
-            Reach::Listed(list, _) => Some(list.placements()),
-        }
-    }
-
-    /// Drops the reference where sleeping is not allowed (see [`PinnedPages::let_go`]).
-    fn let_go(self) {
-        if let Reach::Pinned(pages, _) = self {
-            PinnedPages::let_go(pages);
-        }
-    }
+    Listed { stag: u32, addr: u64, need: u32 },
 }
 
 /// One registered buffer.
@@ -237,7 +212,7 @@ impl MrTable {
     /// `map_mr_sg`: `list` is what the next Fast Register of the region in `stag`'s slot (a
     /// region of [`MrTable::register_listed`]) covers. Returns the list it replaces, to be
     /// dropped outside the table's lock.
-    pub(crate) fn map_pages(&mut self, stag: u32, list: Arc<PageList>) -> Result<Option<Arc<PageList>>> {
+    pub(crate) fn map_pages(&mut self, stag: u32, list: PageList) -> Result<Option<PageList>> {
         match &mut self.regions.in_slot_mut(stag)?.memory {
             Memory::Listed { next, .. } => Ok(next.replace(list)),
             _ => Err(EINVAL),
@@ -249,8 +224,9 @@ impl MrTable {
         self.regions.current(stag)
     }
 
-    /// Removes the region `stag` names; dropping what this returns unpins its pages (done by the
-    /// caller, outside the table's lock).
+    /// Removes the region `stag` names (the RDMA core's consumers: [`MrTable::current_stag`]
+    /// first); dropping what this returns unpins its pages (done by the caller, outside the
+    /// table's lock).
     pub(crate) fn deregister(&mut self, stag: u32) -> Result<Deregistered> {
         self.regions.remove(stag).map(Deregistered)
     }
@@ -319,51 +295,99 @@ impl<'a> Domain<'a> {
 
     /// What `[addr, addr + len)` of region `stag` is (`need` rights required): to send from.
     pub(crate) fn reach(&self, stag: u32, addr: u64, len: u64, need: u32) -> Result<Reach, Fault> {
-        self.with(stag, |mr| mr.memory.reach(mr.offset(addr, len, need)?))
+        self.with(stag, |mr| {
+            let off = mr.offset(addr, len, need)?;
+            Ok(match &mr.memory {
+                Memory::Pinned(pages) => Reach::Pinned(pages.clone(), off),
+                Memory::KernelVirtual => Reach::Kernel(off),
+                Memory::Listed { .. } => Reach::Listed { stag, addr, need },
+            })
+        })
     }
 
-    /// Places `len` octets at `addr` of region `stag` (`need` rights required) with `place`,
-    /// given where they land. Pinned pages and listed kernel pages cannot be invalidated or
-    /// deregistered under the placement (both wait for it to end).
-    fn placing<R>(&self, stag: u32, addr: u64, len: u64, need: u32, place: impl FnOnce(&Reach) -> Result<R>) -> Result<R, Fault> {
+    /// Copies `dst.len()` octets at `addr` of region `stag` (fast-registered kernel pages,
+    /// `need` rights required) into `dst`, under the table's lock: see [`Memory::Listed`].
+    pub(crate) fn copy_listed(&self, stag: u32, addr: u64, dst: &mut [u8], need: u32) -> Result<(), Fault> {
+        self.with(stag, |mr| match &mr.memory {
+            Memory::Listed { now: Some(list), .. } => list.copy_to(mr.offset(addr, dst.len() as u64, need)?, dst).map_err(|_| Fault::Bounds),
+            _ => Err(Fault::InvalidStag),
+        })
+    }
+
+    /// Places `len` octets at `addr` of region `stag` (`need` rights required): with `listed`
+    /// into fast-registered kernel pages, under the table's lock; else with `place`, given
+    /// where they land, outside it. Pinned pages cannot be invalidated or deregistered under
+    /// the placement (both wait for it to end).
+    fn placing<R>(
+        &self,
+        stag: u32,
+        addr: u64,
+        len: u64,
+        need: u32,
+        listed: impl FnOnce(&PageList, u64) -> Result<R>,
+        place: impl FnOnce(&Reach) -> Result<R>,
+    ) -> Result<R, Fault> {
         let reach = self.with(stag, |mr| {
-            let reach = mr.memory.reach(mr.offset(addr, len, need)?)?;
-            if let Some(p) = reach.placements() {
-                p.begin();
-            }
-            Ok(reach)
+            let off = mr.offset(addr, len, need)?;
+            Ok(match &mr.memory {
+                Memory::Pinned(pages) => {
+                    pages.placements().begin();
+                    Ok(Reach::Pinned(pages.clone(), off))
+                }
+                Memory::KernelVirtual => Ok(Reach::Kernel(off)),
+                Memory::Listed { now: Some(list), .. } => Err(listed(list, off)),
+                Memory::Listed { now: None, .. } => return Err(Fault::InvalidStag),
+            })
         })?;
+        let reach = match reach {
+            Err(placed) => return placed.map_err(|_| Fault::Access),
+            Ok(reach) => reach,
+        };
         let r = place(&reach).map_err(|_| Fault::Access);
-        if let Some(p) = reach.placements() {
-            p.end();
+        if let Reach::Pinned(pages, _) = reach {
+            pages.placements().end();
+            // Placements run with bottom halves off: a deregistration meanwhile leaves the
+            // unpinning to a work item.
+            PinnedPages::let_go(pages);
         }
-        // Placements run with bottom halves off: a deregistration meanwhile leaves the
-        // unpinning to a work item.
-        reach.let_go();
         r
     }
 
     /// Places `src` into region `stag` at `addr` (`need` rights required, which must include a
     /// write right).
     pub(crate) fn write(&self, stag: u32, addr: u64, src: &[u8], need: u32) -> Result<(), Fault> {
-        self.placing(stag, addr, src.len() as u64, need, |at| match *at {
-            // SAFETY: `addr` is what the RDMA core's consumer named through its DMA region,
-            // which it keeps valid while a work request or an STag it gave the peer names it.
-            Reach::Kernel(addr) => unsafe { kernel_memory::copy_to(addr, src) },
-            Reach::Pinned(ref pages, off) => pages.copy_from(off, src),
-            Reach::Listed(ref list, off) => list.copy_from(off, src),
-        })
+        self.placing(
+            stag,
+            addr,
+            src.len() as u64,
+            need,
+            |list, off| list.copy_from(off, src),
+            |at| match *at {
+                // SAFETY: `addr` is what the RDMA core's consumer named through its DMA region,
+                // which it keeps valid while a work request or an STag it gave the peer names it.
+                Reach::Kernel(addr) => unsafe { kernel_memory::copy_to(addr, src) },
+                Reach::Pinned(ref pages, off) => pages.copy_from(off, src),
+                Reach::Listed { .. } => Err(EINVAL),
+            },
+        )
     }
 
     /// Runs atomic operation `op` on the 64-bit value at `addr` (8-aligned) of region `stag`
     /// (`need` rights required, which must include a write right) and returns the value before.
     pub(crate) fn atomic(&self, stag: u32, addr: u64, need: u32, op: impl Fn(u64) -> u64) -> Result<u64, Fault> {
-        self.placing(stag, addr, 8, need, |at| match *at {
-            // SAFETY: as in `write`.
-            Reach::Kernel(addr) => unsafe { kernel_memory::update_u64(addr, op) },
-            Reach::Pinned(ref pages, off) => pages.update_u64(off, op),
-            Reach::Listed(ref list, off) => list.update_u64(off, op),
-        })
+        self.placing(
+            stag,
+            addr,
+            8,
+            need,
+            |list, off| list.update_u64(off, &op),
+            |at| match *at {
+                // SAFETY: as in `write`.
+                Reach::Kernel(addr) => unsafe { kernel_memory::update_u64(addr, &op) },
+                Reach::Pinned(ref pages, off) => pages.update_u64(off, &op),
+                Reach::Listed { .. } => Err(EINVAL),
+            },
+        )
     }
 
     /// Whether `stag` names a valid region of this domain.
@@ -375,21 +399,23 @@ impl<'a> Domain<'a> {
     /// Invalidate): later accesses fail until a Fast Register. Fails for unknown or already
     /// invalid STags.
     pub(crate) fn invalidate(&self, stag: u32) -> Result<(), Fault> {
-        let (held, generation) = self.with(stag, |mr| {
-            if !mr.valid {
-                return Err(Fault::InvalidStag);
-            }
-            let held = mr.memory.reach(0)?;
-            // The DMA region is never invalidated.
-            let generation = held.placements().ok_or(Fault::Access)?.generation();
+        let held = self.with(stag, |mr| {
+            let held = match &mr.memory {
+                _ if !mr.valid => return Err(Fault::InvalidStag),
+                Memory::Pinned(pages) => Some((pages.clone(), pages.placements().generation())),
+                // Every use of listed pages holds the table, as this does.
+                Memory::Listed { .. } => None,
+                // The DMA region is never invalidated.
+                Memory::KernelVirtual => return Err(Fault::Access),
+            };
             mr.valid = false;
-            Ok((held, generation))
+            Ok(held)
         })?;
         // No placement begins any more; those begun end before the invalidation does.
-        if let Some(p) = held.placements() {
-            p.wait_in(Some(generation));
+        if let Some((pages, generation)) = held {
+            pages.placements().wait_in(Some(generation));
+            PinnedPages::let_go(pages);
         }
-        held.let_go();
         Ok(())
     }
 
@@ -414,7 +440,7 @@ impl<'a> Domain<'a> {
                     return Err(EINVAL);
                 }
                 if let Some(list) = next.take() {
-                    // The pages it replaces go when their last placement does.
+                    // The list it replaces is freed here, under the lock (a kfree).
                     (mr.base, mr.pinned, *now) = (list.iova, list.len, Some(list));
                 }
             }

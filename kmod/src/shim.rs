@@ -20,6 +20,13 @@ impl crate::proto::crc::Crc32c for KernelCrc {
     }
 }
 
+/// Whether locks that only disable bottom halves may be taken here: not in a hard interrupt,
+/// interrupts on.
+pub(crate) fn bh_locks_allowed() -> bool {
+    // SAFETY: the shim only reads the CPU's context.
+    unsafe { ffi::iwarp_shim_bh_locks_allowed() }
+}
+
 /// Has the files of the just registered misc device `misc` pin this module while open.
 pub(crate) fn pin_module_while_open(misc: *mut kernel::bindings::miscdevice) {
     // SAFETY: `misc` is a registered misc device of this module, whose registration outlives

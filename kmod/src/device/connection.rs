@@ -13,7 +13,7 @@ use crate::proto::markers::Markers;
 use crate::proto::mpa::frame::{RtrTypes, EXTENSIONS_TOKEN};
 use crate::proto::mpa::negotiate::{Local, Rtr};
 use crate::qp::{self, Failed, Side, StreamOptions};
-use crate::socket::{Hook, TcpSocket};
+use crate::socket::{Endpoint, Hook, TcpSocket};
 use kernel::prelude::*;
 use kernel::uaccess::{UserPtr, UserSlice, UserSliceReader, UserSliceWriter};
 
@@ -22,7 +22,7 @@ enum SocketFrom {
     /// The caller's connected socket (ADOPT_QP).
     Fd,
     /// A connection the module makes (CONNECT_QP).
-    Connect { addr: u32, port: u16 },
+    Connect(Endpoint),
     /// A request that arrived on a listener (ACCEPT).
     Request(Pending),
 }
@@ -65,7 +65,7 @@ impl Context {
         if req.adopt.role != abi::role::INITIATOR || port == 0 || req.adopt.fd != 0 {
             return Err(EINVAL);
         }
-        self.adopt_qp(&mut req.adopt, SocketFrom::Connect { addr: req.addr, port })
+        self.adopt_qp(&mut req.adopt, SocketFrom::Connect(Endpoint::ipv4(req.addr, port)))
     }
 
     /// ACCEPT: the pending request is used up whatever happens.
@@ -158,7 +158,7 @@ impl Context {
         let initiator = req.role == abi::role::INITIATOR;
         let (sock, side) = match from {
             SocketFrom::Fd => (TcpSocket::adopt(req.fd)?, if initiator { Side::Initiator } else { Side::Responder }),
-            SocketFrom::Connect { addr, port } => (TcpSocket::connect(addr, port)?, Side::Initiator),
+            SocketFrom::Connect(to) => (TcpSocket::connect(&to)?, Side::Initiator),
             SocketFrom::Request(p) => (p.sock, Side::Accepting(p.handshake)),
         };
         match qp::establish(sock, side, &local, &private, req.timeout_ms) {
@@ -185,7 +185,7 @@ impl Context {
         let mut listeners = self.listeners.lock();
         // Checked first, so a socket is not made for nothing.
         listeners.next_handle()?;
-        let (sock, bound) = TcpSocket::listen(req.addr, port, req.backlog)?;
+        let (sock, bound) = TcpSocket::listen(&Endpoint::ipv4(req.addr, port), req.backlog)?;
         req.port = u32::from(bound);
         let listener = Listener::new(sock, None)?;
         match listeners.insert(listener.clone()) {
@@ -225,7 +225,7 @@ impl Context {
             return Err(EINVAL);
         }
         let listener = self.listeners.lock().get(req.listener)?.clone();
-        let (pending, addr, port) = listener.next(req.timeout_ms)?;
+        let (pending, peer) = listener.next(req.timeout_ms)?;
         {
             let asked = pending.request()?;
             req.rev = u32::from(asked.rev);
@@ -238,7 +238,8 @@ impl Context {
             give(asked.private, req.peer_private, req.peer_private_cap)?;
             req.peer_private_len = asked.private.len() as u32;
         }
-        (req.peer_addr, req.peer_port) = (addr, u32::from(port));
+        // This door's listeners are IPv4 ones.
+        (req.peer_addr, req.peer_port) = (peer.ipv4_addr().unwrap_or(0), u32::from(peer.port));
         req.request = self.requests.lock().insert(pending)?;
         Ok(())
     }

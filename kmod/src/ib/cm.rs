@@ -9,7 +9,7 @@
 //! promises events until the last one.
 
 use super::device::IbDevice;
-use crate::error::{eafnosupport, econnrefused};
+use crate::error::econnrefused;
 use crate::ffi;
 use crate::listen::{Arrived, Listener, OnRequest};
 use crate::proto::markers::Markers;
@@ -26,8 +26,6 @@ use kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
 
 /// How long an MPA exchange the connection manager started may take.
 const EXCHANGE_MS: u32 = 10_000;
-/// `AF_INET`.
-const AF_INET: u16 = 2;
 
 /// A QP of the RDMA core's and what connects it: the QP's socket hook once connected, and
 /// its report to the connection manager.
@@ -162,8 +160,8 @@ fn event(kind: u32, status: i32, local: Endpoint, remote: Endpoint) -> ffi::iwar
     ffi::iwarp_iw_event {
         event: kind,
         status,
-        local: endpoint(local),
-        remote: endpoint(remote),
+        local: local.into(),
+        remote: remote.into(),
         private_data: core::ptr::null(),
         private_len: 0,
         provider_data: core::ptr::null_mut(),
@@ -172,30 +170,14 @@ fn event(kind: u32, status: i32, local: Endpoint, remote: Endpoint) -> ffi::iwar
     }
 }
 
-fn endpoint(e: Endpoint) -> ffi::iwarp_endpoint {
-    ffi::iwarp_endpoint { family: e.family, port: e.port, addr: e.addr }
-}
-
-fn from_endpoint(e: &ffi::iwarp_endpoint) -> Endpoint {
-    Endpoint { family: e.family, port: e.port, addr: e.addr }
-}
-
-/// The IPv4 address (host order) and port of `e`; EAFNOSUPPORT for other families (IPv6 is
-/// not supported yet).
-fn ipv4(e: &ffi::iwarp_endpoint) -> Result<(u32, u16)> {
-    if e.family != AF_INET {
-        return Err(eafnosupport());
-    }
-    Ok((u32::from_be_bytes([e.addr[0], e.addr[1], e.addr[2], e.addr[3]]), e.port))
-}
-
-/// What we ask of MPA for `p`: markers and CRC, revision 2, its IRD and ORD (EINVAL above what
-/// the engine takes).
+/// What we ask of MPA for `p`: markers and CRC as the module's parameters say (both by
+/// default), revision 2, its IRD and ORD (EINVAL above what the engine takes).
 fn local(p: &ffi::iwarp_iw_param) -> Result<Local> {
     if p.ird > MAX_IRD_ORD || p.ord > MAX_IRD_ORD {
         return Err(EINVAL);
     }
-    Ok(Local { markers: true, crc: true, rev: 2, ird: p.ird as u16, ord: p.ord as u16, p2p: false, rtr: RtrTypes::default(), extensions: false })
+    let (markers, crc) = crate::iw_mpa();
+    Ok(Local { markers, crc, rev: 2, ird: p.ird as u16, ord: p.ord as u16, p2p: false, rtr: RtrTypes::default(), extensions: false })
 }
 
 /// The caller's private data; EINVAL if longer than MPA carries.
@@ -248,8 +230,8 @@ impl Job {
             pin_init!(Job {
                 conn,
                 what,
-                local: from_endpoint(&p.local),
-                remote: from_endpoint(&p.remote),
+                local: Endpoint::from(&p.local),
+                remote: Endpoint::from(&p.remote),
                 exchange <- new_mutex!(None),
                 me <- new_mutex!(None),
                 work <- new_work!("Job::work"),
@@ -354,9 +336,8 @@ fn copy(b: &[u8]) -> Result<KVec<u8>> {
 pub(super) fn connect(dev: &IbDevice, id: *mut ffi::iw_cm_id, p: &ffi::iwarp_iw_param) -> Result {
     let conn = dev.qp(p.qpn).ok_or(EINVAL)?;
     let (local, private) = (local(p)?, private_data(p)?);
-    let (addr, port) = ipv4(&p.remote)?;
     conn.qp.claim()?;
-    let started = TcpSocket::connect(addr, port).and_then(|sock| {
+    let started = TcpSocket::connect(&Endpoint::from(&p.remote)).and_then(|sock| {
         conn.report.bind(id)?;
         Job::start(conn.clone(), For::Connect, p, sock, Side::Initiator, &local, private).inspect_err(|_| conn.report.fail_silently())
     });
@@ -401,7 +382,7 @@ struct Announce {
 
 impl OnRequest for Announce {
     /// A request that cannot be kept or announced is dropped: its connection closes.
-    fn request(&self, (pending, _, _): Arrived) {
+    fn request(&self, (pending, _): Arrived) {
         let (local, remote) = pending.sock.endpoints();
         let mut ev = event(ffi::IWARP_IW_CONNECT_REQUEST, 0, local, remote);
         let Ok(asked) = pending.request() else { return };
@@ -421,10 +402,10 @@ impl OnRequest for Announce {
     }
 }
 
-/// `iw_create_listen`: listens on the `cm_id`'s local address (IPv4).
+/// `iw_create_listen`: listens on the `cm_id`'s local address (IPv4, or IPv6 connections only,
+/// as siw's do: IPv4 ones go to IPv4 listeners, which may share the port).
 pub(super) fn listen(dev: Arc<IbDevice>, id: *mut ffi::iw_cm_id, p: &ffi::iwarp_iw_param, backlog: u32) -> Result<KBox<CmListener>> {
-    let (addr, port) = ipv4(&p.local)?;
-    let (sock, _) = TcpSocket::listen(addr, port, backlog.clamp(1, 1024))?;
+    let (sock, _) = TcpSocket::listen(&Endpoint::from(&p.local), backlog.clamp(1, 1024))?;
     let announce = Arc::new(Announce { dev, id: id as usize }, GFP_KERNEL)?;
     // SAFETY: iw_cm passed `id` to this call, which holds it; the listener keeps the reference.
     unsafe { ffi::iwarp_shim_iw_ref(id, true) };

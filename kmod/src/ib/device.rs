@@ -118,15 +118,21 @@ impl IbDevice {
     /// `map_mr_sg` of the region in `stag`'s slot: `pages` hold `len` octets from `iova` on,
     /// for its next Fast Register. May run in atomic context.
     pub(super) fn map_mr(&self, stag: u32, iova: u64, len: u64, page_size: u64, pages: &[u64]) -> Result {
-        let list = Arc::new(PageList::new(iova, len, page_size, pages)?, GFP_ATOMIC)?;
+        let list = PageList::new(iova, len, page_size, pages)?;
         let replaced = self.mrs.lock().map_pages(stag, list)?;
         drop(replaced);
         Ok(())
     }
 
+    /// `dereg_mr` of the region in `stag`'s slot: the consumer may have stepped its key for
+    /// a Fast Register that never ran (flushed, or refused).
     pub(super) fn dereg_mr(&self, stag: u32) -> Result {
         let _lifecycle = self.lifecycle.lock();
-        let gone = self.mrs.lock().deregister(stag)?;
+        let gone = {
+            let mut mrs = self.mrs.lock();
+            let stag = mrs.current_stag(stag)?;
+            mrs.deregister(stag)?
+        };
         // Waits for placements into it outside the table's lock.
         drop(gone);
         Ok(())

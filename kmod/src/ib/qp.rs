@@ -45,8 +45,6 @@ pub(crate) struct KernelQp {
 /// Send requests waiting for the work item, oldest first.
 struct Posted {
     wrs: Fifo<Option<SendWr>>,
-    /// The work item took one and has not handed it over yet.
-    handing: bool,
     /// The QP is being destroyed: nothing is posted or handed over any more.
     closed: bool,
 }
@@ -74,7 +72,7 @@ impl KernelQp {
             QpConnection::new(ibqp, qp)
         })?;
         let qp = conn.qp.clone();
-        let posted = Posted { wrs: Fifo::new(attr.max_send_wr as usize)?, handing: false, closed: false };
+        let posted = Posted { wrs: Fifo::new(attr.max_send_wr as usize)?, closed: false };
         let posted = Arc::pin_init(new_spinlock_irq!(posted, "KernelQp::posted"), GFP_KERNEL)?;
         (attr.max_send_sge, attr.max_recv_sge, attr.qpn) = (sge, sge, qp.handle());
         Ok(KernelQp {
@@ -131,44 +129,41 @@ impl KernelQp {
         attr.max_inline = 0;
     }
 
-    /// `post_send` of one request: queued for [`KernelQp::hand_over`]; ENOMEM when
-    /// `max_send_wr` wait already. While nothing waits before it, a request whose regions
-    /// refuse it now is refused here (nothing queued could change them by its turn); later
-    /// ones fail at their turn, with an error completion.
+    /// `post_send` of one request: checked for what it asks (EINVAL), then queued for
+    /// [`KernelQp::hand_over`] (ENOMEM when `max_send_wr` wait already). The regions it names
+    /// are checked at its turn, as an RNIC does: a refusal completes it with a local protection
+    /// error and ends the QP.
     pub(super) fn post_send(&self, w: &ffi::iwarp_ib_send_wr) -> Result {
         let wr = self.send_wr(w)?;
-        if self.qp.state() == QpState::Init {
+        self.qp.check_shape(&wr)?;
+        // The QP's state is behind a lock that leaves bottom halves off: not looked at from a
+        // hard interrupt (a request to an unconnected QP then fails at its turn).
+        if crate::shim::bh_locks_allowed() && self.qp.state() == QpState::Init {
             return Err(enotconn());
-        }
-        // Not under `posted`: the regions' lock leaves bottom halves off, not interrupts.
-        let idle = {
-            let posted = self.posted.lock();
-            posted.wrs.len() == 0 && !posted.handing
-        };
-        if idle && self.qp.state() == QpState::Rts {
-            self.qp.check_regions(&wr)?;
         }
         let mut posted = self.posted.lock();
         if posted.closed {
             return Err(enotconn());
         }
         posted.wrs.push(Some(wr)).map_err(|_| ENOMEM)?;
-        drop(posted);
+        // Under `posted`: once `closed` is set, nothing queues the work of a QP being destroyed.
         // SAFETY: the RDMA core's QP lives until its destroy, which settles the work first.
-        unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp) };
+        unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, false) };
         Ok(())
     }
 
     /// The work item: hands the posted send requests to the engine, in order. One the engine
-    /// refuses (a region that no longer allows it, a full queue) completes in error, and the
-    /// QP ends, as an RNIC's does.
+    /// has no room for yet (the ORD's Reads outstanding, the send queue full) stays at the head
+    /// and is tried again a tick later, as an RNIC holds it. One the engine refuses (a region
+    /// that does not allow it) completes in error, and the QP ends, as an RNIC's does.
     pub(super) fn hand_over(&self) {
         loop {
             let wr = {
-                let mut posted = self.posted.lock();
-                let wr = if posted.closed { None } else { posted.wrs.pop().flatten() };
-                posted.handing = wr.is_some();
-                wr
+                let posted = self.posted.lock();
+                if posted.closed {
+                    return;
+                }
+                posted.wrs.get(0).copied().flatten()
             };
             let Some(mut wr) = wr else { return };
             if let SendOp::Read { invalidate, .. } = &mut wr.op {
@@ -180,12 +175,25 @@ impl KernelQp {
                     *invalidate = self.dev.mrs.lock().current_stag(*invalidate).unwrap_or(*invalidate);
                 }
             }
+            if let SendOp::LocalInvalidate { stag } = &mut wr.op {
+                // Likewise, a region whose Fast Register failed or was flushed keeps its old key
+                // while the consumer has stepped it.
+                *stag = self.dev.mrs.lock().current_stag(*stag).unwrap_or(*stag);
+            }
             let op = flushed_op(&wr.op);
-            if let Err(e) = self.post_or_flush(self.qp.state(), &self.send_cq, wr.wr_id, op, || self.qp.post_send(&wr)) {
+            let posted = self.post_or_flush(self.qp.state(), &self.send_cq, wr.wr_id, op, || self.qp.post_send(&wr));
+            if posted == Err(ENOMEM) {
+                // SAFETY: as in `post_send`; `end` settles this work before the QP goes.
+                unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, true) };
+                return;
+            }
+            self.posted.lock().wrs.pop();
+            if let Err(e) = posted {
+                // What was handed over before it is flushed first: the queue completes in order.
+                self.qp.close();
                 let status = if e == EINVAL || e == EACCES { Status::LocalProtection } else { Status::Fatal };
                 let failed = Completion { wr_id: wr.wr_id, status, op, qp: self.qp.handle(), ..Completion::default() };
                 let _ = crate::cq::CompletionQueue::push(&*self.send_cq, &failed);
-                self.qp.close();
             }
         }
     }
@@ -222,7 +230,10 @@ impl KernelQp {
             ffi::IWARP_IB_WR_RDMA_READ => SendOp::Read { rkey, remote_addr, invalidate: 0 },
             ffi::IWARP_IB_WR_RDMA_READ_WITH_INV => SendOp::Read { rkey, remote_addr, invalidate: w.invalidate_rkey },
             ffi::IWARP_IB_WR_LOCAL_INV => SendOp::LocalInvalidate { stag: w.invalidate_rkey },
-            ffi::IWARP_IB_WR_REG_MR => SendOp::FastRegister { stag: rkey, addr: remote_addr, length: w.length, rights: super::device::rights(w.access)? },
+            // The key must name the region's own slot (the shim passes its lkey as well).
+            ffi::IWARP_IB_WR_REG_MR if rkey >> 8 == w.invalidate_rkey >> 8 => {
+                SendOp::FastRegister { stag: rkey, addr: remote_addr, length: w.length, rights: super::device::rights(w.access)? }
+            }
             _ => return Err(EINVAL),
         };
         if w.flags & (ffi::IWARP_IB_SEND_INLINE | ffi::IWARP_IB_SEND_FENCE) != 0 {

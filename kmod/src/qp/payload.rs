@@ -72,7 +72,7 @@ impl OutPayload {
     /// The octets `sources` name: referenced from [`ZERO_COPY_MIN`] octets on unless `copy`
     /// says otherwise (or some lie in kernel memory, which is always copied: its consumer may
     /// reuse it once the request completes), copied below that.
-    pub(super) fn gather(sources: &Sources, copy: bool) -> Result<OutPayload> {
+    pub(super) fn gather(sources: &Sources, mrs: &Domain<'_>, copy: bool) -> Result<OutPayload> {
         let mut p = OutPayload::empty();
         let parts = || sources.parts[..sources.n].iter().flatten();
         p.len = parts().map(|s| s.len).sum();
@@ -88,7 +88,7 @@ impl OutPayload {
                 // SAFETY: the RDMA core's consumer named this memory through its DMA region for
                 // this request, and keeps it until the request completes.
                 Reach::Kernel(addr) => p.copy_in(s.len, |at, dst| unsafe { kernel_memory::copy_from(addr + at, dst) })?,
-                Reach::Listed(list, off) => p.copy_in(s.len, |at, dst| list.copy_to(off + at, dst))?,
+                Reach::Listed { stag, addr, need } => p.copy_in(s.len, |at, dst| mrs.copy_listed(*stag, addr + at, dst, *need).map_err(|_| EINVAL))?,
             }
         }
         Ok(p)

@@ -67,9 +67,7 @@ static ATOMIC_IDS: AtomicU32 = AtomicU32::new(0);
 impl QueuePair {
     /// Posts one send work request.
     pub(crate) fn post_send(&self, req: &SendWr) -> Result {
-        if req.num_sge > self.max_sge {
-            return Err(EINVAL);
-        }
+        self.check_shape(req)?;
         let SendWr { inline, signaled, solicited, .. } = *req;
         let extension = matches!(req.op, SendOp::Write { imm: Some(_), .. } | SendOp::Immediate { .. } | SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. });
         if extension && !self.rx.lock().queues.extensions {
@@ -77,8 +75,6 @@ impl QueuePair {
             return Err(eopnotsupp());
         }
         match req.op {
-            SendOp::Read { .. } | SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. } if solicited || inline => return Err(EINVAL),
-            SendOp::LocalInvalidate { .. } | SendOp::FastRegister { .. } if solicited || inline || req.num_sge != 0 => return Err(EINVAL),
             SendOp::Read { rkey, remote_addr, invalidate } => return self.post_read(req, rkey, remote_addr, invalidate),
             SendOp::FetchAdd { rkey, remote_addr, add } => {
                 return self.post_atomic(req, |id| atomic::Request::fetch_add(id, rkey, remote_addr, add), CompletionOp::FetchAdd)
@@ -117,7 +113,7 @@ impl QueuePair {
             let mrs = self.regions();
             let sgl = Sgl::new(&req.sge, req.num_sge, &mrs, 0)?;
             let sources = Sources::resolve(sgl.entries(), &mrs, 0)?;
-            OutPayload::gather(&sources, with_imm || self.copy_send.load(Ordering::Relaxed))?
+            OutPayload::gather(&sources, &mrs, with_imm || self.copy_send.load(Ordering::Relaxed))?
         };
         // The peer's offsets must not wrap past the end of its address space: refused here, not
         // found when the message is framed (which would end the stream).
@@ -135,15 +131,21 @@ impl QueuePair {
         self.enqueue([Outbound { msg: Some(msg), payload, wr: Some(wr) }], ready)
     }
 
-    /// Whether the regions `req` names allow it now (the errno posting it would give): for a
-    /// poster that hands requests over later (the RDMA core's door), while nothing posted
-    /// before it could still change them.
-    pub(crate) fn check_regions(&self, req: &SendWr) -> Result {
-        match req.op {
-            SendOp::Read { .. } | SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. } => self.answer_sink(req).map(drop),
-            SendOp::LocalInvalidate { .. } | SendOp::FastRegister { .. } => Ok(()),
-            _ if req.inline => Ok(()),
-            _ => Sgl::new(&req.sge, req.num_sge, &self.regions(), 0).map(drop),
+    /// Whether `req` is a request this QP takes, whatever the regions it names (EINVAL if
+    /// not): no more entries than the QP has, and no flag its kind cannot have. Takes no lock:
+    /// a poster that hands requests over later (the RDMA core's door) checks this at the post.
+    pub(crate) fn check_shape(&self, req: &SendWr) -> Result {
+        let SendWr { inline, solicited, .. } = *req;
+        let bad = req.num_sge > self.max_sge
+            || match req.op {
+                SendOp::Read { .. } | SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. } => solicited || inline,
+                SendOp::LocalInvalidate { .. } | SendOp::FastRegister { .. } => solicited || inline || req.num_sge != 0,
+                _ => false,
+            };
+        if bad {
+            Err(EINVAL)
+        } else {
+            Ok(())
         }
     }
 
@@ -246,7 +248,7 @@ impl QueuePair {
             let catastrophic = || Terminate::new(Cause::RdmapCatastrophic).with_read_request(rr.emit());
             let mrs = self.regions();
             let sources = check_read_request(&rr, &mrs).and_then(|()| Sources::resolve(&[source], &mrs, access::REMOTE_READ).map_err(|_| catastrophic()));
-            let payload = sources.and_then(|s| OutPayload::gather(&s, copy).map_err(|_| catastrophic()));
+            let payload = sources.and_then(|s| OutPayload::gather(&s, &mrs, copy).map_err(|_| catastrophic()));
             match payload {
                 Ok(payload) => {
                     let msg = Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to };

@@ -34,6 +34,32 @@ pub(crate) struct Endpoint {
     pub(crate) addr: [u8; 16],
 }
 
+impl Endpoint {
+    /// IPv4 address `addr` (host order), port `port`.
+    pub(crate) fn ipv4(addr: u32, port: u16) -> Endpoint {
+        let mut a = [0; 16];
+        a[..4].copy_from_slice(&addr.to_be_bytes());
+        Endpoint { family: bindings::AF_INET as u16, port, addr: a }
+    }
+
+    /// The IPv4 address (host order), if it is one.
+    pub(crate) fn ipv4_addr(&self) -> Option<u32> {
+        (self.family == bindings::AF_INET as u16).then(|| u32::from_be_bytes([self.addr[0], self.addr[1], self.addr[2], self.addr[3]]))
+    }
+}
+
+impl From<Endpoint> for ffi::iwarp_endpoint {
+    fn from(e: Endpoint) -> Self {
+        ffi::iwarp_endpoint { family: e.family, port: e.port, addr: e.addr }
+    }
+}
+
+impl From<&ffi::iwarp_endpoint> for Endpoint {
+    fn from(e: &ffi::iwarp_endpoint) -> Self {
+        Endpoint { family: e.family, port: e.port, addr: e.addr }
+    }
+}
+
 /// Whether TCP sequence number `a` comes after `b` (modulo 2^32, as the kernel's `after()`).
 pub(crate) fn seq_after(a: u32, b: u32) -> bool {
     (b.wrapping_sub(a) as i32) < 0
@@ -77,11 +103,12 @@ impl TcpSocket {
         TcpSocket::new(made(unsafe { ffi::iwarp_shim_sock_adopt(fd) })?)
     }
 
-    /// A new kernel TCP socket connecting to `addr:port` (IPv4, host order): [`TcpSocket::connected`]
-    /// says when it is.
-    pub(crate) fn connect(addr: u32, port: u16) -> Result<TcpSocket> {
-        // SAFETY: the shim only uses its scalar arguments.
-        TcpSocket::new(made(unsafe { ffi::iwarp_shim_sock_connect(addr, port) })?)
+    /// A new kernel TCP socket connecting to `to` (IPv4 or IPv6; EAFNOSUPPORT otherwise):
+    /// [`TcpSocket::connected`] says when it is.
+    pub(crate) fn connect(to: &Endpoint) -> Result<TcpSocket> {
+        let to = ffi::iwarp_endpoint::from(*to);
+        // SAFETY: `to` is a live local, read during the call.
+        TcpSocket::new(made(unsafe { ffi::iwarp_shim_sock_connect(&to) })?)
     }
 
     /// Whether the connection is made (true, whatever happened after), still being made
@@ -95,25 +122,24 @@ impl TcpSocket {
         }
     }
 
-    /// A new kernel TCP socket listening on `addr:port` (IPv4, host order; port 0: any) and the
-    /// port it bound.
-    pub(crate) fn listen(addr: u32, port: u16, backlog: u32) -> Result<(TcpSocket, u16)> {
-        let mut port = port;
-        // SAFETY: `port` is a live local; the shim only uses its scalar arguments.
-        let raw = unsafe { ffi::iwarp_shim_sock_listen(addr, &mut port, backlog as i32) };
+    /// A new kernel TCP socket listening on `at` (IPv4, or IPv6 connections only; port 0:
+    /// any) and the port it bound.
+    pub(crate) fn listen(at: &Endpoint, backlog: u32) -> Result<(TcpSocket, u16)> {
+        let (at, mut port) = (ffi::iwarp_endpoint::from(*at), 0);
+        // SAFETY: `at` and `port` are live locals, used during the call.
+        let raw = unsafe { ffi::iwarp_shim_sock_listen(&at, &mut port, backlog as i32) };
         Ok((TcpSocket::new(made(raw)?)?, port))
     }
 
-    /// The next connection queued on this listening socket (EAGAIN: none yet), and its peer's
-    /// IPv4 address and port.
-    pub(crate) fn accept(&self) -> Result<(TcpSocket, u32, u16)> {
+    /// The next connection queued on this listening socket (EAGAIN: none yet), and its peer.
+    pub(crate) fn accept(&self) -> Result<(TcpSocket, Endpoint)> {
         // Made first, so that a connection accepted is always returned: it has its listener's
         // callbacks until the caller decides.
         let watch = KBox::new(TxWatch::default(), GFP_KERNEL_ACCOUNT)?;
-        let (mut addr, mut port) = (0u32, 0u16);
-        // SAFETY: the socket reference is live; the other pointers are live locals.
-        let raw = unsafe { ffi::iwarp_shim_sock_accept(self.sock.as_ptr(), &mut addr, &mut port) };
-        Ok((TcpSocket { sock: made(raw)?, watch }, addr, port))
+        let mut peer = ffi::iwarp_endpoint::from(Endpoint::default());
+        // SAFETY: the socket reference is live; `peer` is a live local.
+        let raw = unsafe { ffi::iwarp_shim_sock_accept(self.sock.as_ptr(), &mut peer) };
+        Ok((TcpSocket { sock: made(raw)?, watch }, Endpoint::from(&peer)))
     }
 
     /// Sends all of `buf`, blocking.
@@ -207,13 +233,12 @@ impl TcpSocket {
 
     /// Our end and the peer's end of the connection (family 0 where there is none).
     pub(crate) fn endpoints(&self) -> (Endpoint, Endpoint) {
-        let mut ends = [ffi::iwarp_endpoint { family: 0, port: 0, addr: [0; 16] }; 2];
+        let mut ends = [ffi::iwarp_endpoint::from(Endpoint::default()); 2];
         let [local, remote] = &mut ends;
         // SAFETY: the socket reference is live; both pointers are valid for writes of one
         // endpoint each.
         unsafe { ffi::iwarp_shim_sock_endpoints(self.sock.as_ptr(), local, remote) };
-        let end = |e: &ffi::iwarp_endpoint| Endpoint { family: e.family, port: e.port, addr: e.addr };
-        (end(&ends[0]), end(&ends[1]))
+        (Endpoint::from(&ends[0]), Endpoint::from(&ends[1]))
     }
 
     /// Segments of this connection the out-of-order doorbell rang for (0 if not hooked).
