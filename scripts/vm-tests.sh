@@ -34,6 +34,7 @@ NVME_MIB=16
 # own: the examples, the sockets library beyond one stream, the wire's format, timing) and run
 # on the release kernel only; interop with siw too (see interop_tests).
 RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-segments|verbs-p2p-rtr-[wr]|verbs-post-to-a-stalled-peer|example-.*|net-reorder-25pct-ipv6|fault-peer-guest-killed)$'
+RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$'
 RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|reuseport)'
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
@@ -443,7 +444,8 @@ ib_link() {
 # (kmod/check/verbs_check.c): its QPs connect to its own address.
 ib_verbs() {
     vm_run A "a=\$(ip -4 -o addr show \$IWARP_IF | awk '{print \$4}' | cut -d/ -f1)
-        insmod ${ko%/*}/iwarp_verbs_check.ko device=iw0 addr=\$a port=$PORT; rc=\$?
+        a6=\$(ip -6 -o addr show \$IWARP_IF scope global | awk '{print \$4}' | cut -d/ -f1)
+        insmod ${ko%/*}/iwarp_verbs_check.ko device=iw0 addr=\$a addr6=\$a6 port=$PORT; rc=\$?
         dmesg | grep -E 'iwarp_verbs_check: ' | sed 's/^\[[ 0-9.]*\] //'
         [ \$rc = 0 ] && rmmod iwarp_verbs_check"
 }
@@ -453,47 +455,80 @@ ib_verbs() {
 only_rdma_link() {
     echo "for d in \$(rdma link show | awk '{print \$2}' | cut -d/ -f1 | sort -u); do [ \$d = $1 ] || rdma link delete \$d; done"
 }
-# NVMe over Fabrics on our devices: nvmet in A exports a RAM-backed null_blk namespace over
-# ib-link-A's iw0 (rdma transport); B, with an iw0 of its own, connects with nvme-cli and fio
-# writes and verifies (CRC32C) 4 KiB random and 1 MiB sequential I/O; then B disconnects and
-# both sides take everything down (B unloads iwarp.ko, as init-failure-refused left it).
-ib_nvme() {
-    local nqn=nqn.2026-11.org.iwarp:nvme-$PORT rc=0
-    vm_run A "set -e
-        $(only_rdma_link iw0)
+# nvme_target G DEV: nvmet in guest G exports a memory-backed null_blk namespace over its RDMA
+# device DEV (the only RDMA link G keeps) at G's address, port PORT (subsystem NQN).
+nvme_target() {
+    vm_run "$1" "set -e
+        $(only_rdma_link "$2")
         a=\$(ip -4 -o addr show \$IWARP_IF | awk '{print \$4}' | cut -d/ -f1)
         modprobe null_blk nr_devices=1 memory_backed=1 gb=1
         modprobe nvmet-rdma
         mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
         cd /sys/kernel/config/nvmet
-        mkdir subsystems/$nqn ports/1 subsystems/$nqn/namespaces/1
-        echo 1 >subsystems/$nqn/attr_allow_any_host
-        echo -n /dev/nullb0 >subsystems/$nqn/namespaces/1/device_path
-        echo 1 >subsystems/$nqn/namespaces/1/enable
+        mkdir subsystems/$NQN ports/1 subsystems/$NQN/namespaces/1
+        echo 1 >subsystems/$NQN/attr_allow_any_host
+        echo -n /dev/nullb0 >subsystems/$NQN/namespaces/1/device_path
+        echo 1 >subsystems/$NQN/namespaces/1/enable
         echo rdma >ports/1/addr_trtype; echo ipv4 >ports/1/addr_adrfam
         echo \$a >ports/1/addr_traddr; echo $PORT >ports/1/addr_trsvcid
-        ln -s /sys/kernel/config/nvmet/subsystems/$nqn ports/1/subsystems/$nqn
-        echo nvmet listens on \$a:$PORT" || return 1
+        ln -s /sys/kernel/config/nvmet/subsystems/$NQN ports/1/subsystems/$NQN
+        echo nvmet listens on \$a:$PORT over $2"
+}
+# nvme_target_down G: takes nvme_target's export in G down.
+nvme_target_down() {
+    vm_run "$1" "cd /sys/kernel/config/nvmet
+        rm -f ports/1/subsystems/$NQN
+        rmdir subsystems/$NQN/namespaces/1 subsystems/$NQN ports/1
+        rmmod nvmet-rdma nvmet null_blk"
+}
+# nvme_host G DEV T: guest G connects over its RDMA device DEV (the only RDMA link it keeps) to
+# nvme_target's namespace in guest T, fio writes and verifies (CRC32C) 4 KiB random and 1 MiB
+# sequential I/O, and G disconnects. On failure, both guests' kernel logs say why.
+nvme_host() {
     local fio="fio --filename=\$dev --direct=1 --ioengine=psync --verify=crc32c --do_verify=1 --verify_state_save=0 --output-format=terse --terse-version=3"
-    vm_run B "set -e
-        insmod $ko
-        rdma link add iw0 type iwarp netdev \$IWARP_IF
-        $(only_rdma_link iw0)
+    vm_run "$1" "set -e
+        $(only_rdma_link "$2")
         modprobe nvme-rdma
-        nvme connect -t rdma -a $(vm_ip A) -s $PORT -n $nqn -q nqn.2026-11.org.iwarp:host-b || { dmesg | grep -iE 'nvme|rdma' | tail; exit 1; }
+        nvme connect -t rdma -a $(vm_ip "$3") -s $PORT -n $NQN -q nqn.2026-11.org.iwarp:host-$1
         for i in \$(seq 100); do dev=\$(ls /dev/nvme*n1 2>/dev/null | head -1); [ -n \"\$dev\" ] && break; sleep 0.1; done
-        echo namespace \$dev: \$(cat /sys/block/\${dev#/dev/}/size) sectors
+        echo namespace \$dev over $2: \$(cat /sys/block/\${dev#/dev/}/size) sectors
         echo 'fio: job;error;read KiB/s (the verify);write KiB/s'
         out=\$($fio --name=random-4k --rw=randwrite --bs=4k --size=$((NVME_MIB / 2))M); echo \"\$out\" | cut -d';' -f3,5,7,48
         out=\$($fio --name=sequential-1m --rw=write --bs=1M --size=${NVME_MIB}M); echo \"\$out\" | cut -d';' -f3,5,7,48
-        nvme disconnect -n $nqn
-        rdma link delete iw0
-        rmmod nvme-rdma nvme-fabrics nvme-core iwarp" || rc=1
-    [ $rc = 0 ] || vm_run A "dmesg | grep -iE 'nvme|rdma' | tail"
-    vm_run A "cd /sys/kernel/config/nvmet
-        rm -f ports/1/subsystems/$nqn
-        rmdir subsystems/$nqn/namespaces/1 subsystems/$nqn ports/1
-        rmmod nvmet-rdma nvmet null_blk" || rc=1
+        nvme disconnect -n $NQN
+        rmmod nvme-rdma nvme-fabrics nvme-core" && return
+    vm_run "$1" "dmesg | grep -iE 'nvme|rdma|iwarp|siw' | tail"
+    vm_run "$3" "dmesg | grep -iE 'nvme|rdma|iwarp|siw' | tail"
+    return 1
+}
+# nvme_between A-SETUP A-DEV B-SETUP B-DEV B-TEARDOWN: after A-SETUP in A and B-SETUP in B,
+# nvmet in A over its device A-DEV and nvme-rdma in B over B-DEV; then B-TEARDOWN in B.
+nvme_between() {
+    local NQN=nqn.2026-11.org.iwarp:nvme-$PORT rc=0
+    vm_run A "$1" && vm_run B "$3" || return 1
+    nvme_target A "$2" && nvme_host B "$4" A || rc=1
+    nvme_target_down A || rc=1
+    vm_run B "$5" || rc=1
+    return $rc
+}
+# rdma_link NAME TYPE: the command that adds RDMA link NAME of TYPE on the guest's netdev.
+rdma_link() { echo "rdma link add $1 type $2 netdev \$IWARP_IF"; }
+# NVMe over Fabrics on our devices: nvmet in A over ib-link-A's iw0, nvme-rdma in B over an iw0
+# of its own; then B unloads iwarp.ko again (as init-failure-refused left it).
+ib_nvme() {
+    nvme_between true iw0 "insmod $ko && $(rdma_link iw0 iwarp)" iw0 "rdma link delete iw0 && rmmod iwarp"
+}
+# The same between siw and us (markers off on our side, iw_markers=0: siw has none), each in
+# either role. A's iwarp.ko is loaded again so; at the end A has iw0 back for rmmod-A.
+ib_nvme_host_on_siw() {
+    nvme_between "rmmod iwarp && insmod $ko iw_markers=0 && $(rdma_link iw0 iwarp)" iw0 \
+        "modprobe siw && $(rdma_link siw0 siw)" siw0 "rdma link delete siw0"
+}
+ib_nvme_target_on_siw() {
+    local rc=0
+    nvme_between "rdma link delete iw0 && modprobe siw && $(rdma_link siw0 siw)" siw0 \
+        "insmod $ko iw_markers=0 && $(rdma_link iw0 iwarp)" iw0 "rdma link delete iw0 && rmmod iwarp" || rc=1
+    vm_run A "rdma link delete siw0 && $(rdma_link iw0 iwarp)" || rc=1
     return $rc
 }
 
@@ -638,7 +673,7 @@ sock_rules_file() {
 sock_pollout() {
     local mode
     for mode in poll select epoll epoll-et ppoll pselect epoll_pwait2; do
-        py_ends pollout serve 16 $mode || return 1
+        py_ends pollout serve 32 $mode || return 1
     done
 }
 # sock_gather: sendfile (at offsets, and from the file's own offset) and sendmsg with many
@@ -916,6 +951,8 @@ tests() {
     t ib-link-A ib_link
     t ib-verbs-A ib_verbs
     t ib-nvme-over-fabrics ib_nvme
+    t ib-nvme-host-on-siw ib_nvme_host_on_siw
+    t ib-nvme-target-on-siw ib_nvme_target_on_siw
     # With an RDMA core device of ours still registered (ib-link-A's).
     t rmmod-A vm_run A "rmmod iwarp && ! grep -qw iwarp /proc/modules && test ! -e /dev/iwarp && test ! -e /sys/class/infiniband/iw0"
     t rmmod-B vm_run B "insmod $ko && rmmod iwarp && ! grep -qw iwarp /proc/modules"

@@ -249,10 +249,10 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
-    /// The connection broke, for `why` (logged the first time, with IWARP_SOCKETS_LOG: an
-    /// application only sees ECONNRESET or EPIPE).
+    /// The connection broke, for `why` (logged the first time before the peer's end of stream,
+    /// with IWARP_SOCKETS_LOG: an application only sees ECONNRESET or EPIPE).
     fn break_because(&mut self, why: std::fmt::Arguments<'_>) {
-        if !self.broken && crate::logging() {
+        if !self.broken && !self.eof && crate::logging() {
             eprintln!("iwarp-preload: connection broken: {why}");
         }
         self.broken = true;
