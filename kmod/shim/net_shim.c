@@ -140,7 +140,7 @@ int iwarp_shim_sock_connected(struct socket *sock)
 
 /*
  * A kernel TCP socket in the caller's network namespace listening on @at (IPv4, or IPv6 only:
- * IPv4 connections go to IPv4 listeners, as siw's do, and both may share a port; @at's port 0
+ * IPv4 connections go to IPv4 listeners, and both may share a port; @at's port 0
  * picks one, reported in *@port), with a file like the connected ones, so
  * iwarp_shim_sock_put() releases it. Returns it, or an ERR_PTR (-EADDRINUSE, ...).
  */

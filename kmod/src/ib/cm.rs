@@ -402,8 +402,9 @@ impl OnRequest for Announce {
     }
 }
 
-/// `iw_create_listen`: listens on the `cm_id`'s local address (IPv4, or IPv6 connections only,
-/// as siw's do: IPv4 ones go to IPv4 listeners, which may share the port).
+/// `iw_create_listen`: listens on the `cm_id`'s local address (IPv4, or IPv6 connections only:
+/// IPv4 ones go to IPv4 listeners, which may share the port; siw takes both on an IPv6
+/// wildcard unless rdma_cm's `afonly` is set, which is not followed here yet).
 pub(super) fn listen(dev: Arc<IbDevice>, id: *mut ffi::iw_cm_id, p: &ffi::iwarp_iw_param, backlog: u32) -> Result<KBox<CmListener>> {
     let (sock, _) = TcpSocket::listen(&Endpoint::from(&p.local), backlog.clamp(1, 1024))?;
     let announce = Arc::new(Announce { dev, id: id as usize }, GFP_KERNEL)?;

@@ -165,10 +165,14 @@ impl RxSide {
     }
 
     /// The queues, if a Read or an atomic may be asked of the peer: connected, with fewer of
-    /// them outstanding than the Read queue's depth (ENOMEM otherwise; both count against it).
+    /// them outstanding than the Read queue's depth (ENOMEM otherwise; both count against it;
+    /// EINVAL if the connection allows none at all, which no wait would change).
     pub(super) fn may_ask(&mut self) -> Result<&mut Queues> {
         self.connected()?;
         let q = &mut self.queues;
+        if q.max_reads == 0 {
+            return Err(EINVAL);
+        }
         if q.reads.len().saturating_add(q.atomics.len()) >= q.max_reads {
             return Err(ENOMEM);
         }
