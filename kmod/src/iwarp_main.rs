@@ -35,7 +35,6 @@ mod kernel_memory;
 mod listen;
 mod mr;
 mod pinned;
-mod placements;
 mod qp;
 mod ring;
 mod selftest;

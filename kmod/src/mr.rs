@@ -14,7 +14,6 @@
 use crate::handles::Handles;
 use crate::kernel_memory::{self, PageList};
 use crate::pinned::PinnedPages;
-use crate::placements::Placements;
 use crate::sync::SpinLockBh;
 use crate::verbs::{access, MAX_MR, MAX_MR_SIZE, MAX_PD};
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -62,11 +61,11 @@ enum Memory {
 }
 
 impl Memory {
-    /// The placements into the pages, where they are counted: pinned pages (all kernel memory
-    /// is never invalidated; listed pages are placed into under the table's lock).
-    fn placements(&self) -> Option<&Placements> {
+    /// The pages whose placements are counted: pinned ones (all kernel memory is never
+    /// invalidated; listed pages are placed into under the table's lock).
+    fn pinned(&self) -> Option<&Arc<PinnedPages>> {
         match self {
-            Memory::Pinned(pages) => Some(pages.placements()),
+            Memory::Pinned(pages) => Some(pages),
             Memory::KernelVirtual | Memory::Listed { .. } => None,
         }
     }
@@ -257,8 +256,8 @@ pub(crate) struct Deregistered(MemoryRegion);
 
 impl Drop for Deregistered {
     fn drop(&mut self) {
-        if let Some(p) = self.0.memory.placements() {
-            p.wait();
+        if let Some(pages) = self.0.memory.pinned() {
+            pages.wait_unplaced();
         }
     }
 }
@@ -331,7 +330,7 @@ impl<'a> Domain<'a> {
             let off = mr.offset(addr, len, need)?;
             Ok(match &mr.memory {
                 Memory::Pinned(pages) => {
-                    pages.placements().begin();
+                    pages.begin_placing();
                     Ok(Reach::Pinned(pages.clone(), off))
                 }
                 Memory::KernelVirtual => Ok(Reach::Kernel(off)),
@@ -345,7 +344,7 @@ impl<'a> Domain<'a> {
         };
         let r = place(&reach).map_err(|_| Fault::Access);
         if let Reach::Pinned(pages, _) = reach {
-            pages.placements().end();
+            pages.end_placing();
             // Placements run with bottom halves off: a deregistration meanwhile leaves the
             // unpinning to a work item.
             PinnedPages::let_go(pages);
@@ -402,7 +401,7 @@ impl<'a> Domain<'a> {
         let held = self.with(stag, |mr| {
             let held = match &mr.memory {
                 _ if !mr.valid => return Err(Fault::InvalidStag),
-                Memory::Pinned(pages) => Some((pages.clone(), pages.placements().generation())),
+                Memory::Pinned(pages) => Some((pages.clone(), pages.generation())),
                 // Every use of listed pages holds the table, as this does.
                 Memory::Listed { .. } => None,
                 // The DMA region is never invalidated.
@@ -413,7 +412,7 @@ impl<'a> Domain<'a> {
         })?;
         // No placement begins any more; those begun end before the invalidation does.
         if let Some((pages, generation)) = held {
-            pages.placements().wait_in(Some(generation));
+            pages.wait_unplaced_in(Some(generation));
             PinnedPages::let_go(pages);
         }
         Ok(())
@@ -446,11 +445,11 @@ impl<'a> Domain<'a> {
             }
             _ => return Err(EINVAL),
         }
-        if let Some(p) = mr.memory.placements() {
+        if let Some(pages) = mr.memory.pinned() {
             // Placements begun under the registration an invalidation ended finish first
             // (they need no lock to); none begins while the table is held.
-            p.wait();
-            p.next_generation();
+            pages.wait_unplaced();
+            pages.next_generation();
         }
         let mr = table.regions.rekey(stag)?;
         (mr.va, mr.len, mr.rights, mr.valid) = (addr, len, rights, true);

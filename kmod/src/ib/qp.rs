@@ -166,22 +166,21 @@ impl KernelQp {
                 posted.wrs.get(0).copied().flatten()
             };
             let Some(mut wr) = wr else { return };
-            if let SendOp::Read { invalidate, .. } = &mut wr.op {
-                // The RDMA core's rdma_rw names the region a Read invalidates by the key it had
-                // before the Fast Register posted just ahead (it steps the key after building
-                // the request): as in siw, the local region is found by its slot, once that
-                // Fast Register is done.
-                if *invalidate != 0 {
-                    *invalidate = self.dev.mrs.lock().current_stag(*invalidate).unwrap_or(*invalidate);
-                }
-            }
-            if let SendOp::LocalInvalidate { stag } = &mut wr.op {
-                // Likewise, a region whose Fast Register failed or was flushed keeps its old key
-                // while the consumer has stepped it.
+            // The local region a Read or a Local Invalidate invalidates is found by its slot, as
+            // in siw, once the Fast Register ahead of it is done: the RDMA core's rdma_rw names it
+            // by the key it had before that Fast Register (it steps the key after building the
+            // request), and a region whose Fast Register failed or was flushed keeps its old key
+            // while the consumer has stepped it.
+            let local = match &mut wr.op {
+                SendOp::Read { invalidate, .. } if *invalidate != 0 => Some(invalidate),
+                SendOp::LocalInvalidate { stag } => Some(stag),
+                _ => None,
+            };
+            if let Some(stag) = local {
                 *stag = self.dev.mrs.lock().current_stag(*stag).unwrap_or(*stag);
             }
             let op = flushed_op(&wr.op);
-            let posted = self.post_or_flush(self.qp.state(), &self.send_cq, wr.wr_id, op, || self.qp.post_send(&wr));
+            let posted = self.post_or_flush(&self.send_cq, wr.wr_id, op, || self.qp.post_send(&wr));
             if posted == Err(ENOMEM) {
                 // SAFETY: as in `post_send`; `end` settles this work before the QP goes.
                 unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, true) };
@@ -202,13 +201,13 @@ impl KernelQp {
     pub(super) fn post_recv(&self, w: &ffi::iwarp_ib_recv_wr) -> Result {
         let mut wr = RecvWr { wr_id: w.wr_id, num_sge: w.num_sge, ..RecvWr::default() };
         copy_sges(&mut wr.sge, w.sge, w.num_sge)?;
-        self.post_or_flush(self.qp.state(), &self.recv_cq, wr.wr_id, CompletionOp::Recv, || self.qp.post_recv(&wr))
+        self.post_or_flush(&self.recv_cq, wr.wr_id, CompletionOp::Recv, || self.qp.post_recv(&wr))
     }
 
-    /// Posts with `post`, unless the QP has ended (`state`, as the caller found it, or
-    /// meanwhile: ENOTCONN): then the request completes at once, flushed, into `cq`.
-    fn post_or_flush(&self, state: QpState, cq: &QpCq, wr_id: u64, op: CompletionOp, post: impl FnOnce() -> Result) -> Result {
-        if state != QpState::Error {
+    /// Posts with `post`, unless the QP has ended (before, or meanwhile: ENOTCONN): then the
+    /// request completes at once, flushed, into `cq`.
+    fn post_or_flush(&self, cq: &QpCq, wr_id: u64, op: CompletionOp, post: impl FnOnce() -> Result) -> Result {
+        if self.qp.state() != QpState::Error {
             match post() {
                 Err(e) if e == enotconn() && self.qp.state() == QpState::Error => {}
                 done => return done,
