@@ -559,11 +559,27 @@ static int iwarp_iw_reject(struct iw_cm_id *id, const void *pdata, u8 len)
 	return iwarp_verbs->iw_reject(dev_rust(id->device), id->provider_data, pdata, len);
 }
 
+/*
+ * As siw does: a wildcard listener takes only connections arriving on the device's netdev, and
+ * an IPv6 one takes IPv4 connections too unless rdma_cm asked for IPv6 only.
+ */
 static int iwarp_iw_create_listen(struct iw_cm_id *id, int backlog)
 {
+	const struct sockaddr_storage *at = &id->m_local_addr;
 	struct iwarp_iw_param p;
+	struct net_device *ndev;
+	bool any = at->ss_family == AF_INET ? ipv4_is_zeronet(((const struct sockaddr_in *)at)->sin_addr.s_addr) :
+					      ipv6_addr_any(&((const struct sockaddr_in6 *)at)->sin6_addr);
 
 	to_param(&p, id, NULL);
+	p.afonly = id->afonly;
+	if (any) {
+		ndev = ib_device_get_netdev(id->device, 1);
+		if (!ndev)
+			return -ENODEV;
+		p.ifindex = ndev->ifindex;
+		dev_put(ndev);
+	}
 	return iwarp_verbs->iw_listen(dev_rust(id->device), id, &p, backlog, &id->provider_data);
 }
 

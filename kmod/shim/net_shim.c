@@ -139,12 +139,13 @@ int iwarp_shim_sock_connected(struct socket *sock)
 }
 
 /*
- * A kernel TCP socket in the caller's network namespace listening on @at (IPv4, or IPv6 only:
- * IPv4 connections go to IPv4 listeners, and both may share a port; @at's port 0
- * picks one, reported in *@port), with a file like the connected ones, so
- * iwarp_shim_sock_put() releases it. Returns it, or an ERR_PTR (-EADDRINUSE, ...).
+ * A kernel TCP socket in the caller's network namespace listening on @at (IPv4 or IPv6; with
+ * @v6only an IPv6 one takes IPv6 connections only, so an IPv4 listener may share its port;
+ * @ifindex, unless 0, takes only connections arriving on that netdev; @at's port 0 picks
+ * one, reported in *@port), with a file like the connected ones, so iwarp_shim_sock_put()
+ * releases it. Returns it, or an ERR_PTR (-EADDRINUSE, ...).
  */
-struct socket *iwarp_shim_sock_listen(const struct iwarp_endpoint *at, u16 *port, int backlog)
+struct socket *iwarp_shim_sock_listen(const struct iwarp_endpoint *at, u16 *port, int backlog, bool v6only, int ifindex)
 {
 	struct sockaddr_storage ss;
 	struct iwarp_endpoint bound;
@@ -158,8 +159,10 @@ struct socket *iwarp_shim_sock_listen(const struct iwarp_endpoint *at, u16 *port
 	if (rc)
 		return ERR_PTR(rc);
 	sock_set_reuseaddr(sock->sk);
-	if (at->family == AF_INET6)
+	if (at->family == AF_INET6 && v6only)
 		rc = ip6_sock_set_v6only(sock->sk);
+	if (!rc && ifindex)
+		rc = sock_bindtoindex(sock->sk, ifindex, true);
 	if (!rc)
 		rc = kernel_bind(sock, (struct sockaddr_unsized *)&ss, len);
 	if (!rc)
@@ -370,6 +373,7 @@ int iwarp_sockaddr_from(struct sockaddr_storage *ss, const struct iwarp_endpoint
 		sin6->sin6_family = AF_INET6;
 		sin6->sin6_port = htons(ep->port);
 		memcpy(&sin6->sin6_addr, ep->addr, sizeof(sin6->sin6_addr));
+		sin6->sin6_scope_id = ep->scope_id;
 		return sizeof(*sin6);
 	}
 	return 0;
@@ -387,6 +391,7 @@ void iwarp_endpoint_from(struct iwarp_endpoint *ep, const struct sockaddr_storag
 	} else if (ss->ss_family == AF_INET6) {
 		ep->port = ntohs(sin6->sin6_port);
 		memcpy(ep->addr, &sin6->sin6_addr, sizeof(sin6->sin6_addr));
+		ep->scope_id = sin6->sin6_scope_id;
 	} else {
 		return;
 	}

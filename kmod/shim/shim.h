@@ -41,7 +41,7 @@ struct socket *iwarp_shim_sock_adopt(int fd);
 struct iwarp_endpoint;
 struct socket *iwarp_shim_sock_connect(const struct iwarp_endpoint *to);
 int iwarp_shim_sock_connected(struct socket *sock);
-struct socket *iwarp_shim_sock_listen(const struct iwarp_endpoint *at, u16 *port, int backlog);
+struct socket *iwarp_shim_sock_listen(const struct iwarp_endpoint *at, u16 *port, int backlog, bool v6only, int ifindex);
 struct socket *iwarp_shim_sock_accept(struct socket *listener, struct iwarp_endpoint *peer);
 void iwarp_shim_sock_put(struct socket *sock);
 void iwarp_shim_sock_shutdown(struct socket *sock, bool send_only);
@@ -61,6 +61,8 @@ struct iwarp_endpoint {
 	u16 family;
 	u16 port;
 	u8 addr[16];
+	/* IPv6: the interface a link-local address is on (sin6_scope_id); else 0. */
+	u32 scope_id;
 };
 void iwarp_shim_sock_endpoints(struct socket *sock, struct iwarp_endpoint *local, struct iwarp_endpoint *remote);
 /* For the shim's own files (not Rust's): @ss as an endpoint, and back (0: no such family). */
@@ -291,6 +293,9 @@ struct iwarp_iw_param {
 	u32 private_len;
 	struct iwarp_endpoint local;
 	struct iwarp_endpoint remote;
+	/* Listening: IPv6 connections only (rdma_cm's afonly); the netdev a wildcard binds to. */
+	bool afonly;
+	int ifindex;
 };
 /* An event for iw_cm (struct iw_cm_event); the private data is copied by iw_cm. */
 struct iwarp_iw_event {

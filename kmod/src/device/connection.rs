@@ -185,7 +185,7 @@ impl Context {
         let mut listeners = self.listeners.lock();
         // Checked first, so a socket is not made for nothing.
         listeners.next_handle()?;
-        let (sock, bound) = TcpSocket::listen(&Endpoint::ipv4(req.addr, port), req.backlog)?;
+        let (sock, bound) = TcpSocket::listen(&Endpoint::ipv4(req.addr, port), req.backlog, false, 0)?;
         req.port = u32::from(bound);
         let listener = Listener::new(sock, None)?;
         match listeners.insert(listener.clone()) {

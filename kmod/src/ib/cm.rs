@@ -402,11 +402,10 @@ impl OnRequest for Announce {
     }
 }
 
-/// `iw_create_listen`: listens on the `cm_id`'s local address (IPv4, or IPv6 connections only:
-/// IPv4 ones go to IPv4 listeners, which may share the port; siw takes both on an IPv6
-/// wildcard unless rdma_cm's `afonly` is set, which is not followed here yet).
+/// `iw_create_listen`: listens on the `cm_id`'s local address, as the trampoline scoped it (a
+/// wildcard to the device's netdev; IPv6 taking IPv4 connections too unless `afonly`).
 pub(super) fn listen(dev: Arc<IbDevice>, id: *mut ffi::iw_cm_id, p: &ffi::iwarp_iw_param, backlog: u32) -> Result<KBox<CmListener>> {
-    let (sock, _) = TcpSocket::listen(&Endpoint::from(&p.local), backlog.clamp(1, 1024))?;
+    let (sock, _) = TcpSocket::listen(&Endpoint::from(&p.local), backlog.clamp(1, 1024), p.afonly, p.ifindex)?;
     let announce = Arc::new(Announce { dev, id: id as usize }, GFP_KERNEL)?;
     // SAFETY: iw_cm passed `id` to this call, which holds it; the listener keeps the reference.
     unsafe { ffi::iwarp_shim_iw_ref(id, true) };

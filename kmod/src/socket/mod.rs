@@ -32,6 +32,8 @@ pub(crate) struct Endpoint {
     pub(crate) port: u16,
     /// In network order: IPv4 in the first 4 octets, IPv6 in all 16.
     pub(crate) addr: [u8; 16],
+    /// IPv6: the interface a link-local address is on; else 0.
+    pub(crate) scope_id: u32,
 }
 
 impl Endpoint {
@@ -39,7 +41,7 @@ impl Endpoint {
     pub(crate) fn ipv4(addr: u32, port: u16) -> Endpoint {
         let mut a = [0; 16];
         a[..4].copy_from_slice(&addr.to_be_bytes());
-        Endpoint { family: bindings::AF_INET as u16, port, addr: a }
+        Endpoint { family: bindings::AF_INET as u16, port, addr: a, scope_id: 0 }
     }
 
     /// The IPv4 address (host order), if it is one.
@@ -50,13 +52,13 @@ impl Endpoint {
 
 impl From<Endpoint> for ffi::iwarp_endpoint {
     fn from(e: Endpoint) -> Self {
-        ffi::iwarp_endpoint { family: e.family, port: e.port, addr: e.addr }
+        ffi::iwarp_endpoint { family: e.family, port: e.port, addr: e.addr, scope_id: e.scope_id }
     }
 }
 
 impl From<&ffi::iwarp_endpoint> for Endpoint {
     fn from(e: &ffi::iwarp_endpoint) -> Self {
-        Endpoint { family: e.family, port: e.port, addr: e.addr }
+        Endpoint { family: e.family, port: e.port, addr: e.addr, scope_id: e.scope_id }
     }
 }
 
@@ -122,12 +124,13 @@ impl TcpSocket {
         }
     }
 
-    /// A new kernel TCP socket listening on `at` (IPv4, or IPv6 connections only; port 0:
-    /// any) and the port it bound.
-    pub(crate) fn listen(at: &Endpoint, backlog: u32) -> Result<(TcpSocket, u16)> {
+    /// A new kernel TCP socket listening on `at` (port 0: any) and the port it bound. With
+    /// `v6only` an IPv6 listener takes IPv6 connections only; with an `ifindex` (not 0), only
+    /// connections arriving on that netdev.
+    pub(crate) fn listen(at: &Endpoint, backlog: u32, v6only: bool, ifindex: i32) -> Result<(TcpSocket, u16)> {
         let (at, mut port) = (ffi::iwarp_endpoint::from(*at), 0);
         // SAFETY: `at` and `port` are live locals, used during the call.
-        let raw = unsafe { ffi::iwarp_shim_sock_listen(&at, &mut port, backlog as i32) };
+        let raw = unsafe { ffi::iwarp_shim_sock_listen(&at, &mut port, backlog as i32, v6only, ifindex) };
         Ok((TcpSocket::new(made(raw)?)?, port))
     }
 
