@@ -390,6 +390,23 @@ out:
 			__free_page(pages[i]);
 }
 
+/* More Reads than the client's ORD of 1 at once: its QP holds the others until each is answered. */
+static noinline void check_reads_beyond_ord(struct ib_pd *pd, struct ib_qp *cqp, char *sbuf, u64 sa, char *cbuf, u64 ca)
+{
+	struct done reads[4];
+	int i, n, good = 0;
+
+	for (i = 0; i < 4; i++)
+		memset(sbuf + 2048 + i * 256, 'a' + i, 256);
+	for (n = 0; n < 4; n++)
+		if (post(cqp, &reads[n], IB_WR_RDMA_READ, ca + 2048 + n * 256, 256, pd->local_dma_lkey, sa + 2048 + n * 256,
+			 pd->unsafe_global_rkey))
+			break;
+	for (i = 0; i < n; i++)
+		good += finished(&reads[i]) && !memcmp(cbuf + 2048 + i * 256, sbuf + 2048 + i * 256, 256);
+	CHECK(good == 4, "four RDMA Reads posted at once, beyond the ORD of 1, all complete with their octets (%d)", good);
+}
+
 static struct iw_cm_id *client(struct ib_device *dev, struct end *e, const struct sockaddr_storage *to, struct ib_qp *qp,
 			       const char *private)
 {
@@ -505,6 +522,7 @@ static void check_connections(struct ib_device *dev, const struct sockaddr_stora
 	CHECK(!post(cqp, &read, IB_WR_RDMA_READ, ca + 1024, 24, pd->local_dma_lkey, sa + 1024, pd->unsafe_global_rkey) &&
 		      finished(&read) && !strcmp(cbuf + 1024, "read back by the client"),
 	      "an RDMA Read brings the server's octets");
+	check_reads_beyond_ord(pd, cqp, sbuf, sa, cbuf, ca);
 
 	check_fast_registration(dev, pd, sqp, cqp, cbuf, ca);
 

@@ -19,6 +19,10 @@ pub(crate) trait CompletionQueue: Send + Sync {
     fn push(&self, c: &Completion) -> Result<(), Overrun>;
     /// How many QPs report here (a CQ in use is not destroyed).
     fn users(&self) -> &AtomicU32;
+    /// The QP sending here may take a request it refused for want of room (ENOMEM: the ORD's
+    /// Reads outstanding, the send queue full): a poster that holds such requests to retry them
+    /// (the RDMA core's door) retries now. Called from any context, maybe with the QP's locks.
+    fn room_freed(&self) {}
 }
 
 /// A QP's reference to its CQ, counted in the CQ's users while it lives.

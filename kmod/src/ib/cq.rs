@@ -6,10 +6,11 @@
 //! softirq context soon after (the shim's work): never inside the engine's locks, since a
 //! handler may post to the QP that completed.
 
+use super::qp::Posted;
 use crate::cq::{CompletionQueue, Overrun};
 use crate::ffi;
 use crate::fifo::Fifo;
-use crate::sync::{new_spinlock_bh, SpinLockBh};
+use crate::sync::{new_spinlock_bh, SpinLockBh, SpinLockIrq};
 use crate::verbs::{Completion, CompletionOp, Status, MAX_CQE};
 use core::sync::atomic::AtomicU32;
 use kernel::prelude::*;
@@ -164,11 +165,13 @@ fn wc(e: &Entry) -> ffi::iwarp_ib_wc {
 pub(super) struct QpCq {
     cq: Arc<IbCq>,
     ibqp: usize,
+    /// The send side's: the requests waiting to be handed to the engine.
+    posted: Option<Arc<SpinLockIrq<Posted>>>,
 }
 
 impl QpCq {
-    pub(super) fn new(cq: Arc<IbCq>, ibqp: *mut ffi::ib_qp) -> Result<Arc<QpCq>> {
-        Ok(Arc::new(QpCq { cq, ibqp: ibqp as usize }, GFP_KERNEL)?)
+    pub(super) fn new(cq: Arc<IbCq>, ibqp: *mut ffi::ib_qp, posted: Option<Arc<SpinLockIrq<Posted>>>) -> Result<Arc<QpCq>> {
+        Ok(Arc::new(QpCq { cq, ibqp: ibqp as usize, posted }, GFP_KERNEL)?)
     }
 
     /// Drops what the QP completed that was not polled: the QP is being destroyed.
@@ -184,5 +187,11 @@ impl CompletionQueue for QpCq {
 
     fn users(&self) -> &AtomicU32 {
         &self.cq.users
+    }
+
+    fn room_freed(&self) {
+        if let Some(posted) = &self.posted {
+            super::qp::room_freed(posted, self.ibqp);
+        }
     }
 }

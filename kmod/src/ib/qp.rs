@@ -43,10 +43,24 @@ pub(crate) struct KernelQp {
 }
 
 /// Send requests waiting for the work item, oldest first.
-struct Posted {
+pub(super) struct Posted {
     wrs: Fifo<Option<SendWr>>,
     /// The QP is being destroyed: nothing is posted or handed over any more.
     closed: bool,
+    /// The oldest waits for room in the engine: the work item runs again once some frees.
+    stalled: bool,
+}
+
+/// The engine freed room on `ibqp`'s send side: its work item runs again at once if its oldest
+/// request waits for that, unless the QP is being destroyed.
+pub(super) fn room_freed(posted: &SpinLockIrq<Posted>, ibqp: usize) {
+    let mut p = posted.lock();
+    if p.stalled && !p.closed {
+        p.stalled = false;
+        // SAFETY: under `posted`, before `closed`: the QP's destroy has not settled its work
+        // yet, and will settle this too.
+        unsafe { ffi::iwarp_shim_ib_qp_kick(ibqp as *mut ffi::ib_qp, false) };
+    }
 }
 
 impl KernelQp {
@@ -64,7 +78,9 @@ impl KernelQp {
         if !dev.mrs.lock().has_pd(attr.pd) {
             return Err(EINVAL);
         }
-        let (send_cq, recv_cq) = (QpCq::new(send_cq, ibqp)?, QpCq::new(recv_cq, ibqp)?);
+        let posted = Posted { wrs: Fifo::new(attr.max_send_wr as usize)?, closed: false, stalled: false };
+        let posted = Arc::pin_init(new_spinlock_irq!(posted, "KernelQp::posted"), GFP_KERNEL)?;
+        let (send_cq, recv_cq) = (QpCq::new(send_cq, ibqp, Some(posted.clone()))?, QpCq::new(recv_cq, ibqp, None)?);
         let limits = Limits { max_recv_wr: attr.max_recv_wr, max_send_wr: attr.max_send_wr, max_sge: sge, max_inline: 0, ring_entries: None };
         let (send, recv) = (Attached::new(send_cq.clone()), Attached::new(recv_cq.clone()));
         let conn = dev.list_qp(|number| {
@@ -72,8 +88,6 @@ impl KernelQp {
             QpConnection::new(ibqp, qp)
         })?;
         let qp = conn.qp.clone();
-        let posted = Posted { wrs: Fifo::new(attr.max_send_wr as usize)?, closed: false };
-        let posted = Arc::pin_init(new_spinlock_irq!(posted, "KernelQp::posted"), GFP_KERNEL)?;
         (attr.max_send_sge, attr.max_recv_sge, attr.qpn) = (sge, sge, qp.handle());
         Ok(KernelQp {
             dev,
@@ -153,8 +167,9 @@ impl KernelQp {
     }
 
     /// The work item: hands the posted send requests to the engine, in order. One the engine
-    /// has no room for yet (the ORD's Reads outstanding, the send queue full) stays at the head
-    /// and is tried again a tick later, as an RNIC holds it. One the engine refuses (a region
+    /// has no room for yet (the ORD's Reads outstanding, the send queue full) stays at the head,
+    /// as an RNIC holds it, and is tried again when the engine frees room ([`room_freed`]), or
+    /// a tick later at the latest. One the engine refuses (a region
     /// that does not allow it) completes in error, and the QP ends, as an RNIC's does.
     pub(super) fn hand_over(&self) {
         loop {
@@ -182,8 +197,12 @@ impl KernelQp {
             let op = flushed_op(&wr.op);
             let posted = self.post_or_flush(&self.send_cq, wr.wr_id, op, || self.qp.post_send(&wr));
             if posted == Err(ENOMEM) {
-                // SAFETY: as in `post_send`; `end` settles this work before the QP goes.
-                unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, true) };
+                let mut p = self.posted.lock();
+                p.stalled = true;
+                if !p.closed {
+                    // SAFETY: as in `post_send`; `end` settles this work before the QP goes.
+                    unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, true) };
+                }
                 return;
             }
             self.posted.lock().wrs.pop();

@@ -378,13 +378,14 @@ impl QueuePair {
         Ok(())
     }
 
-    /// The hook's transmit work: goes on sending what is queued.
+    /// The hook's transmit work: goes on sending what is queued (which makes room in the queue).
     pub(super) fn resume(&self) {
         let mut guard = self.tx.lock();
         let Some(side) = &mut *guard else { return };
         let pumped = self.pump(side);
         drop(guard);
         self.pumped(pumped);
+        self.send_cq.room_freed();
     }
 
     /// Fails the QP if pumping broke the stream or overran a CQ. A stream that broke because

@@ -321,6 +321,7 @@ impl Sink for Placer<'_> {
             Event::ReadResponse { .. } => {
                 self.complete_acked_before_answer();
                 if let Some(r) = self.q.reads.pop() {
+                    self.qp.send_cq.room_freed();
                     // A Read with Invalidate whose STag went meanwhile (a peer's Send with
                     // Invalidate) completes in error, and reports it even unsignaled.
                     let invalidated = r.invalidate == 0 || self.mrs.invalidate(r.invalidate).is_ok();
@@ -361,7 +362,11 @@ impl Sink for Placer<'_> {
             }
             Event::AtomicResponse(resp) => {
                 self.complete_acked_before_answer();
-                match self.q.atomics.pop() {
+                let answered = self.q.atomics.pop();
+                if answered.is_some() {
+                    self.qp.send_cq.room_freed();
+                }
+                match answered {
                     Some(a) if a.id == resp.id => {
                         let s = a.sink;
                         if self.mrs.write(s.lkey, s.addr, &resp.original.to_ne_bytes(), access::LOCAL_WRITE).is_err() {

@@ -35,31 +35,38 @@ fn reached(una: u32, seq: u32) -> bool {
 
 impl QueuePair {
     /// Completes the waiting requests TCP has acknowledged, oldest first, and has the transmit
-    /// work run when the oldest still waiting is acknowledged. Err: the send CQ is full.
+    /// work run when the oldest still waiting is acknowledged; tells the send CQ when that made
+    /// room. Err: the send CQ is full.
     pub(super) fn complete_acked(&self, q: &mut Queues) -> Result<(), Overrun> {
         let Some(sock) = self.sock.as_ref() else { return Ok(()) };
         if q.unacked.len() == 0 {
             return Ok(());
         }
-        let mut una = sock.snd_una();
-        loop {
+        let (mut una, before) = (sock.snd_una(), q.unacked.len());
+        let done = 'acked: loop {
             while let Some(u) = q.unacked.get(0).copied() {
                 if !reached(una, u.end_seq) {
                     break;
                 }
                 q.unacked.pop();
                 if u.signaled {
-                    self.send_cq.push(&self.completion(u.wr_id, Status::Success, u.opcode, u.len))?;
+                    if let Err(e) = self.send_cq.push(&self.completion(u.wr_id, Status::Success, u.opcode, u.len)) {
+                        break 'acked Err(e);
+                    }
                 }
             }
-            let Some(goal) = q.unacked.get(0).map(|u| u.end_seq) else { return Ok(()) };
+            let Some(goal) = q.unacked.get(0).map(|u| u.end_seq) else { break Ok(()) };
             // Armed, then read again: an acknowledgement in between is not missed.
             sock.watch_acks(goal);
             una = sock.snd_una();
             if !reached(una, goal) {
-                return Ok(());
+                break Ok(());
             }
+        };
+        if q.unacked.len() < before {
+            self.send_cq.room_freed();
         }
+        done
     }
 
     /// A Send or Write was taken whole by TCP (`zero_copy`: from the registered pages):
