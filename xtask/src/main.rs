@@ -32,6 +32,9 @@ usage: cargo xtask <task>
                         unmodified iperf3 and sockperf between two guests over plain TCP and
                         over the sockets preload library (with and without markers and CRC):
                         throughput, CPU per MB, ping-pong latency, ratios to TCP
+  bench nvme [--quick]  NVMe over Fabrics (nvme-rdma to nvmet-rdma) between two guests over
+                        iwarp.ko (markers and CRC, and neither) and over siw, in turns: fio
+                        4 KiB latency and IOPS, 128 KiB MB/s, ratios to siw
   bench profile [--quick] [--reorder]
                         where both guests' CPU time goes (perf, by symbol and by area) in the
                         benchmark's runs: 64 KiB write_bw with and without markers and CRC,
@@ -70,6 +73,11 @@ fn main() -> ExitCode {
             script("build-kernel.sh", &["release"])
                 && build_guest_side("release", true)
                 && script("bench-sockets.sh", &["--quick"].into_iter().filter(|f| flag(f)).collect::<Vec<_>>())
+        }
+        Some("bench") if args.get(1).map(String::as_str) == Some("nvme") => {
+            script("build-kernel.sh", &["release"])
+                && build_guest_side("release", true)
+                && script("bench-nvme.sh", &["--quick"].into_iter().filter(|f| flag(f)).collect::<Vec<_>>())
         }
         Some("bench") if args.get(1).map(String::as_str) == Some("profile") => {
             script("build-kernel.sh", &["release"])

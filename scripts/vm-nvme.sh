@@ -1,0 +1,37 @@
+# NVMe over Fabrics between the guests, for vm-tests.sh and bench-nvme.sh (sourced after
+# vm-lib.sh): an RDMA link on the guest's netdev, nvmet exporting a memory-backed namespace over
+# one RDMA device. The caller sets NQN and PORT.
+
+# rdma_link NAME TYPE: the command that adds RDMA link NAME of TYPE on the guest's netdev.
+rdma_link() { echo "rdma link add $1 type $2 netdev \$IWARP_IF"; }
+# only_rdma_link NAME: deletes every RDMA link of the guest but NAME (siw0 of the interop tests):
+# rdma_cm takes the first device whose GID matches an address, and siw0 shares iw0's netdev.
+only_rdma_link() {
+    echo "for d in \$(rdma link show | awk '{print \$2}' | cut -d/ -f1 | sort -u); do [ \$d = $1 ] || rdma link delete \$d; done"
+}
+# nvme_target G DEV: nvmet in guest G exports a memory-backed null_blk namespace over its RDMA
+# device DEV (the only RDMA link G keeps) at G's address, port PORT (subsystem NQN).
+nvme_target() {
+    vm_run "$1" "set -e
+        $(only_rdma_link "$2")
+        a=\$(ip -4 -o addr show \$IWARP_IF | awk '{print \$4}' | cut -d/ -f1)
+        modprobe null_blk nr_devices=1 memory_backed=1 gb=1
+        modprobe nvmet-rdma
+        mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
+        cd /sys/kernel/config/nvmet
+        mkdir subsystems/$NQN ports/1 subsystems/$NQN/namespaces/1
+        echo 1 >subsystems/$NQN/attr_allow_any_host
+        echo -n /dev/nullb0 >subsystems/$NQN/namespaces/1/device_path
+        echo 1 >subsystems/$NQN/namespaces/1/enable
+        echo rdma >ports/1/addr_trtype; echo ipv4 >ports/1/addr_adrfam
+        echo \$a >ports/1/addr_traddr; echo $PORT >ports/1/addr_trsvcid
+        ln -s /sys/kernel/config/nvmet/subsystems/$NQN ports/1/subsystems/$NQN
+        echo nvmet listens on \$a:$PORT over $2"
+}
+# nvme_target_down G: takes nvme_target's export in G down.
+nvme_target_down() {
+    vm_run "$1" "cd /sys/kernel/config/nvmet
+        rm -f ports/1/subsystems/$NQN
+        rmdir subsystems/$NQN/namespaces/1 subsystems/$NQN ports/1
+        rmmod nvmet-rdma nvmet null_blk"
+}
