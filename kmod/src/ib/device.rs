@@ -152,6 +152,7 @@ impl IbDevice {
         let conn = make(number)?;
         let listed = self.qps.lock().insert(conn.clone())?;
         if listed != number {
+            self.forget_qp(listed);
             return Err(EINVAL);
         }
         Ok(conn)

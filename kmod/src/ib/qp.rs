@@ -49,12 +49,16 @@ pub(super) struct Posted {
     closed: bool,
     /// The oldest waits for room in the engine: the work item runs again once some frees.
     stalled: bool,
+    /// Counts the times the engine freed room: room freed while the work item was trying the
+    /// oldest (before it could say it waits) has it try again at once.
+    freed: u32,
 }
 
 /// The engine freed room on `ibqp`'s send side: its work item runs again at once if its oldest
 /// request waits for that, unless the QP is being destroyed.
 pub(super) fn room_freed(posted: &SpinLockIrq<Posted>, ibqp: usize) {
     let mut p = posted.lock();
+    p.freed = p.freed.wrapping_add(1);
     if p.stalled && !p.closed {
         p.stalled = false;
         // SAFETY: under `posted`, before `closed`: the QP's destroy has not settled its work
@@ -78,7 +82,7 @@ impl KernelQp {
         if !dev.mrs.lock().has_pd(attr.pd) {
             return Err(EINVAL);
         }
-        let posted = Posted { wrs: Fifo::new(attr.max_send_wr as usize)?, closed: false, stalled: false };
+        let posted = Posted { wrs: Fifo::new(attr.max_send_wr as usize)?, closed: false, stalled: false, freed: 0 };
         let posted = Arc::pin_init(new_spinlock_irq!(posted, "KernelQp::posted"), GFP_KERNEL)?;
         let (send_cq, recv_cq) = (QpCq::new(send_cq, ibqp, Some(posted.clone()))?, QpCq::new(recv_cq, ibqp, None)?);
         let limits = Limits { max_recv_wr: attr.max_recv_wr, max_send_wr: attr.max_send_wr, max_sge: sge, max_inline: 0, ring_entries: None };
@@ -173,12 +177,12 @@ impl KernelQp {
     /// that does not allow it) completes in error, and the QP ends, as an RNIC's does.
     pub(super) fn hand_over(&self) {
         loop {
-            let wr = {
+            let (wr, freed) = {
                 let posted = self.posted.lock();
                 if posted.closed {
                     return;
                 }
-                posted.wrs.get(0).copied().flatten()
+                (posted.wrs.get(0).copied().flatten(), posted.freed)
             };
             let Some(mut wr) = wr else { return };
             // The local region a Read or a Local Invalidate invalidates is found by its slot, as
@@ -198,6 +202,9 @@ impl KernelQp {
             let posted = self.post_or_flush(&self.send_cq, wr.wr_id, op, || self.qp.post_send(&wr));
             if posted == Err(ENOMEM) {
                 let mut p = self.posted.lock();
+                if p.freed != freed {
+                    continue;
+                }
                 p.stalled = true;
                 if !p.closed {
                     // SAFETY: as in `post_send`; `end` settles this work before the QP goes.

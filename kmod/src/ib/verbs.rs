@@ -213,7 +213,10 @@ unsafe extern "C" fn create_qp(dev: *mut c_void, ibqp: *mut ffi::ib_qp, attr: *m
     let (send_cq, recv_cq) = unsafe { (cq(attr.send_cq).into(), cq(attr.recv_cq).into()) };
     // SAFETY: see above.
     let dev = unsafe { device(dev) };
-    let made = KernelQp::new(dev.into(), ibqp, attr, send_cq, recv_cq).and_then(|q| KBox::new(q, GFP_KERNEL).map_err(Into::into));
+    // The box first: once made, the QP is listed, and nothing may fail after that.
+    let made = KBox::<KernelQp>::new_uninit(GFP_KERNEL)
+        .map_err(Error::from)
+        .and_then(|b| KernelQp::new(dev.into(), ibqp, attr, send_cq, recv_cq).map(|q| KBox::write(b, q)));
     match made {
         Ok(q) => {
             // SAFETY: see above.

@@ -378,20 +378,21 @@ impl QueuePair {
         Ok(())
     }
 
-    /// The hook's transmit work: goes on sending what is queued (which makes room in the queue).
+    /// The hook's transmit work: goes on sending what is queued.
     pub(super) fn resume(&self) {
         let mut guard = self.tx.lock();
         let Some(side) = &mut *guard else { return };
         let pumped = self.pump(side);
         drop(guard);
         self.pumped(pumped);
-        self.send_cq.room_freed();
     }
 
     /// Fails the QP if pumping broke the stream or overran a CQ. A stream that broke because
     /// the connection is gone (a reset, TCP gave up) is a lost connection: no Terminate can
-    /// reach the peer, and none is reported as sent.
+    /// reach the peer, and none is reported as sent. Pumping made room in the queue: the send
+    /// CQ hears of it.
     fn pumped(&self, r: Result<(), QpError>) {
+        self.send_cq.room_freed();
         match r {
             Ok(()) => {}
             Err(QpError::StreamLost) if self.sock.as_ref().is_some_and(|s| !s.established()) => self.end_and_flush(Ended::lost()),
