@@ -48,13 +48,9 @@ measure() {
     local rc=0
     if nvme_target A "$dev"; then
         out=$(vm_run B "set -e
-            $(only_rdma_link "$dev")
-            modprobe nvme-rdma
-            nvme connect -t rdma -a $(vm_ip A) -s $PORT -n $NQN -q nqn.2026-11.org.iwarp:bench-B >/dev/null
-            for i in \$(seq 100); do dev=\$(ls /dev/nvme*n1 2>/dev/null | head -1); [ -n \"\$dev\" ] && break; sleep 0.1; done
+            $(nvme_connect "$dev" A B)
             $fio --filename=\$dev $(echo $jobs) >/tmp/fio.json
-            nvme disconnect -n $NQN >/dev/null
-            rmmod nvme-rdma nvme-fabrics nvme-core
+            $(nvme_disconnect)
             echo FIO-JSON; cat /tmp/fio.json") || rc=1
         nvme_target_down A >/dev/null || rc=1
     else

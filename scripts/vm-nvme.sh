@@ -28,6 +28,19 @@ nvme_target() {
         ln -s /sys/kernel/config/nvmet/subsystems/$NQN ports/1/subsystems/$NQN
         echo nvmet listens on \$a:$PORT over $2"
 }
+# nvme_connect DEV T G: the commands with which guest G connects over its RDMA device DEV (the
+# only RDMA link it keeps) to nvme_target's namespace in guest T: its block device in $dev.
+nvme_connect() {
+    echo "$(only_rdma_link "$1")
+        modprobe nvme-rdma
+        nvme connect -t rdma -a $(vm_ip "$2") -s $PORT -n $NQN -q nqn.2026-11.org.iwarp:host-$3
+        for i in \$(seq 100); do dev=\$(ls /dev/nvme*n1 2>/dev/null | head -1); [ -n \"\$dev\" ] && break; sleep 0.1; done"
+}
+# nvme_disconnect: the commands that disconnect nvme_connect's namespace and unload the host.
+nvme_disconnect() {
+    echo "nvme disconnect -n $NQN
+        rmmod nvme-rdma nvme-fabrics nvme-core"
+}
 # nvme_target_down G: takes nvme_target's export in G down.
 nvme_target_down() {
     vm_run "$1" "cd /sys/kernel/config/nvmet

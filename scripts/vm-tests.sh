@@ -457,16 +457,12 @@ ib_verbs() {
 nvme_host() {
     local fio="fio --filename=\$dev --direct=1 --ioengine=psync --verify=crc32c --do_verify=1 --verify_state_save=0 --output-format=terse --terse-version=3"
     vm_run "$1" "set -e
-        $(only_rdma_link "$2")
-        modprobe nvme-rdma
-        nvme connect -t rdma -a $(vm_ip "$3") -s $PORT -n $NQN -q nqn.2026-11.org.iwarp:host-$1
-        for i in \$(seq 100); do dev=\$(ls /dev/nvme*n1 2>/dev/null | head -1); [ -n \"\$dev\" ] && break; sleep 0.1; done
+        $(nvme_connect "$2" "$3" "$1")
         echo namespace \$dev over $2: \$(cat /sys/block/\${dev#/dev/}/size) sectors
         echo 'fio: job;error;read KiB/s (the verify);write KiB/s'
         out=\$($fio --name=random-4k --rw=randwrite --bs=4k --size=$((NVME_MIB / 2))M); echo \"\$out\" | cut -d';' -f3,5,7,48
         out=\$($fio --name=sequential-1m --rw=write --bs=1M --size=${NVME_MIB}M); echo \"\$out\" | cut -d';' -f3,5,7,48
-        nvme disconnect -n $NQN
-        rmmod nvme-rdma nvme-fabrics nvme-core" && return
+        $(nvme_disconnect)" && return
     vm_run "$1" "dmesg | grep -iE 'nvme|rdma|iwarp|siw' | tail"
     vm_run "$3" "dmesg | grep -iE 'nvme|rdma|iwarp|siw' | tail"
     return 1

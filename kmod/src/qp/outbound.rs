@@ -372,9 +372,11 @@ impl QueuePair {
             // Cannot fail: room_for() found room (the queue holds `max_wrs` plus the IRD).
             side.queue.push(Some(ob))?;
         }
+        let before = side.wrs;
         let pumped = self.pump(side);
+        let freed = side.wrs < before;
         drop(guard);
-        self.pumped(pumped);
+        self.pumped(pumped, freed);
         Ok(())
     }
 
@@ -382,17 +384,21 @@ impl QueuePair {
     pub(super) fn resume(&self) {
         let mut guard = self.tx.lock();
         let Some(side) = &mut *guard else { return };
+        let before = side.wrs;
         let pumped = self.pump(side);
+        let freed = side.wrs < before;
         drop(guard);
-        self.pumped(pumped);
+        self.pumped(pumped, freed);
     }
 
     /// Fails the QP if pumping broke the stream or overran a CQ. A stream that broke because
     /// the connection is gone (a reset, TCP gave up) is a lost connection: no Terminate can
-    /// reach the peer, and none is reported as sent. Pumping made room in the queue: the send
-    /// CQ hears of it.
-    fn pumped(&self, r: Result<(), QpError>) {
-        self.send_cq.room_freed();
+    /// reach the peer, and none is reported as sent. When requests left the queue (`freed`),
+    /// the send CQ hears of the room made.
+    fn pumped(&self, r: Result<(), QpError>, freed: bool) {
+        if freed {
+            self.send_cq.room_freed();
+        }
         match r {
             Ok(()) => {}
             Err(QpError::StreamLost) if self.sock.as_ref().is_some_and(|s| !s.established()) => self.end_and_flush(Ended::lost()),
