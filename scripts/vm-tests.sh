@@ -682,6 +682,17 @@ sock_close() {
     echo "$out"
     return $rc
 }
+# sock_close_held: the same, with A's receive work (all of it: rx_callback_max=0) holding the
+# socket lock 20 ms after each read (inject_receive_hold_us), so the server's last octets and
+# its close reach A while the lock is held and wait in TCP's backlog: the stream must still end
+# after every octet, not when the FIN is seen.
+sock_close_held() {
+    local rc=0
+    vm_run A "rmmod iwarp && insmod $ko rx_callback_max=0 inject_receive_hold_us=20000" || return 1
+    sock_close || rc=1
+    vm_run A "rmmod iwarp && insmod $ko" || rc=1
+    return $rc
+}
 # sock_coalesce: writes of 100 octets, 256 KiB of them, faster than a link of 256 kbit/s
 # (netem on A's side) takes them (the debug kernel's sender makes about 600 a second): they
 # must be coalesced, the sender's library counting at close at least two writes per data
@@ -906,6 +917,7 @@ tests() {
     t sockets-prefork-workers-accept sock_prefork
     t sockets-reuseport-pair-stays-tcp sock_reuseport
     t sockets-close-right-after-writing sock_close
+    t sockets-close-while-the-reader-holds-its-lock sock_close_held
     t sockets-calls-as-tcp-or-a-clear-errno sock_semantics
     t sockets-peer-killed-mid-stream sock_peer_killed
     t fault-peer-guest-killed peer_killed

@@ -71,6 +71,10 @@ module! {
             default: 0,
             description: "Fail module init on purpose (tests that a broken module is caught)",
         },
+        inject_receive_hold_us: u32 {
+            default: 0,
+            description: "Tests only: the receive work holds the socket lock this many microseconds after each read, so what arrives meanwhile waits in TCP's backlog (0: no hold)",
+        },
     },
 }
 
@@ -110,6 +114,11 @@ pub(crate) fn iw_mpa() -> (bool, bool) {
 /// lets TCP coalesce what arrives meanwhile (what bandwidth needs). 0: always the work item.
 pub(crate) fn rx_callback_max() -> u32 {
     *module_parameters::rx_callback_max.value()
+}
+
+/// How long the receive work holds the socket lock after each read (tests only; 0: not at all).
+pub(crate) fn receive_hold() -> kernel::time::Delta {
+    kernel::time::Delta::from_micros(i64::from(*module_parameters::inject_receive_hold_us.value()))
 }
 
 /// What must succeed before the device appears.

@@ -15,7 +15,7 @@
 
 use super::payload::{self, OutPayload};
 use super::unacked::Unacked;
-use super::{Ended, QueuePair};
+use super::QueuePair;
 use crate::error::{enotconn, QpError};
 use crate::fifo::Fifo;
 use crate::frags::{Arena, PageFrag};
@@ -393,16 +393,19 @@ impl QueuePair {
 
     /// Fails the QP if pumping broke the stream or overran a CQ. A stream that broke because
     /// the connection is gone (a reset, TCP gave up) is a lost connection: no Terminate can
-    /// reach the peer, and none is reported as sent. When requests left the queue (`freed`),
-    /// the send CQ hears of the room made.
+    /// reach the peer, and none is reported as sent. The receive work ends the QP then, once it
+    /// has read what the peer sent before the end. When requests left the queue (`freed`), the
+    /// send CQ hears of the room made.
     fn pumped(&self, r: Result<(), QpError>, freed: bool) {
         if freed {
             self.send_cq.room_freed();
         }
         match r {
             Ok(()) => {}
-            Err(QpError::StreamLost) if self.sock.as_ref().is_some_and(|s| !s.established()) => self.end_and_flush(Ended::lost()),
-            Err(e) => self.fail(e.terminate()),
+            Err(e) => match self.sock.as_ref() {
+                Some(sock) if matches!(e, QpError::StreamLost) && !sock.established() => sock.kick_receive(),
+                _ => self.fail(e.terminate()),
+            },
         }
     }
 

@@ -480,7 +480,16 @@ impl OnReceive for QueuePair {
         let peer = queues.peer_terminate.take();
         let transmit = queues.requests.len() > 0 || core::mem::take(&mut queues.resume_tx);
         let (walk_ooo, ooo_seen) = (*place_ooo && fatal.is_none(), queues.ooo_seen);
+        // Whether the stream ended, decided under the socket lock, after the read: TCP cannot
+        // take a FIN or reset meanwhile (they wait in its backlog), so an end seen here came
+        // after every octet just read. Looked at once the lock is gone, a FIN the backlog
+        // brought would end the QP with the octets before it still queued, unread.
+        let lost = !sock.established();
         drop(guard);
+        let hold = crate::receive_hold();
+        if !hold.is_zero() {
+            kernel::time::delay::fsleep(hold);
+        }
         drop(locked);
         // Releasing the lock had TCP process what arrived meanwhile (its backlog), unseen by the
         // doorbell: look again if that queued anything out of order.
@@ -498,7 +507,7 @@ impl OnReceive for QueuePair {
         }
         if let Some(t) = peer {
             self.end_and_flush(Ended::of(&t, false));
-        } else if !sock.established() {
+        } else if lost {
             self.end_and_flush(Ended::lost());
         }
     }
