@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # cargo xtask bench nvme: NVMe over Fabrics between the same two guests, in one run, over
-# iwarp.ko (markers and CRC, then neither) and over siw: nvmet in A exports a memory-backed
-# null_blk namespace over the RDMA device, nvme-rdma in B connects, and fio measures 4 KiB random
-# reads one at a time (latency), 4 KiB random reads and writes 16 deep (IOPS) and 128 KiB
-# sequential reads and writes 8 deep (MB/s). The stacks take turns, ROUNDS times (1 with
-# --quick, else 3), and each figure is the median of its rounds. Prints the figures and the
-# ratios to siw (iwarp plain ÷ siw is like for like: siw runs without markers or CRC).
+# iwarp.ko (markers and CRC, then neither), over siw, and over NVMe/TCP (what a user without an
+# RNIC would run instead): nvmet in A exports a memory-backed null_blk namespace, the host in B
+# connects, and fio measures 4 KiB random reads one at a time (latency and IOPS) and 32 deep
+# (IOPS), 4 KiB random writes 32 deep, and 128 KiB sequential reads and writes 8 deep (MB/s).
+# Around each fio job both guests' busy CPU time is read, so each job also gives the CPU time
+# per I/O of host and target together. The stacks take turns, ROUNDS times (1 with --quick, else
+# 3), and each figure is the median of its rounds. Prints the figures and the ratios to NVMe/TCP
+# and to siw (iwarp plain ÷ siw is like for like: siw runs without markers or CRC).
 # Usage: bench-nvme.sh [--quick]
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,44 +26,48 @@ rounds=${ROUNDS:-$rounds}
 vm_start 2 release || exit $?
 status=0
 PORT=4420
-# Each stack: NAME|DEVICE|the commands that make DEVICE in a guest|those that take it away.
-stacks=("iwarp M+C|iw0|insmod $ko && $(rdma_link iw0 iwarp)|rdma link delete iw0 && rmmod iwarp"
-    "iwarp plain|iw0|insmod $ko iw_markers=0 iw_crc=0 && $(rdma_link iw0 iwarp)|rdma link delete iw0 && rmmod iwarp"
-    "siw|siw0|modprobe siw && $(rdma_link siw0 siw)|rdma link delete siw0 && rmmod siw")
-# The fio jobs, one after another (stonewall), on the namespace; JSON out.
-jobs="--name=lat --rw=randread --bs=4k --iodepth=1 --stonewall
-    --name=read-iops --rw=randread --bs=4k --iodepth=16 --stonewall
-    --name=write-iops --rw=randwrite --bs=4k --iodepth=16 --stonewall
-    --name=read-mbps --rw=read --bs=128k --iodepth=8 --stonewall
-    --name=write-mbps --rw=write --bs=128k --iodepth=8 --stonewall"
-fio="fio --output-format=json --direct=1 --ioengine=libaio --time_based --runtime=$secs --ramp_time=1 --size=256M"
-json_dir=$(mktemp -d)
-trap 'rm -rf "$json_dir"' EXIT
+# Each stack: ID|NAME|DEVICE (tcp: NVMe/TCP)|the commands that make DEVICE in a guest|those that
+# take it away.
+stacks=("mc|iwarp M+C|iw0|insmod $ko && $(rdma_link iw0 iwarp)|rdma link delete iw0 && rmmod iwarp"
+    "plain|iwarp plain|iw0|insmod $ko iw_markers=0 iw_crc=0 && $(rdma_link iw0 iwarp)|rdma link delete iw0 && rmmod iwarp"
+    "siw|siw|siw0|modprobe siw && $(rdma_link siw0 siw)|rdma link delete siw0 && rmmod siw"
+    "tcp|NVMe/TCP|tcp|true|true")
+# The fio jobs, each run alone: NAME|its options.
+jobs=("qd1|--rw=randread --bs=4k --iodepth=1"
+    "read-iops|--rw=randread --bs=4k --iodepth=32"
+    "write-iops|--rw=randwrite --bs=4k --iodepth=32"
+    "read-mbps|--rw=read --bs=128k --iodepth=8"
+    "write-mbps|--rw=write --bs=128k --iodepth=8")
+# No ramp time: the CPU time read around a job must cover the I/Os fio counts.
+fio="fio --output-format=json --direct=1 --ioengine=libaio --time_based --runtime=$secs --size=256M"
+data=$(mktemp -d)
+trap 'rm -rf "$data"' EXIT
 
-# measure STACK ROUND: one turn of STACK; its fio JSON in $json_dir.
+# measure STACK ROUND: one turn of STACK; per job, fio's JSON and the guests' busy CPU time
+# (1/100 s, A then B) in $data.
 measure() {
-    local name dev up down out NQN
-    IFS='|' read -r name dev up down <<<"$1"
+    local id name dev up down out NQN job a0 b0
+    IFS='|' read -r id name dev up down <<<"$1"
     NQN=nqn.2026-11.org.iwarp:bench-$PORT
     echo "---- $name, round $2"
     vm_run A "$up" >/dev/null && vm_run B "$up" >/dev/null || { echo "FAILED: $name: $up"; return 1; }
     local rc=0
-    if nvme_target A "$dev"; then
-        out=$(vm_run B "set -e
-            $(nvme_connect "$dev" A B)
-            $fio --filename=\$dev $(echo $jobs) >/tmp/fio.json
-            $(nvme_disconnect)
-            echo FIO-JSON; cat /tmp/fio.json") || rc=1
-        nvme_target_down A >/dev/null || rc=1
+    if nvme_target A "$dev" >/dev/null && vm_run B "set -e; $(nvme_connect "$dev" A B); test -n \"\$dev\"" >/dev/null; then
+        for job in "${jobs[@]}"; do
+            a0=$(vm_busy A) b0=$(vm_busy B)
+            out=$(vm_run B "dev=\$(ls /dev/nvme*n1 | head -1) && $fio --filename=\$dev --name=${job%%|*} ${job#*|} >/tmp/fio.json && cat /tmp/fio.json") || {
+                echo "$out" | tail -5; echo "FAILED: $name: ${job%%|*}"; rc=1; continue; }
+            echo "$(($(vm_busy A) - a0)) $(($(vm_busy B) - b0))" >"$data/$id.$2.${job%%|*}.cpu"
+            sed -n '/^{/,$p' <<<"$out" >"$data/$id.$2.${job%%|*}.json"
+        done
+        vm_run B "$(nvme_disconnect "$dev")" >/dev/null || rc=1
     else
+        echo "FAILED: $name: no namespace"
         rc=1
     fi
+    nvme_target_down A "$dev" >/dev/null || rc=1
     if ((rc)); then
-        echo "$out" | tail -5
-        echo "FAILED: $name, round $2"
         vm_run B "dmesg | grep -iE 'nvme|rdma|iwarp|siw' | tail -5"
-    else
-        sed -n '/^FIO-JSON$/,$p' <<<"$out" | tail -n +2 >"$json_dir/$name.$2.json"
     fi
     vm_run A "$down" >/dev/null && vm_run B "$down" >/dev/null || { echo "FAILED: $name: $down"; rc=1; }
     PORT=$((PORT + 1))
@@ -74,44 +80,64 @@ done
 vm_stop || status=1
 
 echo
-echo "==== NVMe over Fabrics (nvme-rdma to nvmet-rdma, null_blk), same two TCG guests; fio, libaio, direct;"
-echo "     each figure the median of $rounds round(s) of ${secs} s; latency: completion, us"
-python3 - "$json_dir" "$rounds" "${stacks[@]%%|*}" <<'EOF' || status=1
+echo "==== NVMe over Fabrics (null_blk), same two TCG guests; fio, libaio, direct; each figure the"
+echo "     median of $rounds round(s) of ${secs} s; latency: completion, us; CPU: host and target"
+echo "     together, us of busy guest CPU per I/O"
+ids=() names=()
+for s in "${stacks[@]}"; do
+    IFS='|' read -r id name _ <<<"$s"
+    ids+=("$id") names+=("$name")
+done
+python3 - "$data" "$rounds" "${ids[*]}" "${names[@]}" <<'EOF' || status=1
 import json, os, statistics, sys
-d, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-# (label, job, direction, how to read the figure)
-rows = [("4k randread QD1 lat p50", "lat", "read", lambda s: s["clat_ns"]["percentile"]["50.000000"] / 1e3),
-        ("4k randread QD1 lat mean", "lat", "read", lambda s: s["clat_ns"]["mean"] / 1e3),
-        ("4k randread QD16 IOPS", "read-iops", "read", lambda s: s["iops"]),
-        ("4k randwrite QD16 IOPS", "write-iops", "write", lambda s: s["iops"]),
-        ("128k read QD8 MB/s", "read-mbps", "read", lambda s: s["bw_bytes"] / 1e6),
-        ("128k write QD8 MB/s", "write-mbps", "write", lambda s: s["bw_bytes"] / 1e6)]
+d, rounds, ids, names = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
+name = dict(zip(ids, names))
+
+def cpu_per_io(s, cpu):
+    # jiffies (1/100 s) of both guests over the job's I/Os, in us per I/O.
+    return (cpu[0] + cpu[1]) * 1e4 / s["total_ios"] if s["total_ios"] else None
+
+# (label, job, direction, how to read the figure, higher is better)
+rows = [("4k randread QD1 lat p50", "qd1", "read", lambda s, c: s["clat_ns"]["percentile"]["50.000000"] / 1e3, False),
+        ("4k randread QD1 IOPS", "qd1", "read", lambda s, c: s["iops"], True),
+        ("4k randread QD32 IOPS", "read-iops", "read", lambda s, c: s["iops"], True),
+        ("4k randwrite QD32 IOPS", "write-iops", "write", lambda s, c: s["iops"], True),
+        ("128k read QD8 MB/s", "read-mbps", "read", lambda s, c: s["bw_bytes"] / 1e6, True),
+        ("128k write QD8 MB/s", "write-mbps", "write", lambda s, c: s["bw_bytes"] / 1e6, True)]
+rows += [(f"CPU us/IO, {job}", job, rw, cpu_per_io, False)
+         for job, rw in [("qd1", "read"), ("read-iops", "read"), ("write-iops", "write"),
+                         ("read-mbps", "read"), ("write-mbps", "write")]]
 fig, missing = {}, 0
-for n in names:
-    for label, job, rw, get in rows:
+for i in ids:
+    for label, job, rw, get, _ in rows:
         vals = []
         for r in range(1, rounds + 1):
-            p = os.path.join(d, f"{n}.{r}.json")
-            if not os.path.exists(p):
+            p = os.path.join(d, f"{i}.{r}.{job}")
+            if not os.path.exists(p + ".json"):
                 continue
-            for j in json.load(open(p))["jobs"]:
+            cpu = [int(x) for x in open(p + ".cpu").read().split()]
+            for j in json.load(open(p + ".json"))["jobs"]:
                 if j["jobname"] == job and j["error"] == 0:
-                    vals.append(get(j[rw]))
+                    v = get(j[rw], cpu)
+                    if v is not None:
+                        vals.append(v)
         if vals:
-            fig[n, label] = statistics.median(vals)
+            fig[i, label] = statistics.median(vals)
         else:
             missing += 1
-            print(f"FAILED: {n}: {label} not measured")
-print(f"{'':26}" + "".join(f"{n:>14}" for n in names) + "".join(f"{n + ' ÷ siw':>20}" for n in names if n != "siw"))
+            print(f"FAILED: {name[i]}: {label} not measured")
+ours = [i for i in ids if i not in ("siw", "tcp")]
+pairs = [(i, b) for b in ("tcp", "siw") for i in ours]
+print(f"{'':26}" + "".join(f"{name[i]:>12}" for i in ids)
+      + "".join(f"{name[i].replace('iwarp ', '') + ' ÷ ' + name[b].replace('NVMe/', ''):>15}" for i, b in pairs))
 for label, *_ in rows:
-    line = f"{label:26}" + "".join(f"{fig[n, label]:>14.1f}" if (n, label) in fig else f"{'n/a':>14}" for n in names)
-    for n in names:
-        if n == "siw":
-            continue
-        a, b = fig.get((n, label)), fig.get(("siw", label))
-        line += f"{a / b:>20.2f}" if a and b else f"{'n/a':>20}"
+    line = f"{label:26}" + "".join(f"{fig[i, label]:>12.1f}" if (i, label) in fig else f"{'n/a':>12}" for i in ids)
+    for i, b in pairs:
+        x, y = fig.get((i, label)), fig.get((b, label))
+        line += f"{x / y:>15.2f}" if x and y else f"{'n/a':>15}"
     print(line)
-print("(IOPS and MB/s: higher is better for us; latency: lower is better; iwarp plain ÷ siw is like for like)")
+print("(IOPS, MB/s: higher is better for us; latency and CPU per I/O: lower is better; plain ÷ siw is")
+print(" like for like; the goals: ≥ 1.0× NVMe/TCP's IOPS and MB/s at ≤ its CPU per I/O, ≥ 2× siw's)")
 sys.exit(1 if missing else 0)
 EOF
 exit $status

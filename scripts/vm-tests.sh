@@ -462,7 +462,7 @@ nvme_host() {
         echo 'fio: job;error;read KiB/s (the verify);write KiB/s'
         out=\$($fio --name=random-4k --rw=randwrite --bs=4k --size=$((NVME_MIB / 2))M); echo \"\$out\" | cut -d';' -f3,5,7,48
         out=\$($fio --name=sequential-1m --rw=write --bs=1M --size=${NVME_MIB}M); echo \"\$out\" | cut -d';' -f3,5,7,48
-        $(nvme_disconnect)" && return
+        $(nvme_disconnect "$2")" && return
     vm_run "$1" "dmesg | grep -iE 'nvme|rdma|iwarp|siw' | tail"
     vm_run "$3" "dmesg | grep -iE 'nvme|rdma|iwarp|siw' | tail"
     return 1
@@ -473,7 +473,7 @@ nvme_between() {
     local NQN=nqn.2026-11.org.iwarp:nvme-$PORT rc=0
     vm_run A "$1" && vm_run B "$3" || return 1
     nvme_target A "$2" && nvme_host B "$4" A || rc=1
-    nvme_target_down A || rc=1
+    nvme_target_down A "$2" || rc=1
     vm_run B "$5" || rc=1
     return $rc
 }

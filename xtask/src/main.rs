@@ -32,9 +32,9 @@ usage: cargo xtask <task>
                         unmodified iperf3 and sockperf between two guests over plain TCP and
                         over the sockets preload library (with and without markers and CRC):
                         throughput, CPU per MB, ping-pong latency, ratios to TCP
-  bench nvme [--quick]  NVMe over Fabrics (nvme-rdma to nvmet-rdma) between two guests over
-                        iwarp.ko (markers and CRC, and neither) and over siw, in turns: fio
-                        4 KiB latency and IOPS, 128 KiB MB/s, ratios to siw
+  bench nvme [--quick]  NVMe over Fabrics between two guests over iwarp.ko (markers and CRC,
+                        and neither), over siw and over NVMe/TCP, in turns: fio 4 KiB latency
+                        and IOPS, 128 KiB MB/s, CPU per I/O, ratios to NVMe/TCP and siw
   bench profile [--quick] [--reorder]
                         where both guests' CPU time goes (perf, by symbol and by area) in the
                         benchmark's runs: 64 KiB write_bw with and without markers and CRC,
