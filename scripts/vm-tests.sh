@@ -482,6 +482,66 @@ nvme_between() {
 ib_nvme() {
     nvme_between true iw0 "insmod $ko && $(rdma_link iw0 iwarp)" iw0 "rdma link delete iw0 && rmmod iwarp"
 }
+# nvme_host_clean G: after a failed test, takes down what an NVMe host in G may have left (fio,
+# a controller, nvme-rdma, iw0, iwarp.ko), so the tests after it start as they expect.
+nvme_host_clean() {
+    vm_run "$1" "pkill fio; nvme disconnect-all; rmmod nvme-rdma nvme-fabrics nvme-core; rdma link delete iw0; rmmod iwarp; true" >/dev/null 2>&1
+}
+# NVMe through an outage of its target: B's host connects to A's target over iw0 (trying again
+# every second when the connection is lost); while fio writes and verifies at a steady rate, all
+# of A's packets are lost for 15 s, so the target falls silent as a dead machine would: the
+# host's keep-alive fails, it tears its queues down with the peer silent, and its reconnects go
+# unanswered. Then the network comes back: the host must reconnect by itself (its log says so,
+# so an outage that went unnoticed fails), fio's verification pass, and the host disconnect and
+# unload iwarp.ko cleanly.
+ib_nvme_outage() {
+    local NQN=nqn.2026-11.org.iwarp:nvme-$PORT rc=0 host i
+    local fio="fio --filename=\$dev --direct=1 --ioengine=psync --rate_iops=200 --verify=crc32c --do_verify=1 --verify_backlog=32 --verify_state_save=0 --output-format=terse --terse-version=3"
+    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" && nvme_target A iw0 || return 1
+    vm_submit B "set -e
+        $(nvme_connect iw0 A B "--reconnect-delay=1 --ctrl-loss-tmo=120")
+        echo 'fio: job;error;read KiB/s (the verify);write KiB/s'
+        out=\$($fio --name=outage --rw=randwrite --bs=4k --size=8M); echo \"\$out\" | cut -d';' -f3,5,7,48
+        dmesg | grep -E 'nvme nvme[0-9]+: (Reconnecting|Successfully reconnected)' || true
+        dmesg | grep -q 'Successfully reconnected' || { echo 'no reconnect: the outage went unnoticed'; exit 1; }
+        $(nvme_disconnect iw0)
+        rdma link delete iw0 && rmmod iwarp"
+    host=$VM_ID
+    # Silence falls 3 s after fio starts (it says so first).
+    for ((i = 0; i < 600; i++)); do grep -q '^fio: job' "$VM_DIR/B/out.$host" 2>/dev/null && break; sleep 0.2; done
+    sleep 3
+    vm_netem A "loss 100%"
+    echo "A silent"
+    sleep 15
+    vm_netem A
+    echo "A heard again"
+    vm_wait B "$host" 300 || rc=1
+    nvme_target_down A iw0 || rc=1
+    [ $rc = 0 ] || { vm_run B "dmesg | grep -iE 'nvme|rdma|iwarp' | tail -20"; nvme_host_clean B; }
+    return $rc
+}
+# The host unloads iwarp.ko while connected and busy: the RDMA core removes the device under
+# nvme-rdma, which deletes its controller; fio's I/O fails, the module goes, no namespace or
+# controller stays behind, and the target in A sees its host leave.
+ib_nvme_rmmod_host() {
+    local NQN=nqn.2026-11.org.iwarp:nvme-$PORT rc=0
+    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" && nvme_target A iw0 || return 1
+    vm_run B "set -e
+        $(nvme_connect iw0 A B)
+        fio --filename=\$dev --direct=1 --ioengine=libaio --iodepth=16 --rw=randrw --bs=4k --size=64M --time_based --runtime=120 --name=busy >/tmp/busy.out 2>&1 & f=\$!
+        sleep 3
+        kill -0 \$f || { echo 'fio ended before rmmod'; cat /tmp/busy.out; exit 1; }
+        t=\$SECONDS
+        rmmod iwarp
+        echo \"rmmod iwarp returned after \$((SECONDS - t)) s, the host connected and busy\"
+        grep -qw iwarp /proc/modules && { echo 'iwarp.ko still loaded'; exit 1; }
+        if wait \$f; then echo 'fio ran on without its device'; exit 1; fi
+        echo \"fio failed, as it must: \$(grep -m1 -oE 'err=[ 0-9]+[^,]*' /tmp/busy.out)\"
+        ! ls /dev/nvme[0-9]* 2>/dev/null || { echo 'a controller outlived its device'; exit 1; }
+        rmmod nvme-rdma nvme-fabrics nvme-core" || { rc=1; nvme_host_clean B; }
+    nvme_target_down A iw0 || rc=1
+    return $rc
+}
 # The same between siw and us (markers off on our side, iw_markers=0: siw has none), each in
 # either role. A's iwarp.ko is loaded again so; at the end A has iw0 back for rmmod-A.
 ib_nvme_host_on_siw() {
@@ -927,6 +987,8 @@ tests() {
     t ib-link-A ib_link
     t ib-verbs-A ib_verbs
     t ib-nvme-over-fabrics ib_nvme
+    t ib-nvme-target-silent-then-back ib_nvme_outage
+    t ib-nvme-host-rmmod-mid-io ib_nvme_rmmod_host
     t ib-nvme-host-on-siw ib_nvme_host_on_siw
     t ib-nvme-target-on-siw ib_nvme_target_on_siw
     # With an RDMA core device of ours still registered (ib-link-A's).
