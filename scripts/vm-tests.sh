@@ -35,7 +35,7 @@ NVME_MIB=16
 # own: the examples, the sockets library beyond one stream, the wire's format, timing) and run
 # on the release kernel only; interop with siw too (see interop_tests).
 RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-segments|verbs-p2p-rtr-[wr]|verbs-post-to-a-stalled-peer|example-.*|net-reorder-25pct-ipv6|fault-peer-guest-killed)$'
-RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$'
+RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-rdma-cm-to-siw$'
 RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|reuseport)'
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
@@ -542,6 +542,37 @@ ib_nvme_rmmod_host() {
     nvme_target_down A iw0 || rc=1
     return $rc
 }
+# rdma_cm from the kernel between the guests (kmod/check/cm_check.c), as kernel services
+# connect: a server in A on its device A-DEV, a client in B on B-DEV, each found by address. B's
+# first request is rejected with private data, its second accepted with private data, a Send is
+# answered, and B's disconnect reaches both. Each side's checks print as KTAP lines.
+rdma_cm_between() {
+    local cm=${ko%/*}/iwarp_cm_check.ko mark="iwarp-test: rdma_cm $PORT" rc=0
+    local log="dmesg | sed -n '/$mark/,\$p' | grep 'iwarp_cm_check: ' | sed 's/^\[[ 0-9.]*\] //'"
+    vm_serve A cm-check $PORT "echo '$mark' >/dev/kmsg; insmod $cm role=server device=$1 addr=$(vm_ip A) port=$PORT; rc=\$?
+        $log; [ \$rc = 0 ] && rmmod iwarp_cm_check" || return 1
+    vm_run B "echo '$mark' >/dev/kmsg; insmod $cm role=client device=$2 addr=$(vm_ip A) port=$PORT; rc=\$?
+        $log; [ \$rc = 0 ] && rmmod iwarp_cm_check" || rc=1
+    echo "--- server in A:"
+    vm_served A cm-check 300 || rc=1
+    return $rc
+}
+ib_rdma_cm() {
+    local rc=0
+    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" || return 1
+    rdma_cm_between iw0 iw0 || rc=1
+    vm_run B "rdma link delete iw0 && rmmod iwarp" || rc=1
+    return $rc
+}
+# The same toward siw: ib-nvme-host-on-siw left A's iwarp.ko without markers and B's siw
+# without a link.
+ib_rdma_cm_to_siw() {
+    local rc=0
+    vm_run B "$(rdma_link siw0 siw)" || return 1
+    rdma_cm_between iw0 siw0 || rc=1
+    vm_run B "rdma link delete siw0" || rc=1
+    return $rc
+}
 # The same between siw and us (markers off on our side, iw_markers=0: siw has none), each in
 # either role. A's iwarp.ko is loaded again so; at the end A has iw0 back for rmmod-A.
 ib_nvme_host_on_siw() {
@@ -989,7 +1020,9 @@ tests() {
     t ib-nvme-over-fabrics ib_nvme
     t ib-nvme-target-silent-then-back ib_nvme_outage
     t ib-nvme-host-rmmod-mid-io ib_nvme_rmmod_host
+    t ib-rdma-cm-between-guests ib_rdma_cm
     t ib-nvme-host-on-siw ib_nvme_host_on_siw
+    t ib-rdma-cm-to-siw ib_rdma_cm_to_siw
     t ib-nvme-target-on-siw ib_nvme_target_on_siw
     # With an RDMA core device of ours still registered (ib-link-A's).
     t rmmod-A vm_run A "rmmod iwarp && ! grep -qw iwarp /proc/modules && test ! -e /dev/iwarp && test ! -e /sys/class/infiniband/iw0"
