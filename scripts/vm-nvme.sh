@@ -41,7 +41,8 @@ nvme_connect() {
     echo "$([ "$tr" = rdma ] && only_rdma_link "$1")
         modprobe nvme-$tr
         nvme connect -t $tr -a $(vm_ip "$2") -s $PORT -n $NQN -q nqn.2026-11.org.iwarp:host-$3 ${4:-}
-        for i in \$(seq 100); do dev=\$(ls /dev/nvme*n1 2>/dev/null | head -1); [ -n \"\$dev\" ] && break; sleep 0.1; done"
+        for i in \$(seq 300); do dev=\$(ls /dev/nvme*n1 2>/dev/null | head -1); [ -n \"\$dev\" ] && break; sleep 0.1; done
+        [ -n \"\$dev\" ] || { echo 'no namespace within 30 s'; false; }"
 }
 # nvme_disconnect DEV: the commands that disconnect nvme_connect's namespace over DEV and unload
 # the host.

@@ -501,7 +501,7 @@ ib_nvme_outage() {
     vm_submit B "set -e
         $(nvme_connect iw0 A B "--reconnect-delay=1 --ctrl-loss-tmo=120")
         echo 'fio: job;error;read KiB/s (the verify);write KiB/s'
-        out=\$($fio --name=outage --rw=randwrite --bs=4k --size=8M); echo \"\$out\" | cut -d';' -f3,5,7,48
+        out=\$($fio --name=outage --rw=randwrite --bs=4k --size=$((NVME_MIB / 4))M); echo \"\$out\" | cut -d';' -f3,5,7,48
         dmesg | grep -E 'nvme nvme[0-9]+: (Reconnecting|Successfully reconnected)' || true
         dmesg | grep -q 'Successfully reconnected' || { echo 'no reconnect: the outage went unnoticed'; exit 1; }
         $(nvme_disconnect iw0)
@@ -528,9 +528,12 @@ ib_nvme_rmmod_host() {
     vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" && nvme_target A iw0 || return 1
     vm_run B "set -e
         $(nvme_connect iw0 A B)
-        fio --filename=\$dev --direct=1 --ioengine=libaio --iodepth=16 --rw=randrw --bs=4k --size=64M --time_based --runtime=120 --name=busy >/tmp/busy.out 2>&1 & f=\$!
-        sleep 3
+        fio --filename=\$dev --allow_file_create=0 --direct=1 --ioengine=libaio --iodepth=16 --rw=randrw --bs=4k --size=64M --time_based --runtime=120 --name=busy >/tmp/busy.out 2>&1 & f=\$!
+        # Busy means I/O done on the namespace (its completed reads and writes), not fio started.
+        ios() { awk '{ print \$1 + \$5 }' /sys/block/\${dev#/dev/}/stat; }
+        for i in \$(seq 300); do [ \$(ios) -gt 200 ] && break; sleep 0.1; done
         kill -0 \$f || { echo 'fio ended before rmmod'; cat /tmp/busy.out; exit 1; }
+        echo \"\$(ios) I/Os done on \$dev\"; [ \$(ios) -gt 200 ]
         t=\$SECONDS
         rmmod iwarp
         echo \"rmmod iwarp returned after \$((SECONDS - t)) s, the host connected and busy\"
