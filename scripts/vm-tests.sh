@@ -545,36 +545,37 @@ ib_nvme_rmmod_host() {
     nvme_target_down A iw0 || rc=1
     return $rc
 }
-# rdma_cm from the kernel between the guests (kmod/check/cm_check.c), as kernel services
-# connect: a server in A on its device A-DEV, a client in B on B-DEV, each found by address. B's
+# rdma_cm_between A-DEV B-DEV B-SETUP B-TEARDOWN: rdma_cm from the kernel between the guests
+# (kmod/check/cm_check.c), as kernel services connect: after B-SETUP in B, a server in A on its
+# device A-DEV, a client in B on B-DEV, each found by address; then B-TEARDOWN in B. B's
 # first request is rejected with private data, its second accepted with private data, a Send is
 # answered, and B's disconnect reaches both. Each side's checks print as KTAP lines.
 rdma_cm_between() {
     local cm=${ko%/*}/iwarp_cm_check.ko mark="iwarp-test: rdma_cm $PORT" rc=0
     local log="dmesg | sed -n '/$mark/,\$p' | grep 'iwarp_cm_check: ' | sed 's/^\[[ 0-9.]*\] //'"
-    vm_serve A cm-check $PORT "echo '$mark' >/dev/kmsg; insmod $cm role=server device=$1 addr=$(vm_ip A) port=$PORT; rc=\$?
-        $log; [ \$rc = 0 ] && rmmod iwarp_cm_check" || return 1
-    vm_run B "echo '$mark' >/dev/kmsg; insmod $cm role=client device=$2 addr=$(vm_ip A) port=$PORT; rc=\$?
-        $log; [ \$rc = 0 ] && rmmod iwarp_cm_check" || rc=1
-    echo "--- server in A:"
-    vm_served A cm-check 300 || rc=1
+    # cm_check_in ROLE DEV: the check in one role on device DEV; its KTAP lines; unloaded if it passed.
+    cm_check_in() {
+        echo "echo '$mark' >/dev/kmsg; insmod $cm role=$1 device=$2 addr=$(vm_ip A) port=$PORT; rc=\$?
+            $log; [ \$rc = 0 ] && rmmod iwarp_cm_check"
+    }
+    vm_run B "$3" || return 1
+    if vm_serve A cm-check $PORT "$(cm_check_in server "$1")"; then
+        vm_run B "$(cm_check_in client "$2")" || rc=1
+        echo "--- server in A:"
+        vm_served A cm-check 300 || rc=1
+    else
+        rc=1
+    fi
+    vm_run B "$4" || rc=1
     return $rc
 }
 ib_rdma_cm() {
-    local rc=0
-    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" || return 1
-    rdma_cm_between iw0 iw0 || rc=1
-    vm_run B "rdma link delete iw0 && rmmod iwarp" || rc=1
-    return $rc
+    rdma_cm_between iw0 iw0 "insmod $ko && $(rdma_link iw0 iwarp)" "rdma link delete iw0 && rmmod iwarp"
 }
 # The same toward siw: ib-nvme-host-on-siw left A's iwarp.ko without markers and B's siw
 # without a link.
 ib_rdma_cm_to_siw() {
-    local rc=0
-    vm_run B "$(rdma_link siw0 siw)" || return 1
-    rdma_cm_between iw0 siw0 || rc=1
-    vm_run B "rdma link delete siw0" || rc=1
-    return $rc
+    rdma_cm_between iw0 siw0 "$(rdma_link siw0 siw)" "rdma link delete siw0"
 }
 # The same between siw and us (markers off on our side, iw_markers=0: siw has none), each in
 # either role. A's iwarp.ko is loaded again so; at the end A has iw0 back for rmmod-A.
