@@ -553,7 +553,7 @@ ib_nvme_rmmod_host() {
 rdma_cm_between() {
     local cm=${ko%/*}/iwarp_cm_check.ko mark="iwarp-test: rdma_cm $PORT" rc=0
     local log="dmesg | sed -n '/$mark/,\$p' | grep 'iwarp_cm_check: ' | sed 's/^\[[ 0-9.]*\] //'"
-    # cm_check_in ROLE DEV: the check in one role on device DEV; its KTAP lines; unloaded if it passed.
+    # cm_check_in ROLE DEV: the check as ROLE on DEV, its KTAP lines; unloaded if it passed.
     cm_check_in() {
         echo "echo '$mark' >/dev/kmsg; insmod $cm role=$1 device=$2 addr=$(vm_ip A) port=$PORT; rc=\$?
             $log; [ \$rc = 0 ] && rmmod iwarp_cm_check"

@@ -21,6 +21,8 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 
+#include "ktap.h"
+
 static char *role = "client";
 module_param(role, charp, 0444);
 MODULE_PARM_DESC(role, "server (listens on addr:port) or client (connects to it)");
@@ -34,15 +36,6 @@ static int port = 7600;
 module_param(port, int, 0444);
 MODULE_PARM_DESC(port, "The server's port");
 
-static int checks, failures;
-
-#define CHECK(cond, fmt, ...)                                                            \
-	do {                                                                             \
-		bool ok_ = (cond);                                                       \
-		checks++;                                                                \
-		failures += !ok_;                                                        \
-		pr_info("%sok %d - " fmt "\n", ok_ ? "" : "not ", checks, ##__VA_ARGS__); \
-	} while (0)
 
 #define WAIT (30 * HZ)
 #define MSG 64
@@ -377,9 +370,7 @@ static int __init cm_check_init(void)
 		run_client(&at);
 	else
 		CHECK(false, "role=%s is server or client", role);
-	pr_info("1..%d\n", checks);
-	pr_info("# %d of %d checks failed\n", failures, checks);
-	return failures ? -EIO : 0;
+	return ktap_end();
 }
 
 static void __exit cm_check_exit(void)

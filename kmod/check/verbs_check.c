@@ -24,6 +24,8 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/iw_cm.h>
 
+#include "ktap.h"
+
 static char *device = "iw0";
 module_param(device, charp, 0444);
 MODULE_PARM_DESC(device, "The RDMA core device to check (an iwarp.ko link)");
@@ -37,17 +39,8 @@ static int port = 7500;
 module_param(port, int, 0444);
 MODULE_PARM_DESC(port, "The port its listener takes");
 
-static int checks, failures;
 static struct ib_qp_attr attr_scratch;
 static struct ib_qp_init_attr init_scratch;
-
-#define CHECK(cond, fmt, ...)                                                            \
-	do {                                                                             \
-		bool ok_ = (cond);                                                       \
-		checks++;                                                                \
-		failures += !ok_;                                                        \
-		pr_info("%sok %d - " fmt "\n", ok_ ? "" : "not ", checks, ##__VA_ARGS__); \
-	} while (0)
 
 /* Receives posted, and how they completed. */
 struct receives {
@@ -627,9 +620,7 @@ static int __init verbs_check_init(void)
 	CHECK(!rv && found, "device %s found", device);
 	if (!rv)
 		ib_unregister_client(&verbs_check_client);
-	pr_info("1..%d\n", checks);
-	pr_info("# %d of %d checks failed\n", failures, checks);
-	return failures ? -EIO : 0;
+	return ktap_end();
 }
 
 static void __exit verbs_check_exit(void)
