@@ -4,9 +4,11 @@
 # `perf record -a` (the cpu-clock event: TCG has no PMU, and it samples at the tick, a few hundred
 # samples a second) around both the server (guest B) and the client (guest A), and prints each
 # guest's hottest symbols (kernel, iwarp.ko, user space) and its time by area: CRC, copies,
-# iwarp.ko, TCP/IP, virtio-net, idle. Usage: profile-vm.sh [--quick] [--reorder]
+# iwarp.ko, TCP/IP, virtio-net, idle. Usage: profile-vm.sh [--quick] [--reorder | --nvme]
 # --reorder: the bandwidth cases only, under 25 % reordering (a quarter of the packets held 2 ms,
 # one wire packet per fault, as bench-vm.sh --faults): where the time goes when it does.
+# --nvme: instead, fio's 4 KiB random reads 32 deep from nvmet in A (the target) to the host in
+# B, as bench-nvme.sh runs them, over iwarp.ko plain, over siw and over NVMe/TCP in turn.
 # Cases: 64 KiB write_bw with markers and CRC and without either; 8 B write_lat and send_lat with
 # markers and CRC. Samples stay in the guests' /run; nothing is written to the tree.
 set -uo pipefail
@@ -14,12 +16,13 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 source "$here/scripts/vm-lib.sh"
 ko="$here/target/kmod/release/iwarp.ko"
 bench="$here/target/release/iwarp-bench"
-quick=0 reorder=0
+quick=0 reorder=0 nvme=0
 for a in "$@"; do
     case $a in
         --quick) quick=1 ;;
         --reorder) reorder=1 ;;
-        *) echo "usage: profile-vm.sh [--quick] [--reorder]" >&2; exit 2 ;;
+        --nvme) nvme=1 ;;
+        *) echo "usage: profile-vm.sh [--quick] [--reorder | --nvme]" >&2; exit 2 ;;
     esac
 done
 command -v perf >/dev/null || { echo "SKIP: perf is not installed (cargo xtask setup installs linux-perf)" >&2; exit 1; }
@@ -28,8 +31,8 @@ top=$((quick ? 12 : 25))
 
 vm_start 2 release || exit $?
 B=$(vm_ip B)
-vm_run A "insmod $ko" >/dev/null && vm_run B "insmod $ko" >/dev/null || { vm_stop; echo "FATAL: insmod failed" >&2; exit 1; }
 status=0
+((nvme)) || { vm_run A "insmod $ko" >/dev/null && vm_run B "insmod $ko" >/dev/null; } || { vm_stop; echo "FATAL: insmod failed" >&2; exit 1; }
 cases=("mc-bw|--markers 1 --crc 1|write_bw|65536|$bw_iters" "plain-bw|--markers 0 --crc 0|write_bw|65536|$bw_iters"
     "mc-write-lat|--markers 1 --crc 1|write_lat|8|$lat_iters" "mc-send-lat|--markers 1 --crc 1|send_lat|8|$lat_iters")
 if ((reorder)); then
@@ -74,7 +77,7 @@ for line in sys.stdin:
 # from the tree, not /lib/modules), hottest symbols first, then by area.
 report() {
     local f=/run/iwarp/perf.$2.data
-    echo "-- guest $1 ($([ "$1" = A ] && echo client || echo server))"
+    echo "-- guest $1 ($([ "$1" = A ] && echo "${ROLE_A:-client}" || echo "${ROLE_B:-server}"))"
     vm_run "$1" "perf report -i $f --kallsyms /proc/kallsyms --no-children --sort dso,sym --stdio 2>/dev/null >$f.txt
 grep -m1 '^# Samples' $f.txt
 grep -E '^ +[0-9.]+%' $f.txt | head -$top
@@ -108,6 +111,35 @@ host_share() {
         printf "guest B vCPU %.0f%%, device emulation %.0f%%, other %.0f%%; ", 100 * d[4] / wall, 100 * d[5] / wall, 100 * d[6] / wall
         printf "whole host busy %.0f%% of %d%%\n", 100 * d[7] / wall, 100 * cores }'
 }
+# nvme_case ID|NAME|DEVICE|UP|DOWN (bench-nvme.sh's stacks): nvmet in A over DEVICE, the host
+# in B, and fio's 4 KiB random reads 32 deep for 10 s (3 with --quick) under perf in both.
+nvme_case() {
+    local id name dev up down NQN=nqn.2026-11.org.iwarp:profile PORT=4420 secs=$((quick ? 3 : 10)) a out
+    IFS='|' read -r id name dev up down <<<"$1"
+    echo "==== nvme-$id: NVMe over $name, fio 4 KiB random reads 32 deep, $secs s"
+    vm_run A "$up" >/dev/null && vm_run B "$up" >/dev/null && nvme_target A "$dev" >/dev/null &&
+        vm_run B "set -e; $(nvme_connect "$dev" A B)" >/dev/null || { echo "FAILED: nvme-$id: setup"; return 1; }
+    before=$(host_cpu)
+    vm_submit A "$(record "nvme-$id") sleep $((secs + 1))"
+    a=$VM_ID
+    out=$(vm_run B "dev=\$(ls /dev/nvme*n1 | head -1) && $(record "nvme-$id") fio --filename=\$dev --direct=1 --ioengine=libaio --rw=randread --bs=4k --iodepth=32 --time_based --runtime=$secs --size=256M --name=read-iops --output-format=terse --terse-version=3 | cut -d';' -f8") || { echo "$out"; return 1; }
+    vm_wait A "$a" 120 >/dev/null
+    after=$(host_cpu)
+    echo "fio: $(grep -E '^[0-9.]+$' <<<"$out") IOPS"
+    host_share "$before" "$after"
+    ROLE_A=target ROLE_B=host report B "nvme-$id"
+    ROLE_A=target ROLE_B=host report A "nvme-$id"
+    vm_run B "$(nvme_disconnect "$dev")" >/dev/null && nvme_target_down A "$dev" >/dev/null &&
+        vm_run A "$down" >/dev/null && vm_run B "$down" >/dev/null
+}
+if ((nvme)); then
+    source "$here/scripts/vm-nvme.sh"
+    cases=()
+    for s in "plain|iwarp plain|iw0|insmod $ko iw_markers=0 iw_crc=0 && $(rdma_link iw0 iwarp)|rdma link delete iw0 && rmmod iwarp" \
+        "siw|siw|siw0|modprobe siw && $(rdma_link siw0 siw)|rdma link delete siw0 && rmmod siw" "tcp|NVMe/TCP|tcp|true|true"; do
+        nvme_case "$s" || status=1
+    done
+fi
 for c in "${cases[@]}"; do
     IFS='|' read -r name opts test size iters <<<"$c"
     echo "==== $name: $test of $size B, iwarp-bench $opts"

@@ -35,11 +35,12 @@ usage: cargo xtask <task>
   bench nvme [--quick]  NVMe over Fabrics between two guests over iwarp.ko (markers and CRC,
                         and neither), over siw and over NVMe/TCP, in turns: fio 4 KiB latency
                         and IOPS, 128 KiB MB/s, CPU per I/O, ratios to NVMe/TCP and siw
-  bench profile [--quick] [--reorder]
+  bench profile [--quick] [--reorder | --nvme]
                         where both guests' CPU time goes (perf, by symbol and by area) in the
                         benchmark's runs: 64 KiB write_bw with and without markers and CRC,
                         8 B write_lat and send_lat; --reorder: the write_bw runs under 25 %
-                        reordering, one wire packet per fault
+                        reordering, one wire packet per fault; --nvme: fio's 4 KiB reads
+                        32 deep over NVMe on iwarp.ko plain, siw and NVMe/TCP
   fuzz-vm [--streams N] [--seed S] [--debug]
                         the hostile peer: N (1000) mutated streams against iwarp.ko between two
                         guests, each checked against the model, outcomes tallied
@@ -82,7 +83,7 @@ fn main() -> ExitCode {
         Some("bench") if args.get(1).map(String::as_str) == Some("profile") => {
             script("build-kernel.sh", &["release"])
                 && build_guest_side("release", true)
-                && script("profile-vm.sh", &["--quick", "--reorder"].into_iter().filter(|f| flag(f)).collect::<Vec<_>>())
+                && script("profile-vm.sh", &["--quick", "--reorder", "--nvme"].into_iter().filter(|f| flag(f)).collect::<Vec<_>>())
         }
         Some("demo") => demo(),
         Some("fuzz-vm") => {
