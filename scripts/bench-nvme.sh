@@ -26,12 +26,8 @@ rounds=${ROUNDS:-$rounds}
 vm_start 2 release || exit $?
 status=0
 PORT=4420
-# Each stack: ID|NAME|DEVICE (tcp: NVMe/TCP)|the commands that make DEVICE in a guest|those that
-# take it away.
-stacks=("mc|iwarp M+C|iw0|insmod $ko && $(rdma_link iw0 iwarp)|rdma link delete iw0 && rmmod iwarp"
-    "plain|iwarp plain|iw0|insmod $ko iw_markers=0 iw_crc=0 && $(rdma_link iw0 iwarp)|rdma link delete iw0 && rmmod iwarp"
-    "siw|siw|siw0|modprobe siw && $(rdma_link siw0 siw)|rdma link delete siw0 && rmmod siw"
-    "tcp|NVMe/TCP|tcp|true|true")
+# The stacks (vm-nvme.sh), in the order they take turns.
+stacks=("$(nvme_stack mc)" "$(nvme_stack plain)" "$(nvme_stack siw)" "$(nvme_stack tcp)")
 # The fio jobs, each run alone: NAME|its options.
 jobs=("qd1|--rw=randread --bs=4k --iodepth=1"
     "read-iops|--rw=randread --bs=4k --iodepth=32"

@@ -73,11 +73,11 @@ def path(m):
     return "::".join(o for o in out if o != "iwarp_main") or s
 for line in sys.stdin:
     print(re.sub(r"_R[0-9A-Za-z_]+", path, line), end="")'
-# report G CASE: guest G's profile of CASE (module symbols from kallsyms: the module was loaded
-# from the tree, not /lib/modules), hottest symbols first, then by area.
+# report G CASE ROLE: guest G's profile of CASE, G being its ROLE (module symbols from kallsyms:
+# the module was loaded from the tree, not /lib/modules), hottest symbols first, then by area.
 report() {
     local f=/run/iwarp/perf.$2.data
-    echo "-- guest $1 ($([ "$1" = A ] && echo "${ROLE_A:-client}" || echo "${ROLE_B:-server}"))"
+    echo "-- guest $1 ($3)"
     vm_run "$1" "perf report -i $f --kallsyms /proc/kallsyms --no-children --sort dso,sym --stdio 2>/dev/null >$f.txt
 grep -m1 '^# Samples' $f.txt
 grep -E '^ +[0-9.]+%' $f.txt | head -$top
@@ -111,7 +111,7 @@ host_share() {
         printf "guest B vCPU %.0f%%, device emulation %.0f%%, other %.0f%%; ", 100 * d[4] / wall, 100 * d[5] / wall, 100 * d[6] / wall
         printf "whole host busy %.0f%% of %d%%\n", 100 * d[7] / wall, 100 * cores }'
 }
-# nvme_case ID|NAME|DEVICE|UP|DOWN (bench-nvme.sh's stacks): nvmet in A over DEVICE, the host
+# nvme_case ID|NAME|DEVICE|UP|DOWN (vm-nvme.sh's nvme_stack): nvmet in A over DEVICE, the host
 # in B, and fio's 4 KiB random reads 32 deep for 10 s (3 with --quick) under perf in both.
 nvme_case() {
     local id name dev up down NQN=nqn.2026-11.org.iwarp:profile PORT=4420 secs=$((quick ? 3 : 10)) a out
@@ -127,17 +127,16 @@ nvme_case() {
     after=$(host_cpu)
     echo "fio: $(grep -E '^[0-9.]+$' <<<"$out") IOPS"
     host_share "$before" "$after"
-    ROLE_A=target ROLE_B=host report B "nvme-$id"
-    ROLE_A=target ROLE_B=host report A "nvme-$id"
+    report B "nvme-$id" host
+    report A "nvme-$id" target
     vm_run B "$(nvme_disconnect "$dev")" >/dev/null && nvme_target_down A "$dev" >/dev/null &&
         vm_run A "$down" >/dev/null && vm_run B "$down" >/dev/null
 }
 if ((nvme)); then
     source "$here/scripts/vm-nvme.sh"
     cases=()
-    for s in "plain|iwarp plain|iw0|insmod $ko iw_markers=0 iw_crc=0 && $(rdma_link iw0 iwarp)|rdma link delete iw0 && rmmod iwarp" \
-        "siw|siw|siw0|modprobe siw && $(rdma_link siw0 siw)|rdma link delete siw0 && rmmod siw" "tcp|NVMe/TCP|tcp|true|true"; do
-        nvme_case "$s" || status=1
+    for s in plain siw tcp; do
+        nvme_case "$(nvme_stack $s)" || status=1
     done
 fi
 for c in "${cases[@]}"; do
@@ -150,8 +149,8 @@ for c in "${cases[@]}"; do
     after=$(host_cpu)
     grep -E "^$test|MB/s|us" <<<"$out" | grep -v "^\[" | head -4
     host_share "$before" "$after"
-    report B "$name"
-    report A "$name"
+    report B "$name" server
+    report A "$name" client
 done
 vm_stop || status=1
 exit $status

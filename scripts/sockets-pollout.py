@@ -155,8 +155,8 @@ def send(host, port, mib, mode):
     first = timeouts(c, data) if mode == "poll" else 0
     c.setblocking(False)
     r, w = os.pipe()
-    # Five ticks 50 ms apart. A transfer that ends before the last goes on waiting on the same
-    # set until it comes (8 MiB once ended before the fourth of ticks 0.2 s apart).
+    # Five ticks 50 ms apart. A writer done before the last goes on waiting on the same set
+    # until it comes (8 MiB once ended before the fourth of ticks 0.2 s apart).
     ticks = 5
     stop = threading.Event()
 
@@ -170,13 +170,13 @@ def send(host, port, mib, mode):
     wait = waiter(mode, c, r)
     edge = mode == "epoll-et"
     at, waits, eagain, seen, blocked, idle = first, 0, 0, 0, 0, 0
-    while at < len(data):
+    while at < len(data) or seen < ticks:
         writable, tick = wait()
         waits += 1
         idle += not writable and not tick
         if tick:
             seen += len(os.read(r, 16))
-        if not writable:
+        if not writable or at == len(data):
             continue
         # Level-triggered: one write per report. Edge-triggered: until EAGAIN, as such writers
         # do; the next report must come when writing is possible again.
@@ -193,14 +193,6 @@ def send(host, port, mib, mode):
                 break
             if not edge:
                 break
-    while seen < ticks:
-        writable, tick = wait()
-        waits += 1
-        if not writable and not tick:
-            idle += 1
-            break
-        if tick:
-            seen += len(os.read(r, 16))
     stop.set()
     c.setblocking(True)
     c.shutdown(socket.SHUT_WR)

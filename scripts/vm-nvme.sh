@@ -9,6 +9,17 @@ rdma_link() { echo "rdma link add $1 type $2 netdev \$IWARP_IF"; }
 only_rdma_link() {
     echo "for d in \$(rdma link show | awk '{print \$2}' | cut -d/ -f1 | sort -u); do [ \$d = $1 ] || rdma link delete \$d; done"
 }
+# nvme_stack ID: the stack ID (mc: iwarp.ko with markers and CRC, plain: without either, siw,
+# tcp: NVMe/TCP) as the benchmarks take it: ID|NAME|DEVICE (tcp for NVMe/TCP)|the commands that
+# make DEVICE in a guest|those that take it away. iwarp.ko is $ko.
+nvme_stack() {
+    case $1 in
+        mc) echo "mc|iwarp M+C|iw0|insmod $ko && $(rdma_link iw0 iwarp)|rdma link delete iw0 && rmmod iwarp" ;;
+        plain) echo "plain|iwarp plain|iw0|insmod $ko iw_markers=0 iw_crc=0 && $(rdma_link iw0 iwarp)|rdma link delete iw0 && rmmod iwarp" ;;
+        siw) echo "siw|siw|siw0|modprobe siw && $(rdma_link siw0 siw)|rdma link delete siw0 && rmmod siw" ;;
+        tcp) echo "tcp|NVMe/TCP|tcp|true|true" ;;
+    esac
+}
 # nvme_transport DEV: the NVMe transport over device DEV: tcp for `tcp`, else rdma.
 nvme_transport() { if [ "$1" = tcp ]; then echo tcp; else echo rdma; fi; }
 # nvme_target G DEV: nvmet in guest G exports a memory-backed null_blk namespace over its RDMA
