@@ -6,7 +6,6 @@ use crate::abi::{cq_ring, wc_flags, wc_opcode, wc_status, CqOp, Cqe, CreateCq, C
 use crate::device::Device;
 use crate::ring::Mapping;
 use crate::sys;
-use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -126,14 +125,16 @@ pub enum WaitMode {
     Poll,
 }
 
-/// A completion queue. Not `Sync`: one thread polls it (its consumer index is local).
+/// A completion queue. Not `Sync`: one thread polls it at a time. Its consumer index lives in
+/// the ring, so processes that share it after a fork may take turns (under a lock of theirs).
 pub struct CompletionQueue<'d> {
     dev: &'d Device,
     handle: u32,
     ring: Mapping,
     depth: u32,
-    consumer: Cell<u32>,
     event: OwnedFd,
+    /// Polled by one thread at a time.
+    _not_sync: std::marker::PhantomData<std::cell::Cell<()>>,
 }
 
 impl<'d> CompletionQueue<'d> {
@@ -145,7 +146,7 @@ impl<'d> CompletionQueue<'d> {
         let ring = Mapping::new(dev.file().as_fd(), req.mmap_offset, req.mmap_len).inspect_err(|_| {
             let _ = sys::ioctl(dev.file().as_fd(), IOCTL_DESTROY_CQ, &mut CqOp { cq: handle, solicited_only: 0 });
         })?;
-        Ok(CompletionQueue { dev, handle, ring, depth: req.depth, consumer: Cell::new(0), event })
+        Ok(CompletionQueue { dev, handle, ring, depth: req.depth, event, _not_sync: std::marker::PhantomData })
     }
 
     /// The module's handle.
@@ -161,7 +162,8 @@ impl<'d> CompletionQueue<'d> {
     /// Takes up to `out.len()` completions; returns how many. No system call.
     pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
         let producer = self.ring.word(cq_ring::PRODUCER).load(Ordering::Acquire);
-        let mut consumer = self.consumer.get();
+        // Only we write it (the module reads it to know which slots are free again).
+        let mut consumer = self.ring.word(cq_ring::CONSUMER).load(Ordering::Relaxed);
         let mut n = 0;
         while n < out.len() && consumer != producer {
             let slot = (consumer & (self.depth - 1)) as usize;
@@ -173,7 +175,6 @@ impl<'d> CompletionQueue<'d> {
             consumer = consumer.wrapping_add(1);
         }
         if n > 0 {
-            self.consumer.set(consumer);
             self.ring.word(cq_ring::CONSUMER).store(consumer, Ordering::Release);
         }
         n

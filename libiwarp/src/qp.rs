@@ -595,6 +595,19 @@ impl<'a> QueuePair<'a> {
         self.negotiated.as_ref()
     }
 
+    /// Where the next send and receive entries go. Processes that share this QP after a fork,
+    /// taking turns under a lock of their own, hand these on: each resumes where the one before
+    /// left ([`QueuePair::resume_at`]).
+    pub fn tails(&self) -> (u32, u32) {
+        (self.sq.tail.get(), self.rq.tail.get())
+    }
+
+    /// Resumes at the tails another process's copy of this QP left ([`QueuePair::tails`]).
+    pub fn resume_at(&self, (sq, rq): (u32, u32)) {
+        self.sq.tail.set(sq);
+        self.rq.tail.set(rq);
+    }
+
     /// The module's handle for this QP (as in completions).
     pub fn handle(&self) -> u32 {
         self.handle
