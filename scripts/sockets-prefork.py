@@ -21,9 +21,8 @@ import select
 import signal
 import socket
 import struct
-import time
 
-from sockets_ends import main
+from sockets_ends import connect, main
 
 CONNECTIONS = 4
 
@@ -98,18 +97,6 @@ def serve(port, reuseport):
     how = "their own SO_REUSEPORT listeners" if reuseport else "the master's listener"
     print(f"serve: two workers on {how} read {sum(map(len, parts.values()))} octets over {CONNECTIONS} connections")
     print(hashlib.sha256(b"".join(parts[i] for i in range(CONNECTIONS))).hexdigest())
-
-
-def connect(host, port):
-    """Connects, waiting up to 20 s for a listener (reuseport's workers listen after starting)."""
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            return socket.create_connection((host, port))
-        except ConnectionRefusedError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def send(host, port, mib):

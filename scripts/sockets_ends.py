@@ -16,6 +16,18 @@ def accept_one(port):
     return s.accept()[0]
 
 
+def connect(host, port):
+    """Connects, waiting up to 20 s for a listener (a server's start under TCG can take that)."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            return socket.create_connection((host, port))
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_hashed(c, first=b"", pause=0.0):
     """Reads `c` to its end (after `first`, already read), pausing `pause` seconds after each
     read; returns (octets, SHA-256 hex digest)."""

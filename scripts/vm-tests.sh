@@ -668,12 +668,22 @@ sock_http() {
 sock_plain_peer() {
     socat_through 16 "" && same_hashes "$SOCAT_OUT" && upgraded 0 "$SOCAT_OUT"
 }
-# sock_fork MODE: a server forks with an upgraded connection (sockets-fork.py MODE): serve,
-# the child serves it and the parent's copy fails; stale, the parent serves it across a second
-# fork and the first child's out-of-date copy fails. Either way the stream arrives whole.
-sock_fork() {
-    py_ends fork "$1" 8
+# sock_fork_split: at both ends a forked child writes while the parent reads (sockets-fork.py
+# split); what each end sent is what the other read.
+sock_fork_split() {
+    local out
+    out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-fork.py split $PORT" \
+        A "sleep 1; $(socks) timeout 120 python3 $here/scripts/sockets-fork.py send $B $PORT $1 split" 300) || { echo "$out"; return 1; }
+    echo "$out"
+    local h
+    for h in "client server" "server client"; do
+        set -- $h
+        [ -n "$(sent_by "$1" "$out")" ] && [ "$(sent_by "$1" "$out")" = "$(read_by "$2" "$out")" ] || { echo "what the $1 sent is not what the $2 read"; return 1; }
+    done
+    upgraded 2 "$out"
 }
+sent_by() { grep -oP "^$1 sent \K[0-9a-f]{64}" <<<"$2"; }
+read_by() { grep -oP "^$1 read \K[0-9a-f]{64}" <<<"$2"; }
 # py_ends NAME SERVE MIB [MODE]: scripts/sockets-NAME.py's two ends, both with the library:
 # `SERVE PORT` in B, `send B PORT MIB [MODE]` in A; both print the hash of the stream, which
 # must agree, and both connections must be upgraded (PY_ENDS_UPGRADED: how many ends, if the
@@ -1006,8 +1016,8 @@ tests() {
     t sockets-sockperf-ping-pong-and-throughput sock_sockperf
     t sockets-http-server-and-curl sock_http
     t sockets-plain-peer-gets-tcp sock_plain_peer
-    t sockets-fork-child-serves-parent-copy-fails sock_fork serve
-    t sockets-fork-twice-older-copy-fails sock_fork stale
+    t sockets-reader-and-writer-processes sock_fork_split $((SOCK_MIB < 8 ? SOCK_MIB : 8))
+    t sockets-fork-processes-read-in-turn py_ends fork turns 8 turns
     t sockets-socat-forking-server-three-clients sock_fork_server
     t sockets-rules-file-by-address sock_rules_file
     t sockets-timeouts-and-nonblocking-writer-poll-select-epoll sock_pollout

@@ -12,6 +12,10 @@
 //! ring, and go as one message when it completes (TCP took it), sent by whichever call of the
 //! library's sees that first, or by its [`crate::flusher`] thread.
 //!
+//! A connection works from every process that holds it, as a TCP socket does: its rings, its
+//! stream's state and the lock that guards them are in memory the processes share (a fork
+//! copies only the mappings), and the QP's ring tails travel with the state.
+//!
 //! Readiness for `poll`, `select` and `epoll`: the application's descriptor becomes an epoll
 //! instance watching the receive CQ's eventfd (so it polls as the eventfd does, and a read or
 //! write past this library fails instead of moving the counter). The eventfd is armed for
@@ -20,6 +24,7 @@
 //! itself while received data waits unread.
 
 use crate::real::real;
+use crate::shared::{Holders, Shared, SharedGuard, SharedMutex};
 use libc::{c_int, c_void};
 use libiwarp::{
     Access, CompletionQueue, ConnectOptions, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, RecvWr, Remote, Role, SendOp, SendWr, Sge, WcOpcode,
@@ -28,9 +33,9 @@ use libiwarp::{
 use std::io;
 use std::mem::ManuallyDrop;
 use std::net::TcpStream;
+use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Octets of the receive ring (the window the peer may write ahead of our reads), and of the
@@ -127,61 +132,20 @@ pub(crate) fn module_present() -> bool {
     Device::open().is_ok()
 }
 
-/// Memory mapped `MAP_SHARED`: a process forked from this one maps the same pages, the ones the
-/// module places into, where pinned private pages would be copied for it at `fork` and go stale.
-struct Shared {
-    base: *mut u8,
-    len: usize,
-}
-
-impl Shared {
-    fn new(len: usize) -> io::Result<Shared> {
-        // SAFETY: a fresh anonymous mapping, placed wherever the kernel likes.
-        let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0) };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Shared { base: base.cast(), len })
-    }
-
-    /// The whole mapping, for as long as it lives (the `Conn` that owns it drops it last).
-    ///
-    /// # Safety
-    /// No other reference to the memory may be used while this one is.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn bytes(&self) -> &'static mut [u8] {
-        // SAFETY: mapped and `len` long until dropped; the caller keeps to the rest.
-        unsafe { std::slice::from_raw_parts_mut(self.base, self.len) }
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        // SAFETY: mapped by `new` with this base and length, unmapped once.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
-    }
-}
-
-/// What every process sharing the connection through `fork` sees alike (the start of a
-/// [`Shared`] page).
+/// What every process holding the connection shares (a [`Shared`] page of its own).
 #[repr(C)]
 struct Control {
-    /// Who may use the connection, as one word so that both halves change together: the
-    /// process that owns it (low half; 0 after a fork, until one of them uses it), and the
-    /// count of forks that left it to a new pair of processes (high half, the epoch).
-    owner: AtomicU64,
-    /// The processes holding a copy they have not closed.
-    holders: AtomicU32,
+    stream: SharedMutex<Stream>,
+    holders: Holders,
+    /// The application's O_NONBLOCK, which is the open file's and so shared across a fork as
+    /// TCP's is (kept here: its descriptor now stands for the stream, and the eventfd behind
+    /// it keeps the flag the library's waits need).
+    nonblocking: AtomicBool,
+    /// Counts of what edge-triggered epoll reports anew, in whichever process it happened.
+    events: Events,
 }
 
-/// [`Control::owner`]'s halves: (epoch, owner).
-fn owner_parts(word: u64) -> (u32, u32) {
-    ((word >> 32) as u32, word as u32)
-}
-
-fn owner_word(epoch: u32, owner: u32) -> u64 {
-    (u64::from(epoch) << 32) | u64::from(owner)
-}
+const _: () = assert!(std::mem::size_of::<Control>() <= PAGE);
 
 /// What the verbs objects borrow, owned here and freed after them ([`Conn`]'s `Drop`). Each
 /// connection has a device context of its own, shared with nothing but its copies in forked
@@ -202,7 +166,7 @@ struct Owned {
     control: Shared,
 }
 
-/// The stream's state.
+/// The stream's state, in the [`Control`] page.
 pub(crate) struct Stream {
     /// The peer's ring and its length, from its [`Hello`].
     peer: Option<(Remote, usize)>,
@@ -242,8 +206,9 @@ pub(crate) struct Stream {
     read_shut: bool,
     /// SO_ERROR has reported the break (it reports it once, as TCP's does).
     error_reported: bool,
-    /// The fork epoch this process's copy of the stream is from ([`Conn::claim`]).
-    epoch: u32,
+    /// Where the QP's next send and receive entries go, as the last holder of the lock left
+    /// them ([`Locked`]).
+    tails: (u32, u32),
     /// A write would block (as `settle` last saw it).
     write_blocked: bool,
 }
@@ -279,7 +244,7 @@ impl Stream {
             ended: false,
             read_shut: false,
             error_reported: false,
-            epoch: 0,
+            tails: (0, 0),
             write_blocked: false,
         }
     }
@@ -322,25 +287,30 @@ pub(crate) type Fill<'a> = &'a mut dyn FnMut(usize, &mut [u8]) -> io::Result<usi
 /// sent so far; says how many it sent and whether the source ended.
 type Message<'a> = &'a mut dyn FnMut(&Conn, &mut Stream, usize) -> io::Result<(usize, bool)>;
 
-/// A connection held across a fork ([`Conn::fork_begin`]): its lock, released when this drops.
-pub(crate) struct ForkHold<'a> {
+/// The stream, locked by this thread of one of the processes holding the connection. The QP's
+/// ring tails (in each process's copy of it) resume where the last holder of the lock left them,
+/// and are left in the stream again at unlock.
+struct Locked<'a> {
     conn: &'a Conn,
-    st: std::sync::MutexGuard<'a, Stream>,
-    /// The owner word and our epoch before the fork began a new epoch, if it did.
-    before: Option<(u64, u32)>,
+    guard: SharedGuard<'a, Stream>,
 }
 
-impl ForkHold<'_> {
-    /// The fork failed: there is no child holding a copy, and who may use the connection is as
-    /// before (nobody but this process can have claimed it in the epoch begun for the fork).
-    pub(crate) fn failed(&mut self) {
-        let ctl = self.conn.control();
-        ctl.holders.fetch_sub(1, Ordering::AcqRel);
-        if let Some((word, epoch)) = self.before {
-            let (e, _) = owner_parts(word);
-            let _ = ctl.owner.compare_exchange(owner_word(e.wrapping_add(1), 0), word, Ordering::AcqRel, Ordering::Acquire);
-            self.st.epoch = epoch;
-        }
+impl Deref for Locked<'_> {
+    type Target = Stream;
+    fn deref(&self) -> &Stream {
+        &self.guard
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Stream {
+        &mut self.guard
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        self.guard.tails = self.conn.qp.tails();
     }
 }
 
@@ -360,10 +330,6 @@ pub(crate) struct Conn {
     ring_mr: ManuallyDrop<MemoryRegion<'static>>,
     recvs_mr: ManuallyDrop<MemoryRegion<'static>>,
     owned: Owned,
-    stream: Mutex<Stream>,
-    /// The application's O_NONBLOCK (kept here: its descriptor now stands for the stream, and
-    /// the eventfd behind it keeps the flag the library's waits need).
-    nonblocking: std::sync::atomic::AtomicBool,
     /// The module sends payload by reference (no markers, no CRCs): a write from the
     /// application's own buffer is zero copy. With either, it copies to frame, from our send
     /// ring as readily as from that buffer, which would only add the registration.
@@ -371,8 +337,6 @@ pub(crate) struct Conn {
     /// A descriptor of the TCP socket itself, for the calls that ask about it (getsockopt,
     /// getpeername, ...).
     pub(crate) shadow: OwnedFd,
-    /// Counts of what edge-triggered epoll reports anew ([`Events`]).
-    pub(crate) events: Events,
     /// This connection, for the flusher to find it ([`Conn::into_shared`]).
     me: std::sync::Weak<Conn>,
     /// The flusher watches it: set by the write that makes octets wait, cleared by the flusher
@@ -382,14 +346,14 @@ pub(crate) struct Conn {
 
 /// Counts of the events that make an edge for `EPOLLET`: a write that could not go whole (the
 /// program then waits for writability again), and a message or error that arrived.
-#[derive(Default)]
+#[repr(C)]
 pub(crate) struct Events {
     pub(crate) write_blocked: AtomicU32,
     pub(crate) arrived: AtomicU32,
 }
 
-// SAFETY: the verbs objects are used only under `stream`'s lock (every method takes it first),
-// and the buffers they point into live as long as the `Conn`.
+// SAFETY: the verbs objects are used only under the stream's lock (every method takes it
+// first), and the buffers they point into live as long as the `Conn`.
 unsafe impl Send for Conn {}
 // SAFETY: as above; shared references reach the QP and CQs only through the lock.
 unsafe impl Sync for Conn {}
@@ -419,10 +383,6 @@ impl Conn {
         let ring_mr = pd.register(unsafe { rbuf.bytes() }, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
         // SAFETY: as above.
         let recvs_mr = pd.register(unsafe { recv_bufs.bytes() }, Access::LOCAL_WRITE)?;
-        // SAFETY: a fresh page, zeroed, aligned for `Control`, which only atomics touch.
-        let ctl = unsafe { &*(control.base as *const Control) };
-        ctl.owner.store(owner_word(0, std::process::id()), Ordering::Relaxed);
-        ctl.holders.store(1, Ordering::Relaxed);
         // The module queues a Write with Immediate Data as two messages, each counted against
         // the send queue's depth: room for twice the requests we post.
         let max_send_wr = 2 * SQ + 2;
@@ -445,17 +405,22 @@ impl Conn {
         // Each side's first message says where to write. A responder's waits in the module for
         // the initiator's (RFC 5044 7.1.2), so a server may speak first.
         qp.post_send_inline(0, SendOp::Send { solicited: false }, &Hello::emit(ring_mr.remote(0), RING), true)?;
+        let ctl = control.base() as *mut Control;
+        // SAFETY: a fresh page, zeroed (which is what the atomics start from), aligned for
+        // `Control`, mapped as long as the `Conn`.
+        unsafe { SharedMutex::init(&raw mut (*ctl).stream, Stream { tails: qp.tails(), ..Stream::new() })? };
+        // SAFETY: as above, initialized now.
+        let ctl = unsafe { &*ctl };
+        ctl.holders.add(std::process::id(), control);
+        ctl.nonblocking.store(nonblocking, Ordering::Relaxed);
         let conn = Conn {
             qp: ManuallyDrop::new(qp),
             send_mr: ManuallyDrop::new(send_mr),
             ring_mr: ManuallyDrop::new(ring_mr),
             recvs_mr: ManuallyDrop::new(recvs_mr),
             owned: guard.take(),
-            stream: Mutex::new(Stream::new()),
-            nonblocking: std::sync::atomic::AtomicBool::new(nonblocking),
             by_reference,
             shadow,
-            events: Events::default(),
             me: std::sync::Weak::new(),
             watched: std::sync::atomic::AtomicBool::new(false),
         };
@@ -485,8 +450,13 @@ impl Conn {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Stream> {
-        self.stream.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> Locked<'_> {
+        let (mut guard, died) = self.control().stream.lock();
+        if died {
+            guard.break_because(format_args!("a process holding the connection died while it used it"));
+        }
+        self.qp.resume_at(guard.tails);
+        Locked { conn: self, guard }
     }
 
     fn send_cq(&self) -> &CompletionQueue<'static> {
@@ -512,74 +482,27 @@ impl Conn {
     }
 
     fn control(&self) -> &Control {
-        // SAFETY: the control page lives as long as `self`, and only atomics touch it.
-        unsafe { &*(self.owned.control.base as *const Control) }
+        // SAFETY: the control page lives as long as `self`, initialized by `upgrade`; its
+        // stream is reached only through its lock, the rest are atomics.
+        unsafe { &*(self.owned.control.base() as *const Control) }
     }
 
-    /// Whether this process may use the connection: it owns it, or it is the first to use it of
-    /// the processes the latest fork left it to, and so owns it from now on. A copy from before
-    /// that fork (`st.epoch` behind) never may: its state is out of date.
-    fn claim(&self, st: &Stream) -> bool {
-        let (ctl, me) = (self.control(), std::process::id());
-        let mut word = ctl.owner.load(Ordering::Acquire);
-        loop {
-            match owner_parts(word) {
-                (_, owner) if owner == me => return true,
-                (epoch, 0) if epoch == st.epoch => match ctl.owner.compare_exchange(word, owner_word(epoch, me), Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => return true,
-                    Err(now) => word = now,
-                },
-                _ => return false,
-            }
-        }
+    /// A fork made `pid` (this process, in the child) a holder of the connection.
+    pub(crate) fn forked_to(&self, pid: u32) {
+        self.control().holders.add(pid, &self.owned.control);
     }
 
-    /// The stream's lock, for the process that owns the connection; EIO in the others.
-    fn lock_here(&self) -> io::Result<std::sync::MutexGuard<'_, Stream>> {
-        let st = self.lock();
-        if self.claim(&st) {
-            Ok(st)
-        } else {
-            Err(io::Error::from_raw_os_error(libc::EIO))
-        }
-    }
-
-    /// Readies the connection for a fork: the stream's lock, for the caller to hold across it
-    /// so that both processes copy a settled stream, and the child counted as a holder. If this
-    /// process may use the connection, a new epoch begins in which it and the child may, and
-    /// whichever does first owns it.
-    pub(crate) fn fork_begin(&self) -> ForkHold<'_> {
-        let mut st = self.lock();
-        if self.owned_here() {
-            // Octets waiting go now: after the fork, neither process's flusher may send them
-            // until one of them claims the connection.
-            let _ = self.flush(&mut st);
-        }
-        let (ctl, me) = (self.control(), std::process::id());
-        ctl.holders.fetch_add(1, Ordering::AcqRel);
-        let mut word = ctl.owner.load(Ordering::Acquire);
-        let before = loop {
-            let (epoch, owner) = owner_parts(word);
-            if owner != me && !(owner == 0 && epoch == st.epoch) {
-                break None;
-            }
-            match ctl.owner.compare_exchange(word, owner_word(epoch.wrapping_add(1), 0), Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => break Some((word, st.epoch)),
-                Err(now) => word = now,
-            }
-        };
-        if before.is_some() {
-            st.epoch = st.epoch.wrapping_add(1);
-        }
-        ForkHold { conn: self, st, before }
+    /// Counts of the events that make an edge for `EPOLLET`.
+    pub(crate) fn events(&self) -> &Events {
+        &self.control().events
     }
 
     pub(crate) fn nonblocking(&self) -> bool {
-        self.nonblocking.load(std::sync::atomic::Ordering::Relaxed)
+        self.control().nonblocking.load(Ordering::Relaxed)
     }
 
     pub(crate) fn set_nonblocking(&self, on: bool) {
-        self.nonblocking.store(on, std::sync::atomic::Ordering::Relaxed)
+        self.control().nonblocking.store(on, Ordering::Relaxed)
     }
 
     /// Takes every completion there is.
@@ -620,7 +543,7 @@ impl Conn {
     /// would overrun what we have not read, breaks the connection; else its receive is to be
     /// posted again (true).
     fn received(&self, st: &mut Stream, wc: &WorkCompletion) -> bool {
-        self.events.arrived.fetch_add(1, Ordering::Relaxed);
+        self.events().arrived.fetch_add(1, Ordering::Relaxed);
         let slot = wc.wr_id as usize;
         if wc.status != WcStatus::Success || wc.opcode != WcOpcode::Recv {
             st.break_because(format_args!(
@@ -767,16 +690,13 @@ impl Conn {
 
     /// The flusher's look at a connection with octets waiting: sends them if the message before
     /// them completed, and arms the send CQ for the completion it waits for. Whether some still
-    /// wait; if none do (or the connection is broken, or not this process's: the flusher never
-    /// claims one after a fork), it is no longer watched ([`Conn::watched`]), under the lock
-    /// the next write takes to make octets wait again.
+    /// wait; if none do (or the connection is broken), it is no longer watched
+    /// ([`Conn::watched`]), under the lock the next write takes to make octets wait again.
     pub(crate) fn flush_waiting(&self) -> bool {
         let mut st = self.lock();
-        let still = self.owned_here() && {
-            self.arm_send();
-            self.progress(&mut st);
-            st.pending > 0 && !st.broken
-        };
+        self.arm_send();
+        self.progress(&mut st);
+        let still = st.pending > 0 && !st.broken;
         if !still {
             self.watched.store(false, Ordering::Release);
         }
@@ -788,14 +708,11 @@ impl Conn {
         self.watched.load(Ordering::Acquire)
     }
 
-    /// In a fork's child: the parent's flusher watched the connection, not this process's.
+    /// In a fork's child: the parent's flusher watched the connection, not this process's; and
+    /// this process holds it now.
     pub(crate) fn forked(&self) {
         self.watched.store(false, Ordering::Release);
-    }
-
-    /// Whether this process owns the connection now (without claiming it).
-    fn owned_here(&self) -> bool {
-        owner_parts(self.control().owner.load(Ordering::Acquire)).1 == std::process::id()
+        self.forked_to(std::process::id());
     }
 
     /// The send CQ's eventfd, signalled by a completion once armed.
@@ -868,10 +785,7 @@ impl Conn {
     /// would block, the descriptor is left armed for every completion ([`Conn::settle`]), so
     /// that a credit coming back wakes a poller, which asks again and finds it writable.
     pub(crate) fn readiness(&self) -> Readiness {
-        let Ok(mut st) = self.lock_here() else {
-            // Another process's connection: reads and writes fail at once, with EIO.
-            return Readiness { readable: true, writable: true, short_of_buffers: false };
-        };
+        let mut st = self.lock();
         self.progress(&mut st);
         // As a blocked writer would (`write`).
         let starved = Self::starved(&st);
@@ -888,7 +802,7 @@ impl Conn {
     /// Reads into `out` (`peek`: leaves the data; `wait_all`: until `out` is full, the stream
     /// ends or it breaks). Ok(0) at the end of the stream.
     pub(crate) fn read(&self, out: &mut [u8], peek: bool, wait_all: bool, dont_wait: bool) -> io::Result<usize> {
-        let mut st = self.lock_here()?;
+        let mut st = self.lock();
         let mut got = 0;
         let mut until = Deadline::new(self, libc::SO_RCVTIMEO);
         loop {
@@ -908,17 +822,13 @@ impl Conn {
             self.settle(&mut st);
             drop(st);
             sleep_on(self.event_fd(), until.wait_ms(100));
-            // A fork while we slept may have left the connection to another process.
-            st = match self.lock_here() {
-                Ok(st) => st,
-                Err(e) => return if got > 0 { Ok(got) } else { Err(e) },
-            };
+            st = self.lock();
         }
     }
 
     /// `shutdown(SHUT_RD)`: from now on reads never wait (a reader waiting now returns).
     pub(crate) fn shut_read(&self) -> io::Result<()> {
-        let mut st = self.lock_here()?;
+        let mut st = self.lock();
         st.read_shut = true;
         self.settle(&mut st);
         Ok(())
@@ -926,7 +836,7 @@ impl Conn {
 
     /// Octets a read would return now (FIONREAD).
     pub(crate) fn unread(&self) -> io::Result<usize> {
-        let mut st = self.lock_here()?;
+        let mut st = self.lock();
         self.progress(&mut st);
         let n = (st.rx_head - st.rx_tail) as usize;
         self.settle(&mut st);
@@ -935,7 +845,7 @@ impl Conn {
 
     /// SO_ERROR: ECONNRESET the first time after the connection broke, else 0.
     pub(crate) fn take_error(&self) -> c_int {
-        let Ok(mut st) = self.lock_here() else { return 0 };
+        let mut st = self.lock();
         self.progress(&mut st);
         let first = st.broken && !st.error_reported;
         st.error_reported |= st.broken;
@@ -1021,10 +931,10 @@ impl Conn {
         });
         // The requests reading `data` must be done before the caller may touch it: TCP may
         // send its pages again until the peer acknowledged them. As long as TCP takes (a
-        // broken connection completes them at once, with errors), unless a fork left the
-        // connection to another process, whose completions these would be.
+        // broken connection completes them at once, with errors), whichever process sharing
+        // the connection takes their completions.
         while let Some(end) = last {
-            let Ok(mut st) = self.lock_here() else { break };
+            let mut st = self.lock();
             self.progress(&mut st);
             if st.send_done >= end || st.broken && st.sq_free == SQ {
                 break;
@@ -1041,7 +951,7 @@ impl Conn {
     /// whenever [`Conn::can_send`] with `entries` send requests; otherwise the write waits, or
     /// returns what it did (non-blocking, or a timeout).
     fn writing(&self, len: usize, dont_wait: bool, entries: u32, message: Message<'_>) -> io::Result<usize> {
-        let mut st = self.lock_here()?;
+        let mut st = self.lock();
         st.writes += 1;
         let mut sent = 0;
         let mut until = Deadline::new(self, libc::SO_SNDTIMEO);
@@ -1073,7 +983,7 @@ impl Conn {
             self.give_back(&mut st, starved);
             if sent == len || source_ended || dont_wait || self.nonblocking() || until.passed() {
                 if sent < len && !source_ended {
-                    self.events.write_blocked.fetch_add(1, Ordering::Relaxed);
+                    self.events().write_blocked.fetch_add(1, Ordering::Relaxed);
                 }
                 self.settle(&mut st);
                 return if sent > 0 || len == 0 || source_ended { Ok(sent) } else { Err(io::Error::from_raw_os_error(libc::EAGAIN)) };
@@ -1081,10 +991,7 @@ impl Conn {
             self.settle(&mut st);
             drop(st);
             self.sleep_on_send(until.wait_ms(2));
-            st = match self.lock_here() {
-                Ok(st) => st,
-                Err(e) => return if sent > 0 { Ok(sent) } else { Err(e) },
-            };
+            st = self.lock();
         }
     }
 
@@ -1103,7 +1010,7 @@ impl Conn {
 
     /// Ends our stream (shutdown's SHUT_WR, or close): the peer reads EOF after the data.
     pub(crate) fn end(&self) -> io::Result<()> {
-        let mut st = self.lock_here()?;
+        let mut st = self.lock();
         if st.ended {
             return Ok(());
         }
@@ -1319,23 +1226,18 @@ impl Drop for OwnedGuard {
 }
 
 impl Drop for Conn {
-    /// The last descriptor of the connection in this process is gone. The process that owns the
-    /// connection (or the last one holding it, if none has used it since a fork) ends the
-    /// stream and disconnects; any other leaves it to its owner ([`Device::detach`]). Then its
-    /// objects, rings and mappings go.
+    /// The last descriptor of the connection in this process is gone. The last process holding
+    /// the connection ends the stream and disconnects, as TCP's last close does; any other
+    /// leaves it to the rest ([`Device::detach`]). Then its objects, rings and mappings go.
     fn drop(&mut self) {
-        let ctl = self.control();
-        let last = ctl.holders.fetch_sub(1, Ordering::AcqRel) == 1;
-        let me = std::process::id();
-        let mine = owner_parts(ctl.owner.load(Ordering::Acquire)).1 == me || (last && self.claim(&self.lock()));
-        if mine {
+        if self.control().holders.leave(std::process::id(), &self.owned.control) {
             self.close();
         } else {
             // SAFETY: see `Owned`.
             let dev = unsafe { &*self.owned.dev };
             if let Err(e) = dev.detach() {
-                // Destroying would reach the owner's objects: leave them, rings and all.
-                eprintln!("iwarp-preload: leaving a connection to the process that owns it failed ({e}); its objects are left mapped");
+                // Destroying would reach the others' objects: leave them, rings and all.
+                eprintln!("iwarp-preload: leaving a connection to the other processes holding it failed ({e}); its objects are left mapped");
                 return;
             }
         }

@@ -11,6 +11,7 @@ mod probe;
 mod readiness;
 mod real;
 mod rules;
+mod shared;
 mod stdio;
 
 use conn::Conn;
@@ -743,10 +744,9 @@ pub unsafe extern "C" fn closefrom(low: c_int) {
     unsafe { close_range(low.max(0) as libc::c_uint, libc::c_uint::MAX, 0) };
 }
 
-/// Forks with every connection ready for it ([`Conn::fork_begin`]): both processes hold each,
-/// and whichever uses one first owns it from then on; the other's copy fails with EIO, and its
-/// close leaves the connection to the owner. A server that forks per connection and closes its
-/// copy in the parent therefore serves the connection in the child.
+/// Forks, and counts the child a holder of every connection (both sides of the fork add it,
+/// so that neither can close a connection as its last holder while the other has it): each
+/// process may use each connection, as a TCP socket, and the last one to close it ends it.
 ///
 /// # Safety
 /// As fork(2).
@@ -758,7 +758,8 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         return unsafe { real() };
     }
     // Every lock a child's first calls may take is held across the fork, in their order, so
-    // that no other thread holds one in the child's copy.
+    // that no other thread holds one in the child's copy. (The streams' locks are in memory the
+    // processes share: another thread's is released in both.)
     let watching = readiness::hold();
     let table = CONNS.read().unwrap_or_else(|e| e.into_inner());
     let mut conns: Vec<&Arc<Conn>> = Vec::new();
@@ -767,12 +768,11 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
             conns.push(c);
         }
     }
-    let mut held: Vec<_> = conns.iter().map(|c| c.fork_begin()).collect();
     let mut flushing = flusher::hold();
     // SAFETY: as above; the locks held are released on both sides of it below.
     let pid = unsafe { real() };
-    if pid < 0 {
-        held.iter_mut().for_each(|h| h.failed());
+    if pid > 0 {
+        conns.iter().for_each(|c| c.forked_to(pid as u32));
     }
     if pid == 0 {
         TABLES_OF.store(std::process::id(), Ordering::Relaxed);
@@ -780,7 +780,6 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         flusher::forked(&mut flushing);
     }
     drop(flushing);
-    drop(held);
     drop(table);
     drop(watching);
     pid

@@ -535,10 +535,10 @@ unsafe fn epoll_any(
             if let Some(w) = table.get_mut(&(ep, e.fd)) {
                 let ev = o.events;
                 if ev & EPIN != 0 {
-                    w.in_mark = Some(e.conn.events.arrived.load(Ordering::Relaxed));
+                    w.in_mark = Some(e.conn.events().arrived.load(Ordering::Relaxed));
                 }
                 if ev & EPOUT != 0 {
-                    w.out_mark = Some(e.conn.events.write_blocked.load(Ordering::Relaxed));
+                    w.out_mark = Some(e.conn.events().write_blocked.load(Ordering::Relaxed));
                 }
                 w.fired |= w.asked & EPONESHOT != 0;
             }
@@ -556,6 +556,6 @@ fn fresh(w: &Watch, conn: &Conn, what: u32) -> bool {
     if w.asked & EPET == 0 {
         return true;
     }
-    let (mark, count) = if what == EPIN { (w.in_mark, &conn.events.arrived) } else { (w.out_mark, &conn.events.write_blocked) };
+    let (mark, count) = if what == EPIN { (w.in_mark, &conn.events().arrived) } else { (w.out_mark, &conn.events().write_blocked) };
     mark != Some(count.load(Ordering::Relaxed))
 }
