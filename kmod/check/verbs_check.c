@@ -425,9 +425,44 @@ static struct iw_cm_id *client(struct ib_device *dev, struct end *e, const struc
 }
 
 /*
+ * A client QP destroyed while its MPA exchange waits for the listener on @to, whose @srv leaves
+ * the request (its third) unanswered: the exchange fails at once with ECONNABORTED, so iw_cm
+ * lets the QP go without waiting for the exchange's deadline (10 s).
+ */
+static void check_destroy_while_connecting(struct ib_device *dev, struct ib_pd *pd, struct ib_cq *cq, struct end *srv,
+					   const struct sockaddr_storage *to)
+{
+	struct end cli = {};
+	struct iw_cm_id *cid;
+	struct ib_qp *qp;
+	unsigned long start;
+
+	init_waitqueue_head(&cli.wq);
+	qp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0);
+	CHECK(!IS_ERR(qp), "a QP to connect and destroy");
+	if (IS_ERR(qp))
+		return;
+	cid = client(dev, &cli, to, qp, "wait");
+	CHECK(!IS_ERR(cid) && got(srv, IW_CM_EVENT_CONNECT_REQUEST, 3), "a third CONNECT_REQUEST, left unanswered");
+	start = jiffies;
+	ib_destroy_qp(qp);
+	CHECK(time_before(jiffies, start + 3 * HZ) && got(&cli, IW_CM_EVENT_CONNECT_REPLY, 1) &&
+		      cli.status[IW_CM_EVENT_CONNECT_REPLY] == -ECONNABORTED,
+	      "destroying the client's QP ends its exchange at once (%u ms): CONNECT_REPLY is ECONNABORTED (%d)",
+	      jiffies_to_msecs(jiffies - start), cli.status[IW_CM_EVENT_CONNECT_REPLY]);
+	if (!IS_ERR(cid))
+		iw_destroy_cm_id(cid);
+	if (srv->child) {
+		iw_destroy_cm_id(srv->child);
+		srv->child = NULL;
+	}
+}
+
+/*
  * Connections through iw_cm: a listener on @at, a request refused to @knock, then one accepted
- * to @to (the same port). @full: the data path and fast registration too (IPv4), else a Send's
- * worth (IPv6, where @knock may be IPv4: a wildcard not afonly takes both, as siw's does).
+ * to @to (the same port), then one whose QP is destroyed mid-exchange. @full: the data path and
+ * fast registration too (IPv4), else a Send's worth (IPv6, where @knock may be IPv4: a wildcard
+ * not afonly takes both, as siw's does).
  */
 static void check_connections(struct ib_device *dev, const struct sockaddr_storage *at, const struct sockaddr_storage *knock,
 			      const struct sockaddr_storage *to, bool full)
@@ -538,6 +573,7 @@ close:
 	CHECK(cli.count[IW_CM_EVENT_CLOSE] == 1 && srv.count[IW_CM_EVENT_CLOSE] == 1 && cli.count[IW_CM_EVENT_CONNECT_REPLY] == 1 &&
 		      srv.count[IW_CM_EVENT_ESTABLISHED] == 1,
 	      "each event came once");
+	check_destroy_while_connecting(dev, pd, cq, &srv, to);
 	ib_dma_unmap_single(dev, sa, 4096, DMA_BIDIRECTIONAL);
 	ib_dma_unmap_single(dev, ca, 4096, DMA_BIDIRECTIONAL);
 out:

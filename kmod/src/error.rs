@@ -33,6 +33,11 @@ pub(crate) fn econnrefused() -> Error {
     errno(kernel::bindings::ECONNREFUSED)
 }
 
+/// ECONNABORTED: the connection's owner gave it up before it was made (its QP destroyed).
+pub(crate) fn econnaborted() -> Error {
+    errno(kernel::bindings::ECONNABORTED)
+}
+
 /// What a shim constructor returned: the object, or the errno its ERR_PTR carries.
 pub(crate) fn made<T>(raw: *mut T) -> Result<NonNull<T>> {
     NonNull::new(from_err_ptr(raw)?).ok_or(EINVAL)

@@ -9,7 +9,7 @@
 //! promises events until the last one.
 
 use super::device::IbDevice;
-use crate::error::econnrefused;
+use crate::error::{econnaborted, econnrefused};
 use crate::ffi;
 use crate::listen::{Arrived, Listener, OnRequest};
 use crate::proto::markers::Markers;
@@ -36,13 +36,16 @@ pub(crate) struct QpConnection {
     #[pin]
     hook: Mutex<Option<Hook<QueuePair>>>,
     report: Arc<Report>,
+    /// The MPA exchange in progress for `iw_connect` or `iw_accept`, until its job runs.
+    #[pin]
+    exchange: Mutex<Option<Arc<Exchange>>>,
 }
 
 impl QpConnection {
     pub(super) fn new(ibqp: *mut ffi::ib_qp, qp: Arc<QueuePair>) -> Result<Arc<QpConnection>> {
         let report = Arc::pin_init(pin_init!(Report { state <- new_spinlock_bh!(Reporting::default(), "Report::state") }), GFP_KERNEL)?;
         qp.tell_ended(report.clone())?;
-        Arc::pin_init(pin_init!(QpConnection { ibqp: ibqp as usize, qp, hook <- new_mutex!(None), report }), GFP_KERNEL)
+        Arc::pin_init(pin_init!(QpConnection { ibqp: ibqp as usize, qp, hook <- new_mutex!(None), report, exchange <- new_mutex!(None) }), GFP_KERNEL)
     }
 
     /// Takes the established stream and hooks its socket: the QP is connected.
@@ -53,6 +56,16 @@ impl QpConnection {
         let hook = Hook::install(self.qp.socket()?, self.qp.clone(), doorbell, crate::rx_callback_max() > 0)?;
         *self.hook.lock() = Some(hook);
         Ok(())
+    }
+
+    /// The QP is being destroyed (ended already): an exchange still in progress fails now with
+    /// ECONNABORTED, so that iw_cm hears of it (and lets the QP go) without waiting for the
+    /// exchange's deadline.
+    pub(super) fn abort_exchange(&self) {
+        let ex = self.exchange.lock().take();
+        if let Some(ex) = ex {
+            ex.abort(econnaborted());
+        }
     }
 
     /// The QP is being destroyed (ended already): its socket is unhooked.
@@ -243,6 +256,7 @@ impl Job {
         let mut slot = job.exchange.lock();
         match Exchange::start(sock, side, local, private, EXCHANGE_MS, job.clone()) {
             Ok(ex) => {
+                *job.conn.exchange.lock() = Some(ex.clone());
                 *slot = Some(ex);
                 Ok(())
             }
@@ -272,6 +286,7 @@ impl WorkItem for Job {
     fn run(job: Arc<Job>) {
         let Some(ex) = job.exchange.lock().take() else { return };
         let conn = &job.conn;
+        conn.exchange.lock().take();
         let reply = match job.what {
             For::Connect => ffi::IWARP_IW_CONNECT_REPLY,
             For::Accept => ffi::IWARP_IW_ESTABLISHED,

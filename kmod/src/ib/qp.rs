@@ -288,6 +288,7 @@ impl KernelQp {
         // SAFETY: the RDMA core's QP is live (its destroy is what calls this).
         unsafe { ffi::iwarp_shim_ib_qp_settle(self.conn.ibqp as *mut ffi::ib_qp) };
         self.qp.close();
+        self.conn.abort_exchange();
         self.conn.unhook();
         self.send_cq.purge();
         self.recv_cq.purge();

@@ -180,6 +180,20 @@ impl Exchange {
     }
 }
 
+impl Exchange {
+    /// Settles the exchange now with `why` unless it has settled: its owner, going away, is
+    /// told at once instead of at the deadline. [`Exchange::finish`] still ends it.
+    pub(crate) fn abort(&self, why: Error) {
+        let mut p = self.progress.lock();
+        if p.settled.is_some() {
+            return;
+        }
+        p.settled = Some(Err(why));
+        drop(p);
+        self.on_settled.settled();
+    }
+}
+
 impl Progress {
     /// Goes as far as the connection allows: false while waiting for the peer, true once done.
     /// A responder answers as soon as the request is in.
