@@ -143,6 +143,10 @@ struct Control {
     nonblocking: AtomicBool,
     /// Counts of what edge-triggered epoll reports anew, in whichever process it happened.
     events: Events,
+    /// Octets wait in the send ring ([`Stream::pending`] as the last holder of the lock left
+    /// it): the flusher looks under the lock only then, so that a process rarely exits with
+    /// its flusher holding the lock (which breaks the connection for the others).
+    waiting: AtomicBool,
 }
 
 const _: () = assert!(std::mem::size_of::<Control>() <= PAGE);
@@ -311,6 +315,7 @@ impl DerefMut for Locked<'_> {
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
         self.guard.tails = self.conn.qp.tails();
+        self.conn.control().waiting.store(self.guard.pending > 0, Ordering::Release);
     }
 }
 
@@ -536,6 +541,18 @@ impl Conn {
         if st.pending > 0 && !Self::in_flight(st) {
             let _ = self.flush(st);
         }
+        // Else this process's flusher sends them when it is: the process that wrote them may
+        // have gone.
+        if st.pending > 0 {
+            self.watch();
+        }
+    }
+
+    /// Has this process's flusher watch the connection (octets wait).
+    fn watch(&self) {
+        if !self.watched.swap(true, Ordering::AcqRel) {
+            crate::flusher::watch(self.me.clone());
+        }
     }
 
     /// A receive completed: the peer's Hello, or Immediate Data saying what its Write before it
@@ -577,7 +594,9 @@ impl Conn {
 
     /// Posts the receives `slots` (at most 16) again, with one system call.
     fn repost(&self, st: &mut Stream, slots: &[usize]) {
-        if slots.is_empty() {
+        // A broken stream takes nothing more (its QP's tails may be out of date if a process
+        // died holding the lock).
+        if slots.is_empty() || st.broken {
             return;
         }
         let sges: [[Sge; 1]; 16] = std::array::from_fn(|i| [self.recvs_mr.sge(slots.get(i).map_or(0..0, |&s| s * RECV_BUF..(s + 1) * RECV_BUF))]);
@@ -670,8 +689,8 @@ impl Conn {
         st.pending += n;
         if st.pending > 0 && (!Self::in_flight(st) || Self::room(st) == 0) {
             self.flush(st)?;
-        } else if st.pending > 0 && !self.watched.swap(true, Ordering::AcqRel) {
-            crate::flusher::watch(self.me.clone());
+        } else if st.pending > 0 {
+            self.watch();
         }
         Ok(n)
     }
@@ -693,10 +712,12 @@ impl Conn {
     /// wait; if none do (or the connection is broken), it is no longer watched
     /// ([`Conn::watched`]), under the lock the next write takes to make octets wait again.
     pub(crate) fn flush_waiting(&self) -> bool {
-        let mut st = self.lock();
-        self.arm_send();
-        self.progress(&mut st);
-        let still = st.pending > 0 && !st.broken;
+        let still = self.control().waiting.load(Ordering::Acquire) && {
+            let mut st = self.lock();
+            self.arm_send();
+            self.progress(&mut st);
+            st.pending > 0 && !st.broken
+        };
         if !still {
             self.watched.store(false, Ordering::Release);
         }
@@ -1033,6 +1054,20 @@ impl Conn {
         Err(io::Error::from_raw_os_error(libc::ETIMEDOUT))
     }
 
+    /// Sends the octets waiting in the send ring (bounded, 5 s), before this process lets its
+    /// copy go: its flusher, which may be the one watching them, goes with it.
+    fn send_waiting(&self) {
+        for _ in 0..5000 {
+            let mut st = self.lock();
+            self.progress(&mut st);
+            if st.pending == 0 || st.broken {
+                return;
+            }
+            drop(st);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Closes (when the last descriptor of the connection goes, in `Drop`): ends the stream,
     /// waits (bounded) until every message sent has completed, then disconnects.
     fn close(&self) {
@@ -1230,7 +1265,13 @@ impl Drop for Conn {
     /// the connection ends the stream and disconnects, as TCP's last close does; any other
     /// leaves it to the rest ([`Device::detach`]). Then its objects, rings and mappings go.
     fn drop(&mut self) {
-        if self.control().holders.leave(std::process::id(), &self.owned.control) {
+        self.send_waiting();
+        // Under the lock: of two processes closing at once, one is last.
+        let last = {
+            let _st = self.lock();
+            self.control().holders.leave(std::process::id(), &self.owned.control)
+        };
+        if last {
             self.close();
         } else {
             // SAFETY: see `Owned`.

@@ -29,7 +29,8 @@ fn flusher() -> MutexGuard<'static, Flusher> {
     FLUSHER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The flusher's lock, held across `fork` (after the streams' locks, as writers take it).
+/// The flusher's lock, held across `fork` (writers take it holding a stream's lock, which
+/// `fork` does not take).
 pub(crate) fn hold() -> MutexGuard<'static, Flusher> {
     flusher()
 }

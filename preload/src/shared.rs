@@ -11,11 +11,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Memory mapped `MAP_SHARED` from a memfd of its own: a process forked from this one maps the
 /// same pages (the ones the module places into, where pinned private pages would be copied for
-/// it at `fork` and go stale), and the memfd's inode tells whether a process still maps them.
+/// it at `fork` and go stale), and the memfd's device and inode tell whether a process still
+/// maps them.
 pub(crate) struct Shared {
     base: *mut u8,
     len: usize,
-    inode: u64,
+    /// The memfd's device, as `/proc/PID/maps` writes it, and its inode.
+    file: (String, u64),
 }
 
 impl Shared {
@@ -29,13 +31,15 @@ impl Shared {
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let file = std::fs::File::from(fd);
         file.set_len(len as u64)?;
-        let inode = std::os::unix::fs::MetadataExt::ino(&file.metadata()?);
+        let meta = file.metadata()?;
+        let (dev, ino) = (std::os::unix::fs::MetadataExt::dev(&meta), std::os::unix::fs::MetadataExt::ino(&meta));
+        let dev = format!("{:02x}:{:02x}", libc::major(dev), libc::minor(dev));
         // SAFETY: maps the memfd, `len` long, wherever the kernel likes.
         let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0) };
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Shared { base: base.cast(), len, inode })
+        Ok(Shared { base: base.cast(), len, file: (dev, ino) })
     }
 
     pub(crate) fn base(&self) -> *mut u8 {
@@ -53,12 +57,16 @@ impl Shared {
     }
 
     /// Whether process `pid` maps this memory: it neither exited nor `exec`ed another program
-    /// since it got it. A process whose maps cannot be read for want of permission counts.
+    /// since it got it. A process whose maps cannot be read (no permission, no /proc, no
+    /// descriptor left) counts: only a process that is not there is known gone.
     pub(crate) fn mapped_by(&self, pid: u32) -> bool {
         match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
             // Fields: address, permissions, offset, device, inode, path.
-            Ok(maps) => maps.lines().any(|l| l.split_ascii_whitespace().nth(4).and_then(|i| i.parse().ok()) == Some(self.inode)),
-            Err(e) => e.kind() == io::ErrorKind::PermissionDenied,
+            Ok(maps) => maps.lines().any(|l| {
+                let mut f = l.split_ascii_whitespace().skip(3);
+                f.next() == Some(self.file.0.as_str()) && f.next().and_then(|i| i.parse().ok()) == Some(self.file.1)
+            }),
+            Err(e) => !(e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)),
         }
     }
 }
@@ -90,13 +98,21 @@ impl<T> SharedMutex<T> {
     pub(crate) unsafe fn init(at: *mut SharedMutex<T>, value: T) -> io::Result<()> {
         let mut attr = MaybeUninit::<libc::pthread_mutexattr_t>::uninit();
         // SAFETY: initializes `attr`, then sets two of its fields, then destroys it after the
-        // mutex at `at` (valid for writes, the caller says) is made from it.
+        // mutex at `at` (valid for writes, the caller says) is made from it (or not: the first
+        // error stops the rest).
         let rc = unsafe {
-            libc::pthread_mutexattr_init(attr.as_mut_ptr());
-            libc::pthread_mutexattr_setpshared(attr.as_mut_ptr(), libc::PTHREAD_PROCESS_SHARED);
-            libc::pthread_mutexattr_setrobust(attr.as_mut_ptr(), libc::PTHREAD_MUTEX_ROBUST);
-            let rc = libc::pthread_mutex_init(UnsafeCell::raw_get(&raw const (*at).raw), attr.as_ptr());
-            libc::pthread_mutexattr_destroy(attr.as_mut_ptr());
+            let a = attr.as_mut_ptr();
+            let mut rc = libc::pthread_mutexattr_init(a);
+            if rc == 0 {
+                rc = libc::pthread_mutexattr_setpshared(a, libc::PTHREAD_PROCESS_SHARED);
+                if rc == 0 {
+                    rc = libc::pthread_mutexattr_setrobust(a, libc::PTHREAD_MUTEX_ROBUST);
+                }
+                if rc == 0 {
+                    rc = libc::pthread_mutex_init(UnsafeCell::raw_get(&raw const (*at).raw), a);
+                }
+                libc::pthread_mutexattr_destroy(a);
+            }
             rc
         };
         if rc != 0 {
@@ -120,13 +136,15 @@ impl<T> SharedMutex<T> {
             // the line above never does.
             assert_eq!(rc, 0, "a shared connection's lock failed");
         }
-        (SharedGuard { mutex: self }, died)
+        (SharedGuard { mutex: self, _not_send: std::marker::PhantomData }, died)
     }
 }
 
-/// The lock of a [`SharedMutex`], held until this drops.
+/// The lock of a [`SharedMutex`], held until this drops, in the thread that took it (a robust
+/// mutex is its owner thread's to unlock).
 pub(crate) struct SharedGuard<'a, T> {
     mutex: &'a SharedMutex<T>,
+    _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl<T> Deref for SharedGuard<'_, T> {
@@ -179,7 +197,8 @@ impl Holders {
         self.overflowed.store(true, Ordering::Release);
     }
 
-    /// `pid` closes its copy: whether no other process holds one.
+    /// `pid` closes its copy: whether no other process holds one. Leaves are serialized by the
+    /// caller (under the connection's lock), so that of two closing at once one is last.
     pub(crate) fn leave(&self, pid: u32, page: &Shared) -> bool {
         for p in &self.pids {
             let _ = p.compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Acquire);
