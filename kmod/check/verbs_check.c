@@ -140,7 +140,7 @@ static void check(struct ib_device *dev)
 
 	CHECK(refused(create_qp(pd, cq, IB_QPT_UD, 8, 1, 0), -EOPNOTSUPP), "an unreliable datagram QP is refused with EOPNOTSUPP");
 	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 8, 5, 0), -EINVAL), "a QP with more entries per request than the device has is refused with EINVAL");
-	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 8, 1, 64), -EINVAL), "a QP with inline data is refused with EINVAL (not supported yet)");
+	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 8, 1, 65), -EINVAL), "a QP with more inline data than the device has (65 octets) is refused with EINVAL");
 	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 0, 1, 0), -EINVAL), "a QP that can send nothing is refused with EINVAL");
 
 	qp = create_qp(pd, cq, IB_QPT_RC, 8, 2, 0);
@@ -265,6 +265,20 @@ static int post(struct ib_qp *qp, struct done *d, enum ib_wr_opcode op, u64 from
 	struct ib_sge sge = { .addr = from, .length = len, .lkey = lkey };
 	struct ib_rdma_wr wr = {
 		.wr = { .wr_cqe = &d->cqe, .opcode = op, .sg_list = &sge, .num_sge = 1, .send_flags = IB_SEND_SIGNALED },
+		.remote_addr = remote,
+		.rkey = rkey,
+	};
+
+	arm(d);
+	return ib_post_send(qp, &wr.wr, NULL);
+}
+
+/* A signaled request of @op carrying the @len octets at @from inline (kernel memory, no lkey). */
+static int post_inline(struct ib_qp *qp, struct done *d, enum ib_wr_opcode op, const void *from, u32 len, u64 remote, u32 rkey)
+{
+	struct ib_sge sge = { .addr = (uintptr_t)from, .length = len };
+	struct ib_rdma_wr wr = {
+		.wr = { .wr_cqe = &d->cqe, .opcode = op, .sg_list = &sge, .num_sge = 1, .send_flags = IB_SEND_SIGNALED | IB_SEND_INLINE },
 		.remote_addr = remote,
 		.rkey = rkey,
 	};
@@ -407,6 +421,26 @@ static noinline void check_reads_beyond_ord(struct ib_pd *pd, struct ib_qp *cqp,
 		ib_drain_sq(cqp);
 }
 
+/*
+ * Inline data from @cqp to @sqp's @sbuf (at @sa): copied when posted, so the buffer may change
+ * at once.
+ */
+static noinline void check_inline(struct ib_pd *pd, struct ib_qp *sqp, struct ib_qp *cqp, char *sbuf, u64 sa)
+{
+	char note[32] = "inline, copied when posted";
+	struct done recvd, wrote, sent;
+	int rv;
+
+	rv = post_receive(sqp, &recvd, sa + 1536, 64, pd->local_dma_lkey);
+	rv = rv ?: post_inline(cqp, &wrote, IB_WR_RDMA_WRITE, "an inline Write", 16, sa + 2048, pd->unsafe_global_rkey);
+	rv = rv ?: post_inline(cqp, &sent, IB_WR_SEND, note, 27, 0, 0);
+	memset(note, 'x', sizeof(note));
+	CHECK(!rv && finished(&recvd) && finished(&wrote) && finished(&sent) && recvd.byte_len == 27 &&
+		      !strcmp(sbuf + 1536, "inline, copied when posted") && !strcmp(sbuf + 2048, "an inline Write"),
+	      "an inline Write and Send arrive as their octets were when posted (%d, %u octets)", rv, recvd.byte_len);
+	CHECK(post_inline(cqp, &sent, IB_WR_SEND, sbuf, 65, 0, 0) == -EINVAL, "more inline data than the QP takes is refused with EINVAL");
+}
+
 static struct iw_cm_id *client(struct ib_device *dev, struct end *e, const struct sockaddr_storage *to, struct ib_qp *qp,
 			       const char *private)
 {
@@ -486,7 +520,7 @@ static void check_connections(struct ib_device *dev, const struct sockaddr_stora
 		return;
 	cq = ib_alloc_cq(dev, NULL, 64, 0, IB_POLL_SOFTIRQ);
 	sqp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0);
-	cqp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0);
+	cqp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 16);
 	cqp2 = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0);
 	sbuf = kzalloc(4096, GFP_KERNEL);
 	cbuf = kzalloc(4096, GFP_KERNEL);
@@ -537,7 +571,9 @@ static void check_connections(struct ib_device *dev, const struct sockaddr_stora
 		      !memcmp(cli.private, "welcome", 7),
 	      "the client's CONNECT_REPLY succeeds with the accept's private data (%d)", cli.status[IW_CM_EVENT_CONNECT_REPLY]);
 	memset(&attr_scratch, 0, sizeof(attr_scratch));
-	CHECK(!ib_query_qp(cqp, &attr_scratch, IB_QP_STATE, &init_scratch) && attr_scratch.qp_state == IB_QPS_RTS, "the client's QP is in RTS");
+	CHECK(!ib_query_qp(cqp, &attr_scratch, IB_QP_STATE | IB_QP_CAP, &init_scratch) && attr_scratch.qp_state == IB_QPS_RTS &&
+		      attr_scratch.cap.max_inline_data == 64,
+	      "the client's QP is in RTS, with 64 octets of inline data (asked for 16; %u)", attr_scratch.cap.max_inline_data);
 
 	/* Data from kernel memory to kernel memory, through the DMA regions. */
 	strscpy(cbuf, "a Send from kernel memory", 64);
@@ -558,6 +594,7 @@ static void check_connections(struct ib_device *dev, const struct sockaddr_stora
 		      finished(&read) && !strcmp(cbuf + 1024, "read back by the client"),
 	      "an RDMA Read brings the server's octets");
 	check_reads_beyond_ord(pd, cqp, sbuf, sa, cbuf, ca);
+	check_inline(pd, sqp, cqp, sbuf, sa);
 
 	check_fast_registration(dev, pd, sqp, cqp, cbuf, ca);
 

@@ -5,6 +5,8 @@
 //! structs into and out of them (`device/translate.rs` for `/dev/iwarp`'s ABI), so a second
 //! door (the kernel's RDMA core) adds a translation, not a second engine.
 
+use kernel::prelude::*;
+
 /// Access rights of a region, as verbs defines them.
 pub(crate) mod access {
     /// The local side may write (receives and Read responses land there).
@@ -87,8 +89,51 @@ pub(crate) struct SendWr {
     pub(crate) signaled: bool,
     /// Send with Solicited Event.
     pub(crate) solicited: bool,
-    /// The entries name plain memory of the caller's (no lkeys), copied at once.
-    pub(crate) inline: bool,
+    /// Where the payload is, if not in registered memory.
+    pub(crate) inline: Inline,
+}
+
+/// Octets of inline data a kernel consumer's send request may carry: copied into the request
+/// when posted, as siw copies them into its send queue entry.
+pub(crate) const MAX_KERNEL_INLINE: usize = 64;
+
+/// A send request's payload that is not in registered memory (inline data: lkeys unused).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Inline {
+    /// In the registered memory the entries name.
+    #[default]
+    No,
+    /// In plain memory of the calling process's, which the entries name, copied at the post
+    /// (`/dev/iwarp`'s post runs in the caller's context).
+    User,
+    /// Here: a kernel consumer's octets, copied when it posted (its post returns before the
+    /// request's turn, and it may reuse the buffer at once).
+    Kernel(InlineBytes),
+}
+
+/// Up to [`MAX_KERNEL_INLINE`] octets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct InlineBytes {
+    data: [u8; MAX_KERNEL_INLINE],
+    len: usize,
+}
+
+impl InlineBytes {
+    /// Gathers the pieces `fill(offset, piece)` writes for each of `lengths` in turn; EINVAL
+    /// past `most` octets in all (at most [`MAX_KERNEL_INLINE`]).
+    pub(crate) fn gather(lengths: impl Iterator<Item = usize>, most: usize, mut fill: impl FnMut(usize, &mut [u8]) -> Result) -> Result<InlineBytes> {
+        let mut b = InlineBytes { data: [0; MAX_KERNEL_INLINE], len: 0 };
+        for (i, n) in lengths.enumerate() {
+            let end = b.len.checked_add(n).filter(|&e| e <= most.min(MAX_KERNEL_INLINE)).ok_or(EINVAL)?;
+            fill(i, &mut b.data[b.len..end])?;
+            b.len = end;
+        }
+        Ok(b)
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.data[..self.len]
+    }
 }
 
 /// A receive work request.

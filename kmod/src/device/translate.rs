@@ -5,7 +5,7 @@
 //! anything.
 
 use crate::abi::{self, event_flags, event_kind, opcode, qp_state, send_flags, wc_flags, wc_opcode, wc_status};
-use crate::verbs::{self, Completion, CompletionOp, QpEvent, QpEventKind, QpReport, QpState, RecvWr, SendOp, SendWr, Sge, Status};
+use crate::verbs::{self, Completion, CompletionOp, Inline, QpEvent, QpEventKind, QpReport, QpState, RecvWr, SendOp, SendWr, Sge, Status};
 use kernel::prelude::*;
 
 /// Region access rights; EINVAL for bits the ABI does not define.
@@ -56,7 +56,7 @@ pub(super) fn send_wr(req: &abi::PostSend) -> Result<SendWr> {
         num_sge: req.num_sge,
         signaled: req.flags & send_flags::SIGNALED != 0,
         solicited: req.flags & send_flags::SOLICITED != 0,
-        inline: req.flags & send_flags::INLINE != 0,
+        inline: if req.flags & send_flags::INLINE != 0 { Inline::User } else { Inline::No },
     })
 }
 

@@ -15,9 +15,10 @@ use crate::cq::Attached;
 use crate::error::{enotconn, eopnotsupp};
 use crate::ffi;
 use crate::fifo::Fifo;
+use crate::kernel_memory;
 use crate::qp::{Limits, QueuePair};
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
-use crate::verbs::{Completion, CompletionOp, QpState, RecvWr, SendOp, SendWr, Sge, Status, MAX_QP_WR, MAX_SGE};
+use crate::verbs::{Completion, CompletionOp, Inline, InlineBytes, QpState, RecvWr, SendOp, SendWr, Sge, Status, MAX_KERNEL_INLINE, MAX_QP_WR, MAX_SGE};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -35,6 +36,8 @@ pub(crate) struct KernelQp {
     max_send_wr: u32,
     max_recv_wr: u32,
     max_sge: u32,
+    /// Octets of inline data a request may carry.
+    max_inline: u32,
     /// The state the consumer moved the QP to before it connected (RESET, INIT, RTR).
     unconnected: AtomicU32,
     /// Send requests posted and not handed to the engine yet (interrupts off: consumers post
@@ -69,14 +72,19 @@ pub(super) fn room_freed(posted: &SpinLockIrq<Posted>, ibqp: usize) {
 
 impl KernelQp {
     /// A QP as `attr` asks, for the RDMA core's `ibqp`; `attr` gets the sizes given. Only
-    /// reliable connections without a shared receive queue or inline data.
+    /// reliable connections without a shared receive queue; inline data up to
+    /// [`MAX_KERNEL_INLINE`] octets a request (given if any is asked for).
     pub(super) fn new(dev: Arc<IbDevice>, ibqp: *mut ffi::ib_qp, attr: &mut ffi::iwarp_ib_qp_attr, send_cq: Arc<IbCq>, recv_cq: Arc<IbCq>) -> Result<KernelQp> {
         if !attr.rc || attr.srq {
             return Err(eopnotsupp());
         }
         let sge = attr.max_send_sge.max(attr.max_recv_sge);
         // A QP may take no receives; it sends at least one request at a time.
-        if !(1..=MAX_QP_WR).contains(&attr.max_send_wr) || attr.max_recv_wr > MAX_QP_WR || sge as usize > MAX_SGE || attr.max_inline != 0 {
+        if !(1..=MAX_QP_WR).contains(&attr.max_send_wr)
+            || attr.max_recv_wr > MAX_QP_WR
+            || sge as usize > MAX_SGE
+            || attr.max_inline as usize > MAX_KERNEL_INLINE
+        {
             return Err(EINVAL);
         }
         if !dev.mrs.lock().has_pd(attr.pd) {
@@ -92,7 +100,8 @@ impl KernelQp {
             QpConnection::new(ibqp, qp)
         })?;
         let qp = conn.qp.clone();
-        (attr.max_send_sge, attr.max_recv_sge, attr.qpn) = (sge, sge, qp.handle());
+        let max_inline = if attr.max_inline > 0 { MAX_KERNEL_INLINE as u32 } else { 0 };
+        (attr.max_send_sge, attr.max_recv_sge, attr.max_inline, attr.qpn) = (sge, sge, max_inline, qp.handle());
         Ok(KernelQp {
             dev,
             conn,
@@ -103,6 +112,7 @@ impl KernelQp {
             max_send_wr: attr.max_send_wr,
             max_recv_wr: attr.max_recv_wr,
             max_sge: sge,
+            max_inline,
             unconnected: AtomicU32::new(ffi::IWARP_IB_QPS_RESET),
             posted,
         })
@@ -144,7 +154,7 @@ impl KernelQp {
         attr.max_send_wr = self.max_send_wr;
         attr.max_recv_wr = self.max_recv_wr;
         (attr.max_send_sge, attr.max_recv_sge) = (self.max_sge, self.max_sge);
-        attr.max_inline = 0;
+        attr.max_inline = self.max_inline;
     }
 
     /// `post_send` of one request: checked for what it asks (EINVAL), then queued for
@@ -244,8 +254,8 @@ impl KernelQp {
         crate::cq::CompletionQueue::push(cq, &flushed).map_err(|_| ENOMEM)
     }
 
-    /// The engine's request for `w`: EINVAL for an opcode or flag not supported (inline data,
-    /// fences) or too many entries.
+    /// The engine's request for `w`: EINVAL for an opcode or flag not supported (fences), too
+    /// many entries, or more inline data than the QP takes. Inline data is copied now.
     fn send_wr(&self, w: &ffi::iwarp_ib_send_wr) -> Result<SendWr> {
         let (rkey, remote_addr) = (w.rkey, w.remote_addr);
         let op = match w.opcode {
@@ -261,20 +271,31 @@ impl KernelQp {
             }
             _ => return Err(EINVAL),
         };
-        if w.flags & (ffi::IWARP_IB_SEND_INLINE | ffi::IWARP_IB_SEND_FENCE) != 0 {
+        if w.flags & ffi::IWARP_IB_SEND_FENCE != 0 {
             return Err(EINVAL);
         }
-        let mut wr = SendWr {
+        let mut sge = [Sge::default(); MAX_SGE];
+        copy_sges(&mut sge, w.sge, w.num_sge)?;
+        let (inline, num_sge) = if w.flags & ffi::IWARP_IB_SEND_INLINE != 0 {
+            let pieces = &sge[..w.num_sge as usize];
+            let bytes = InlineBytes::gather(pieces.iter().map(|s| s.length as usize), self.max_inline as usize, |i, dst| {
+                // SAFETY: the consumer names kernel memory of its own (a virtual DMA address,
+                // its lkey unused for inline data), readable for the call.
+                unsafe { kernel_memory::copy_from(pieces[i].addr, dst) }
+            })?;
+            (Inline::Kernel(bytes), 0)
+        } else {
+            (Inline::No, w.num_sge)
+        };
+        Ok(SendWr {
             wr_id: w.wr_id,
             op,
-            sge: [Sge::default(); MAX_SGE],
-            num_sge: w.num_sge,
+            sge: if num_sge > 0 { sge } else { [Sge::default(); MAX_SGE] },
+            num_sge,
             signaled: self.sq_sig_all || w.flags & ffi::IWARP_IB_SEND_SIGNALED != 0,
             solicited: w.flags & ffi::IWARP_IB_SEND_SOLICITED != 0,
-            inline: false,
-        };
-        copy_sges(&mut wr.sge, w.sge, w.num_sge)?;
-        Ok(wr)
+            inline,
+        })
     }
 }
 

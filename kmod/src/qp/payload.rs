@@ -108,6 +108,18 @@ impl OutPayload {
         Ok(p)
     }
 
+    /// A copy of `bytes` (a kernel consumer's inline data, copied when it posted).
+    pub(super) fn from_bytes(bytes: &[u8]) -> Result<OutPayload> {
+        let mut p = OutPayload::empty();
+        p.copy_in(bytes.len() as u64, |at, dst| {
+            let src = bytes.get(at as usize..).and_then(|b| b.get(..dst.len())).ok_or(EINVAL)?;
+            dst.copy_from_slice(src);
+            Ok(())
+        })?;
+        p.len = bytes.len() as u64;
+        Ok(p)
+    }
+
     /// Appends `len` copied octets, page by page: `fill(offset, dst)` writes those at `offset`.
     fn copy_in(&mut self, len: u64, mut fill: impl FnMut(u64, &mut [u8]) -> Result) -> Result {
         let mut done = 0u64;

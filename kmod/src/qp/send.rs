@@ -22,7 +22,7 @@ use crate::proto::atomic;
 use crate::proto::rdmap::ReadRequest;
 use crate::proto::terminate::{Cause, Terminate};
 use crate::proto::tx::Message;
-use crate::verbs::{access, CompletionOp, SendOp, SendWr, Sge, MAX_MESSAGE};
+use crate::verbs::{access, CompletionOp, Inline, SendOp, SendWr, Sge, MAX_MESSAGE};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 
@@ -94,19 +94,21 @@ impl QueuePair {
             SendOp::Write { rkey, remote_addr, imm: None } if !solicited => (Message::Write { stag: rkey, to: remote_addr }, None),
             SendOp::Write { rkey, remote_addr, imm: Some(data) } => (Message::Write { stag: rkey, to: remote_addr }, Some(data)),
             // Immediate Data alone carries no payload of the caller's.
-            SendOp::Immediate { imm } if req.num_sge == 0 && !inline => (Message::Immediate { solicited, data: imm }, None),
+            SendOp::Immediate { imm } if req.num_sge == 0 && inline == Inline::No => (Message::Immediate { solicited, data: imm }, None),
             _ => return Err(EINVAL),
         };
         // A Write with Immediate completes when TCP took its Immediate Data, so its payload
         // is copied: one sent from the application's pages may complete only on acknowledgement.
         let with_imm = imm.is_some();
-        let payload = if inline {
+        let payload = if inline == Inline::User {
             // Copied from the caller's memory now: no region involved.
             let sge = &req.sge[..req.num_sge as usize];
             if sge.iter().map(|s| u64::from(s.length)).sum::<u64>() > u64::from(self.max_inline) {
                 return Err(EINVAL);
             }
             OutPayload::from_user(sge)?
+        } else if let Inline::Kernel(bytes) = &inline {
+            OutPayload::from_bytes(bytes.as_slice())?
         } else {
             // The pieces are checked and their pages held, then the payload is built from them
             // (that allocates).
@@ -135,7 +137,8 @@ impl QueuePair {
     /// not): no more entries than the QP has, and no flag its kind cannot have. Takes no lock:
     /// a poster that hands requests over later (the RDMA core's door) checks this at the post.
     pub(crate) fn check_shape(&self, req: &SendWr) -> Result {
-        let SendWr { inline, solicited, .. } = *req;
+        let SendWr { solicited, .. } = *req;
+        let inline = req.inline != Inline::No;
         let bad = req.num_sge > self.max_sge
             || match req.op {
                 SendOp::Read { .. } | SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. } => solicited || inline,
