@@ -433,6 +433,12 @@ ib_link() {
         mac=$(tr -d : </sys/class/net/$IWARP_IF/address)
         echo "gid $gid, mac $mac"
         [ "$(echo "$gid" | tr -d : | cut -c1-12)" = "$mac" ]
+        mpa=/sys/class/infiniband/iw0/mpa
+        echo "MPA markers $(cat ${mpa}_markers), CRC $(cat ${mpa}_crc) (the module'"'"'s defaults)"
+        [ "$(cat ${mpa}_markers)$(cat ${mpa}_crc)" = 11 ]
+        ! echo maybe 2>&1 >${mpa}_markers || { echo "mpa_markers took maybe"; exit 1; }
+        echo 0 >${mpa}_markers; [ "$(cat ${mpa}_markers)$(cat ${mpa}_crc)" = 01 ]
+        echo 1 >${mpa}_markers; [ "$(cat ${mpa}_markers)" = 1 ]
         ! rdma link add iw1 type iwarp netdev $IWARP_IF 2>&1 || { echo "a second device on one netdev"; exit 1; }
         ! rdma link add iw1 type iwarp netdev lo 2>&1 || { echo "a device on loopback"; exit 1; }
         ip link add iwbr0 type bridge
@@ -577,21 +583,21 @@ rdma_cm_between() {
 ib_rdma_cm() {
     rdma_cm_between iw0 iw0 "insmod $ko && $(rdma_link iw0 iwarp)" "rdma link delete iw0 && rmmod iwarp"
 }
-# The same toward siw: ib-nvme-host-on-siw left A's iwarp.ko without markers and B's siw
+# The same toward siw: ib-nvme-host-on-siw left A's iw0 without markers and B's siw
 # without a link.
 ib_rdma_cm_to_siw() {
     rdma_cm_between iw0 siw0 "$(rdma_link siw0 siw)" "rdma link delete siw0"
 }
-# The same between siw and us (markers off on our side, iw_markers=0: siw has none), each in
-# either role. A's iwarp.ko is loaded again so; at the end A has iw0 back for rmmod-A.
+# The same between siw and us (markers off on our side, the link's mpa_markers: siw has none),
+# each in either role. At the end A has iw0 back for rmmod-A.
 ib_nvme_host_on_siw() {
-    nvme_between "rmmod iwarp && insmod $ko iw_markers=0 && $(rdma_link iw0 iwarp)" iw0 \
+    nvme_between "echo 0 >/sys/class/infiniband/iw0/mpa_markers" iw0 \
         "modprobe siw && $(rdma_link siw0 siw)" siw0 "rdma link delete siw0"
 }
 ib_nvme_target_on_siw() {
     local rc=0
     nvme_between "rdma link delete iw0 && modprobe siw && $(rdma_link siw0 siw)" siw0 \
-        "insmod $ko iw_markers=0 && $(rdma_link iw0 iwarp)" iw0 "rdma link delete iw0 && rmmod iwarp" || rc=1
+        "insmod $ko && $(rdma_link iw0 iwarp) && echo 0 >/sys/class/infiniband/iw0/mpa_markers" iw0 "rdma link delete iw0 && rmmod iwarp" || rc=1
     vm_run A "rdma link delete siw0 && $(rdma_link iw0 iwarp)" || rc=1
     return $rc
 }

@@ -466,8 +466,8 @@ static struct iw_cm_id *client(struct ib_device *dev, struct end *e, const struc
 static void check_destroy_while_connecting(struct ib_device *dev, struct ib_pd *pd, struct ib_cq *cq, struct end *srv,
 					   const struct sockaddr_storage *to)
 {
+	struct iw_cm_id *cid, *accepted = srv->child;
 	struct end cli = {};
-	struct iw_cm_id *cid;
 	struct ib_qp *qp;
 	unsigned long start;
 
@@ -486,10 +486,10 @@ static void check_destroy_while_connecting(struct ib_device *dev, struct ib_pd *
 	      jiffies_to_msecs(jiffies - start), cli.status[IW_CM_EVENT_CONNECT_REPLY]);
 	if (!IS_ERR(cid))
 		iw_destroy_cm_id(cid);
-	if (srv->child) {
+	/* The request's cm_id; the caller destroys the one it accepted before. */
+	if (srv->child && srv->child != accepted)
 		iw_destroy_cm_id(srv->child);
-		srv->child = NULL;
-	}
+	srv->child = accepted;
 }
 
 /*

@@ -658,9 +658,64 @@ static void iwarp_dealloc_driver(struct ib_device *dev)
 	iwarp_cb->gone(dev);
 }
 
+/*
+ * A link's MPA options, for the connections iw_cm makes on it from then on (the module's
+ * iw_markers and iw_crc give each new link its own). Files of the device's, as in-tree drivers
+ * keep theirs: the RDMA core's netlink has no place for a driver's options.
+ */
+static ssize_t mpa_show(struct device *device, u32 option, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", !!(iwarp_verbs->dev_mpa(dev_rust(rdma_device_to_ibdev(device))) & option));
+}
+
+static ssize_t mpa_store(struct device *device, u32 option, const char *buf, size_t count)
+{
+	bool on;
+	int rv = kstrtobool(buf, &on);
+
+	if (rv)
+		return rv;
+	iwarp_verbs->dev_set_mpa(dev_rust(rdma_device_to_ibdev(device)), option, on);
+	return count;
+}
+
+static ssize_t mpa_markers_show(struct device *device, struct device_attribute *attr, char *buf)
+{
+	return mpa_show(device, IWARP_MPA_MARKERS, buf);
+}
+
+static ssize_t mpa_markers_store(struct device *device, struct device_attribute *attr, const char *buf, size_t count)
+{
+	return mpa_store(device, IWARP_MPA_MARKERS, buf, count);
+}
+
+static ssize_t mpa_crc_show(struct device *device, struct device_attribute *attr, char *buf)
+{
+	return mpa_show(device, IWARP_MPA_CRC, buf);
+}
+
+static ssize_t mpa_crc_store(struct device *device, struct device_attribute *attr, const char *buf, size_t count)
+{
+	return mpa_store(device, IWARP_MPA_CRC, buf, count);
+}
+
+static DEVICE_ATTR_RW(mpa_markers);
+static DEVICE_ATTR_RW(mpa_crc);
+
+static struct attribute *iwarp_dev_attrs[] = {
+	&dev_attr_mpa_markers.attr,
+	&dev_attr_mpa_crc.attr,
+	NULL,
+};
+
+static const struct attribute_group iwarp_dev_group = {
+	.attrs = iwarp_dev_attrs,
+};
+
 static const struct ib_device_ops iwarp_ib_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_UNKNOWN,
+	.device_group = &iwarp_dev_group,
 	.alloc_mr = iwarp_alloc_mr,
 	.alloc_pd = iwarp_alloc_pd,
 	.create_cq = iwarp_create_cq,

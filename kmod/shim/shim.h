@@ -192,6 +192,9 @@ struct ib_qp;
 #define IWARP_IB_SEND_SIGNALED 2u
 #define IWARP_IB_SEND_SOLICITED 4u
 #define IWARP_IB_SEND_INLINE 8u
+/* A link's MPA options (its sysfs files mpa_markers and mpa_crc): bits of dev_mpa. */
+#define IWARP_MPA_MARKERS 1u
+#define IWARP_MPA_CRC 2u
 /* enum ib_wc_status */
 #define IWARP_IB_WC_SUCCESS 0u
 #define IWARP_IB_WC_LOC_PROT_ERR 4u
@@ -342,6 +345,9 @@ struct iwarp_ib_verbs {
 	void (*hand_over)(void *qp);
 	/* The device is gone (its dealloc_driver): drop @dev. */
 	void (*dev_free)(void *dev);
+	/* The MPA options (IWARP_MPA_*) the connections iw_cm makes on @dev ask for from now on. */
+	u32 (*dev_mpa)(void *dev);
+	void (*dev_set_mpa)(void *dev, u32 option, bool on);
 	/* iw_cm: the RDMA core's QP numbered @qpn, or NULL (atomic context: no sleeping). */
 	struct ib_qp *(*iw_get_qp)(void *dev, u32 qpn);
 	int (*iw_connect)(void *dev, struct iw_cm_id *id, const struct iwarp_iw_param *p);

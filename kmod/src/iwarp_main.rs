@@ -61,11 +61,11 @@ module! {
         },
         iw_markers: u8 {
             default: 1,
-            description: "Connections of the RDMA core (iw_cm) ask for MPA markers in what they receive (0: they do not; siw has none)",
+            description: "Connections of the RDMA core (iw_cm) on links made from now on ask for MPA markers in what they receive (0: they do not; siw has none); each link has its own in /sys/class/infiniband/NAME/mpa_markers",
         },
         iw_crc: u8 {
             default: 1,
-            description: "Connections of the RDMA core (iw_cm) ask for MPA CRCs (0: they do not, and use them if the peer asks)",
+            description: "Connections of the RDMA core (iw_cm) on links made from now on ask for MPA CRCs (0: they do not, and use them if the peer asks); each link has its own in /sys/class/infiniband/NAME/mpa_crc",
         },
         inject_init_failure: u8 {
             default: 0,
@@ -104,7 +104,8 @@ impl kernel::InPlaceModule for IwarpModule {
     }
 }
 
-/// Whether connections of the RDMA core ask for MPA markers, and for CRCs.
+/// Whether connections of the RDMA core ask for MPA markers, and for CRCs, on links made from
+/// now on (each link has its own after: `ib::device`).
 pub(crate) fn iw_mpa() -> (bool, bool) {
     (*module_parameters::iw_markers.value() != 0, *module_parameters::iw_crc.value() != 0)
 }

@@ -183,13 +183,13 @@ fn event(kind: u32, status: i32, local: Endpoint, remote: Endpoint) -> ffi::iwar
     }
 }
 
-/// What we ask of MPA for `p`: markers and CRC as the module's parameters say (both by
+/// What we ask of MPA for `p` on `dev`: markers and CRC as the link's options say (both by
 /// default), revision 2, its IRD and ORD (EINVAL above what the engine takes).
-fn local(p: &ffi::iwarp_iw_param) -> Result<Local> {
+fn local(dev: &IbDevice, p: &ffi::iwarp_iw_param) -> Result<Local> {
     if p.ird > MAX_IRD_ORD || p.ord > MAX_IRD_ORD {
         return Err(EINVAL);
     }
-    let (markers, crc) = crate::iw_mpa();
+    let (markers, crc) = dev.mpa();
     Ok(Local { markers, crc, rev: 2, ird: p.ird as u16, ord: p.ord as u16, p2p: false, rtr: RtrTypes::default(), extensions: false })
 }
 
@@ -350,7 +350,7 @@ fn copy(b: &[u8]) -> Result<KVec<u8>> {
 /// and returns; CONNECT_REPLY follows.
 pub(super) fn connect(dev: &IbDevice, id: *mut ffi::iw_cm_id, p: &ffi::iwarp_iw_param) -> Result {
     let conn = dev.qp(p.qpn).ok_or(EINVAL)?;
-    let (local, private) = (local(p)?, private_data(p)?);
+    let (local, private) = (local(dev, p)?, private_data(p)?);
     conn.qp.claim()?;
     let started = TcpSocket::connect(&Endpoint::from(&p.remote)).and_then(|sock| {
         conn.report.bind(id)?;
@@ -367,7 +367,7 @@ pub(super) fn connect(dev: &IbDevice, id: *mut ffi::iw_cm_id, p: &ffi::iwarp_iw_
 pub(super) fn accept(dev: &IbDevice, id: *mut ffi::iw_cm_id, key: usize, p: &ffi::iwarp_iw_param) -> Result {
     let pending = dev.take_request(key).ok_or(EINVAL)?;
     let conn = dev.qp(p.qpn).ok_or(EINVAL)?;
-    let (local, private) = (local(p)?, private_data(p)?);
+    let (local, private) = (local(dev, p)?, private_data(p)?);
     conn.qp.claim()?;
     let started = conn.report.bind(id).and_then(|()| {
         Job::start(conn.clone(), For::Accept, p, pending.sock, Side::Accepting(pending.handshake), &local, private).inspect_err(|_| conn.report.fail_silently())

@@ -9,13 +9,14 @@
 
 use super::cm::QpConnection;
 use crate::events::AsyncEvents;
+use crate::ffi;
 use crate::handles::Handles;
 use crate::kernel_memory::{PageList, MAX_PAGE_LIST};
 use crate::listen::Pending;
 use crate::mr::MrTable;
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::verbs::{access, MAX_QP};
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
@@ -52,6 +53,9 @@ pub(crate) struct IbDevice {
     requests: Mutex<KVec<Kept>>,
     /// The next request's key (never 0).
     next_request: AtomicUsize,
+    /// The MPA options its iw_cm connections ask for (`IWARP_MPA_*` bits): the module's
+    /// parameters when the link was made, then its own (its sysfs files).
+    mpa: AtomicU32,
 }
 
 /// The RDMA core's access flags that are region rights (the same bits as [`access`]).
@@ -67,7 +71,34 @@ pub(super) fn rights(ib_access: i32) -> Result<u32> {
     Ok(ib_access as u32)
 }
 
+/// Markers and CRC as `IWARP_MPA_*` bits.
+fn mpa_bits((markers, crc): (bool, bool)) -> u32 {
+    (if markers { ffi::IWARP_MPA_MARKERS } else { 0 }) | (if crc { ffi::IWARP_MPA_CRC } else { 0 })
+}
+
 impl IbDevice {
+    /// Whether its iw_cm connections ask for MPA markers, and for CRCs.
+    pub(super) fn mpa(&self) -> (bool, bool) {
+        let bits = self.mpa_options();
+        (bits & ffi::IWARP_MPA_MARKERS != 0, bits & ffi::IWARP_MPA_CRC != 0)
+    }
+
+    /// Its MPA options as `IWARP_MPA_*` bits.
+    pub(super) fn mpa_options(&self) -> u32 {
+        self.mpa.load(Ordering::Relaxed)
+    }
+
+    /// Sets or clears an `IWARP_MPA_*` option (others are ignored) for the connections made
+    /// from now on.
+    pub(super) fn set_mpa_option(&self, option: u32, on: bool) {
+        let option = option & (ffi::IWARP_MPA_MARKERS | ffi::IWARP_MPA_CRC);
+        if on {
+            self.mpa.fetch_or(option, Ordering::Relaxed);
+        } else {
+            self.mpa.fetch_and(!option, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn new() -> Result<Arc<IbDevice>> {
         let mrs = Arc::pin_init(new_spinlock_bh!(MrTable::new(), "IbDevice::mrs"), GFP_KERNEL)?;
         let events = Arc::pin_init(new_spinlock_bh!(AsyncEvents::new()?, "IbDevice::events"), GFP_KERNEL)?;
@@ -79,6 +110,7 @@ impl IbDevice {
                 qps <- new_spinlock_irq!(Handles::new(MAX_QP), "IbDevice::qps"),
                 requests <- new_mutex!(KVec::new()),
                 next_request: AtomicUsize::new(1),
+                mpa: AtomicU32::new(mpa_bits(crate::iw_mpa())),
             }),
             GFP_KERNEL,
         )

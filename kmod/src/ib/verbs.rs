@@ -35,6 +35,8 @@ pub(super) static VERBS: ffi::iwarp_ib_verbs = ffi::iwarp_ib_verbs {
     post_recv: Some(post_recv),
     hand_over: Some(hand_over),
     dev_free: Some(dev_free),
+    dev_mpa: Some(dev_mpa),
+    dev_set_mpa: Some(dev_set_mpa),
     iw_get_qp: Some(iw_get_qp),
     iw_connect: Some(iw_connect),
     iw_accept: Some(iw_accept),
@@ -290,6 +292,22 @@ unsafe extern "C" fn post_recv(qp_ptr: *mut c_void, wr: *const ffi::iwarp_ib_rec
 unsafe extern "C" fn dev_free(dev: *mut c_void) {
     // SAFETY: the function's contract.
     drop(unsafe { <Arc<IbDevice> as ForeignOwnable>::from_foreign(dev) });
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn dev_mpa(dev: *mut c_void) -> u32 {
+    // SAFETY: see above.
+    unsafe { device(dev) }.mpa_options()
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn dev_set_mpa(dev: *mut c_void, option: u32, on: bool) {
+    // SAFETY: see above.
+    unsafe { device(dev) }.set_mpa_option(option, on)
 }
 
 /// # Safety
