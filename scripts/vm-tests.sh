@@ -438,7 +438,8 @@ ib_link() {
         [ "$(cat ${mpa}_markers)$(cat ${mpa}_crc)" = 11 ]
         ! echo maybe 2>&1 >${mpa}_markers || { echo "mpa_markers took maybe"; exit 1; }
         echo 0 >${mpa}_markers; [ "$(cat ${mpa}_markers)$(cat ${mpa}_crc)" = 01 ]
-        echo 1 >${mpa}_markers; [ "$(cat ${mpa}_markers)" = 1 ]
+        echo n >${mpa}_crc; [ "$(cat ${mpa}_markers)$(cat ${mpa}_crc)" = 00 ]
+        echo 1 >${mpa}_markers; echo y >${mpa}_crc; [ "$(cat ${mpa}_markers)$(cat ${mpa}_crc)" = 11 ]
         ! rdma link add iw1 type iwarp netdev $IWARP_IF 2>&1 || { echo "a second device on one netdev"; exit 1; }
         ! rdma link add iw1 type iwarp netdev lo 2>&1 || { echo "a device on loopback"; exit 1; }
         ip link add iwbr0 type bridge

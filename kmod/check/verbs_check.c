@@ -260,11 +260,13 @@ static bool finished(struct done *d)
 	return wait_for_completion_timeout(&d->c, 10 * HZ) && d->status == IB_WC_SUCCESS;
 }
 
-static int post(struct ib_qp *qp, struct done *d, enum ib_wr_opcode op, u64 from, u32 len, u32 lkey, u64 remote, u32 rkey)
+/* A request of @op with @flags, for @len octets at @from. */
+static int post_flags(struct ib_qp *qp, struct done *d, enum ib_wr_opcode op, u64 from, u32 len, u32 lkey, u64 remote, u32 rkey,
+		      int flags)
 {
 	struct ib_sge sge = { .addr = from, .length = len, .lkey = lkey };
 	struct ib_rdma_wr wr = {
-		.wr = { .wr_cqe = &d->cqe, .opcode = op, .sg_list = &sge, .num_sge = 1, .send_flags = IB_SEND_SIGNALED },
+		.wr = { .wr_cqe = &d->cqe, .opcode = op, .sg_list = &sge, .num_sge = 1, .send_flags = flags },
 		.remote_addr = remote,
 		.rkey = rkey,
 	};
@@ -273,18 +275,15 @@ static int post(struct ib_qp *qp, struct done *d, enum ib_wr_opcode op, u64 from
 	return ib_post_send(qp, &wr.wr, NULL);
 }
 
+static int post(struct ib_qp *qp, struct done *d, enum ib_wr_opcode op, u64 from, u32 len, u32 lkey, u64 remote, u32 rkey)
+{
+	return post_flags(qp, d, op, from, len, lkey, remote, rkey, IB_SEND_SIGNALED);
+}
+
 /* A signaled request of @op carrying the @len octets at @from inline (kernel memory, no lkey). */
 static int post_inline(struct ib_qp *qp, struct done *d, enum ib_wr_opcode op, const void *from, u32 len, u64 remote, u32 rkey)
 {
-	struct ib_sge sge = { .addr = (uintptr_t)from, .length = len };
-	struct ib_rdma_wr wr = {
-		.wr = { .wr_cqe = &d->cqe, .opcode = op, .sg_list = &sge, .num_sge = 1, .send_flags = IB_SEND_SIGNALED | IB_SEND_INLINE },
-		.remote_addr = remote,
-		.rkey = rkey,
-	};
-
-	arm(d);
-	return ib_post_send(qp, &wr.wr, NULL);
+	return post_flags(qp, d, op, (uintptr_t)from, len, 0, remote, rkey, IB_SEND_SIGNALED | IB_SEND_INLINE);
 }
 
 static int post_receive(struct ib_qp *qp, struct done *d, u64 to, u32 len, u32 lkey)
@@ -423,22 +422,42 @@ static noinline void check_reads_beyond_ord(struct ib_pd *pd, struct ib_qp *cqp,
 
 /*
  * Inline data from @cqp to @sqp's @sbuf (at @sa): copied when posted, so the buffer may change
- * at once.
+ * at once. The Send is fenced behind a Read (into @ca), so that its turn comes a round trip
+ * after the buffer changed: a copy made at its turn instead would carry the change.
  */
-static noinline void check_inline(struct ib_pd *pd, struct ib_qp *sqp, struct ib_qp *cqp, char *sbuf, u64 sa)
+static noinline void check_inline(struct ib_pd *pd, struct ib_qp *sqp, struct ib_qp *cqp, char *sbuf, u64 sa, u64 ca)
 {
 	char note[32] = "inline, copied when posted";
-	struct done recvd, wrote, sent;
+	struct done recvd, wrote, read, sent;
 	int rv;
 
 	rv = post_receive(sqp, &recvd, sa + 1536, 64, pd->local_dma_lkey);
 	rv = rv ?: post_inline(cqp, &wrote, IB_WR_RDMA_WRITE, "an inline Write", 16, sa + 2048, pd->unsafe_global_rkey);
-	rv = rv ?: post_inline(cqp, &sent, IB_WR_SEND, note, 27, 0, 0);
+	rv = rv ?: post(cqp, &read, IB_WR_RDMA_READ, ca + 2304, 64, pd->local_dma_lkey, sa + 2304, pd->unsafe_global_rkey);
+	rv = rv ?: post_flags(cqp, &sent, IB_WR_SEND, (uintptr_t)note, 27, 0, 0, 0, IB_SEND_SIGNALED | IB_SEND_INLINE | IB_SEND_FENCE);
 	memset(note, 'x', sizeof(note));
-	CHECK(!rv && finished(&recvd) && finished(&wrote) && finished(&sent) && recvd.byte_len == 27 &&
+	CHECK(!rv && finished(&recvd) && finished(&wrote) && finished(&read) && finished(&sent) && recvd.byte_len == 27 &&
 		      !strcmp(sbuf + 1536, "inline, copied when posted") && !strcmp(sbuf + 2048, "an inline Write"),
 	      "an inline Write and Send arrive as their octets were when posted (%d, %u octets)", rv, recvd.byte_len);
 	CHECK(post_inline(cqp, &sent, IB_WR_SEND, sbuf, 65, 0, 0) == -EINVAL, "more inline data than the QP takes is refused with EINVAL");
+}
+
+/*
+ * A fenced Send of the octets a Read before it brings (from @sqp's @sbuf into @cqp's @cbuf): it
+ * waits for the Read's answer, so it carries them, not what was there before.
+ */
+static noinline void check_fence(struct ib_pd *pd, struct ib_qp *sqp, struct ib_qp *cqp, char *sbuf, u64 sa, char *cbuf, u64 ca)
+{
+	struct done read, sent, recvd;
+	int rv;
+
+	strscpy(sbuf + 3072, "read, then sent back", 64);
+	memset(cbuf + 3072, 0, 64);
+	rv = post_receive(sqp, &recvd, sa + 3584, 64, pd->local_dma_lkey);
+	rv = rv ?: post(cqp, &read, IB_WR_RDMA_READ, ca + 3072, 21, pd->local_dma_lkey, sa + 3072, pd->unsafe_global_rkey);
+	rv = rv ?: post_flags(cqp, &sent, IB_WR_SEND, ca + 3072, 21, pd->local_dma_lkey, 0, 0, IB_SEND_SIGNALED | IB_SEND_FENCE);
+	CHECK(!rv && finished(&read) && finished(&sent) && finished(&recvd) && !strcmp(sbuf + 3584, "read, then sent back"),
+	      "a fenced Send of what a Read before it brings carries the Read's octets (%d)", rv);
 }
 
 static struct iw_cm_id *client(struct ib_device *dev, struct end *e, const struct sockaddr_storage *to, struct ib_qp *qp,
@@ -594,7 +613,8 @@ static void check_connections(struct ib_device *dev, const struct sockaddr_stora
 		      finished(&read) && !strcmp(cbuf + 1024, "read back by the client"),
 	      "an RDMA Read brings the server's octets");
 	check_reads_beyond_ord(pd, cqp, sbuf, sa, cbuf, ca);
-	check_inline(pd, sqp, cqp, sbuf, sa);
+	check_inline(pd, sqp, cqp, sbuf, sa, ca);
+	check_fence(pd, sqp, cqp, sbuf, sa, cbuf, ca);
 
 	check_fast_registration(dev, pd, sqp, cqp, cbuf, ca);
 

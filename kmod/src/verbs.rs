@@ -119,7 +119,7 @@ pub(crate) struct InlineBytes {
 }
 
 impl InlineBytes {
-    /// Gathers the pieces `fill(offset, piece)` writes for each of `lengths` in turn; EINVAL
+    /// Gathers the pieces `fill(i, piece)` writes for the `i`-th of `lengths` in turn; EINVAL
     /// past `most` octets in all (at most [`MAX_KERNEL_INLINE`]).
     pub(crate) fn gather(lengths: impl Iterator<Item = usize>, most: usize, mut fill: impl FnMut(usize, &mut [u8]) -> Result) -> Result<InlineBytes> {
         let mut b = InlineBytes { data: [0; MAX_KERNEL_INLINE], len: 0 };

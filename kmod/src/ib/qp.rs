@@ -47,7 +47,7 @@ pub(crate) struct KernelQp {
 
 /// Send requests waiting for the work item, oldest first.
 pub(super) struct Posted {
-    wrs: Fifo<Option<SendWr>>,
+    wrs: Fifo<Option<Queued>>,
     /// The QP is being destroyed: nothing is posted or handed over any more.
     closed: bool,
     /// The oldest waits for room in the engine: the work item runs again once some frees.
@@ -55,6 +55,15 @@ pub(super) struct Posted {
     /// Counts the times the engine freed room: room freed while the work item was trying the
     /// oldest (before it could say it waits) has it try again at once.
     freed: u32,
+}
+
+/// A send request waiting for its turn.
+#[derive(Clone, Copy)]
+struct Queued {
+    wr: SendWr,
+    /// `IB_SEND_FENCE`: its turn waits until every Read and atomic posted before it has
+    /// completed (their answers are in place).
+    fence: bool,
 }
 
 /// The engine freed room on `ibqp`'s send side: its work item runs again at once if its oldest
@@ -173,7 +182,8 @@ impl KernelQp {
         if posted.closed {
             return Err(enotconn());
         }
-        posted.wrs.push(Some(wr)).map_err(|_| ENOMEM)?;
+        let fence = w.flags & ffi::IWARP_IB_SEND_FENCE != 0;
+        posted.wrs.push(Some(Queued { wr, fence })).map_err(|_| ENOMEM)?;
         // Under `posted`: once `closed` is set, nothing queues the work of a QP being destroyed.
         // SAFETY: the RDMA core's QP lives until its destroy, which settles the work first.
         unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, false) };
@@ -181,9 +191,10 @@ impl KernelQp {
     }
 
     /// The work item: hands the posted send requests to the engine, in order. One the engine
-    /// has no room for yet (the ORD's Reads outstanding, the send queue full) stays at the head,
-    /// as an RNIC holds it, and is tried again when the engine frees room ([`room_freed`]), or
-    /// a tick later at the latest. One the engine refuses (a region
+    /// has no room for yet (the ORD's Reads outstanding, the send queue full), or a fenced one
+    /// while Reads or atomics before it are outstanding, stays at the head, as an RNIC holds it,
+    /// and is tried again when the engine frees room ([`room_freed`]: an answer came), or a
+    /// tick later at the latest. One the engine refuses (a region
     /// that does not allow it) completes in error, and the QP ends, as an RNIC's does.
     pub(super) fn hand_over(&self) {
         loop {
@@ -194,7 +205,7 @@ impl KernelQp {
                 }
                 (posted.wrs.get(0).copied().flatten(), posted.freed)
             };
-            let Some(mut wr) = wr else { return };
+            let Some(Queued { mut wr, fence }) = wr else { return };
             // The local region a Read or a Local Invalidate invalidates is found by its slot, as
             // in siw, once the Fast Register ahead of it is done: the RDMA core's rdma_rw names it
             // by the key it had before that Fast Register (it steps the key after building the
@@ -209,7 +220,8 @@ impl KernelQp {
                 *stag = self.dev.mrs.lock().current_stag(*stag).unwrap_or(*stag);
             }
             let op = flushed_op(&wr.op);
-            let posted = self.post_or_flush(&self.send_cq, wr.wr_id, op, || self.qp.post_send(&wr));
+            let posted =
+                if fence && self.qp.asks_outstanding() { Err(ENOMEM) } else { self.post_or_flush(&self.send_cq, wr.wr_id, op, || self.qp.post_send(&wr)) };
             if posted == Err(ENOMEM) {
                 let mut p = self.posted.lock();
                 if p.freed != freed {
@@ -254,8 +266,8 @@ impl KernelQp {
         crate::cq::CompletionQueue::push(cq, &flushed).map_err(|_| ENOMEM)
     }
 
-    /// The engine's request for `w`: EINVAL for an opcode or flag not supported (fences), too
-    /// many entries, or more inline data than the QP takes. Inline data is copied now.
+    /// The engine's request for `w`: EINVAL for an opcode not supported, too many entries, or
+    /// more inline data than the QP takes. Inline data is copied now.
     fn send_wr(&self, w: &ffi::iwarp_ib_send_wr) -> Result<SendWr> {
         let (rkey, remote_addr) = (w.rkey, w.remote_addr);
         let op = match w.opcode {
@@ -271,9 +283,6 @@ impl KernelQp {
             }
             _ => return Err(EINVAL),
         };
-        if w.flags & ffi::IWARP_IB_SEND_FENCE != 0 {
-            return Err(EINVAL);
-        }
         let mut sge = [Sge::default(); MAX_SGE];
         copy_sges(&mut sge, w.sge, w.num_sge)?;
         let (inline, num_sge) = if w.flags & ffi::IWARP_IB_SEND_INLINE != 0 {

@@ -296,17 +296,18 @@ unsafe extern "C" fn dev_free(dev: *mut c_void) {
 
 /// # Safety
 ///
-/// See above.
+/// As [`device`]: called from the device's sysfs files, which the RDMA core removes (waiting
+/// for calls in them to return) before `dealloc_driver` frees it.
 unsafe extern "C" fn dev_mpa(dev: *mut c_void) -> u32 {
-    // SAFETY: see above.
+    // SAFETY: the function's contract.
     unsafe { device(dev) }.mpa_options()
 }
 
 /// # Safety
 ///
-/// See above.
+/// As [`dev_mpa`].
 unsafe extern "C" fn dev_set_mpa(dev: *mut c_void, option: u32, on: bool) {
-    // SAFETY: see above.
+    // SAFETY: the function's contract.
     unsafe { device(dev) }.set_mpa_option(option, on)
 }
 

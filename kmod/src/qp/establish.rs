@@ -185,7 +185,8 @@ impl Exchange {
     /// told at once instead of at the deadline. [`Exchange::finish`] still ends it.
     pub(crate) fn abort(&self, why: Error) {
         let mut p = self.progress.lock();
-        if p.settled.is_some() {
+        // Settled, or finished already (`finish` took the socket and the outcome).
+        if p.settled.is_some() || p.sock.is_none() {
             return;
         }
         p.settled = Some(Err(why));

@@ -356,6 +356,12 @@ impl QueuePair {
         self.handle
     }
 
+    /// Whether Reads or atomics of ours wait for their answers (a fenced request waits for them).
+    pub(crate) fn asks_outstanding(&self) -> bool {
+        let rx = self.rx.lock();
+        rx.queues.reads.len() > 0 || rx.queues.atomics.len() > 0
+    }
+
     /// Where the QP is (in error once ended: what is posted then can only be flushed).
     pub(crate) fn state(&self) -> QpState {
         match self.rx.lock().phase {
