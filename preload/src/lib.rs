@@ -60,7 +60,7 @@ fn forget(fd: RawFd) -> Option<Arc<Conn>> {
 }
 
 /// Forgets `fd`'s connection; the last reference to it in this process closes it, or leaves it
-/// to the process that owns it (`Conn`'s `Drop`), whichever thread holds that reference.
+/// to the other processes holding it (`Conn`'s `Drop`), whichever thread holds that reference.
 fn release(fd: RawFd) {
     if !tables_are_ours() {
         return;
