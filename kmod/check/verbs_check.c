@@ -16,6 +16,7 @@
 #include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/inet.h>
+#include <linux/irq_work.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/scatterlist.h>
@@ -62,9 +63,47 @@ static void recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	complete(&r->each);
 }
 
-static struct ib_qp *create_qp(struct ib_pd *pd, struct ib_cq *cq, enum ib_qp_type type, u32 wr, u32 sge, u32 inline_data)
+/* Asynchronous events of a QP or CQ, as its event handler counts them. */
+struct events {
+	atomic_t fatal, access, request, cq_error, other;
+};
+
+static void count_event(struct ib_event *ev, void *context)
+{
+	struct events *e = context;
+
+	switch (ev->event) {
+	case IB_EVENT_QP_FATAL:
+		atomic_inc(&e->fatal);
+		break;
+	case IB_EVENT_QP_ACCESS_ERR:
+		atomic_inc(&e->access);
+		break;
+	case IB_EVENT_QP_REQ_ERR:
+		atomic_inc(&e->request);
+		break;
+	case IB_EVENT_CQ_ERR:
+		atomic_inc(&e->cq_error);
+		break;
+	default:
+		atomic_inc(&e->other);
+	}
+}
+
+/* How many events @e counted, of every kind. */
+static int events_total(struct events *e)
+{
+	return atomic_read(&e->fatal) + atomic_read(&e->access) + atomic_read(&e->request) + atomic_read(&e->cq_error) +
+	       atomic_read(&e->other);
+}
+
+/* A QP whose asynchronous events @events counts (if not NULL). */
+static struct ib_qp *create_qp(struct ib_pd *pd, struct ib_cq *cq, enum ib_qp_type type, u32 wr, u32 sge, u32 inline_data,
+			       struct events *events)
 {
 	struct ib_qp_init_attr attr = {
+		.event_handler = events ? count_event : NULL,
+		.qp_context = events,
 		.qp_type = type,
 		.send_cq = cq,
 		.recv_cq = cq,
@@ -112,9 +151,58 @@ static int post_send(struct ib_qp *qp, enum ib_wr_opcode opcode, u64 addr, u32 l
 	return rv;
 }
 
+/* @cq, which holds a completion of @qp's, polled and armed with interrupts off. */
+static void check_poll_with_interrupts_off(struct ib_cq *cq, struct ib_qp *qp)
+{
+	struct ib_wc wc[4] = {};
+	unsigned long flags;
+	int n, armed;
+
+	local_irq_save(flags);
+	n = ib_poll_cq(cq, ARRAY_SIZE(wc), wc);
+	armed = ib_req_notify_cq(cq, IB_CQ_NEXT_COMP | IB_CQ_REPORT_MISSED_EVENTS);
+	local_irq_restore(flags);
+	CHECK(n == 1 && wc[0].qp == qp && wc[0].status == IB_WC_WR_FLUSH_ERR && armed == 0,
+	      "polled and armed with interrupts off, it gives the one completion it kept (%d, status %d, armed %d)", n, wc[0].status, armed);
+}
+
+/*
+ * A CQ of one entry that four flushed receives overflow: its event handler hears CQ_ERR, once.
+ * Flushed receives that find no room are lost, as on an RNIC; the QP is in error anyway.
+ */
+static noinline void check_cq_overflow(struct ib_device *dev, struct ib_pd *pd, u64 addr)
+{
+	struct ib_cq_init_attr cq_attr = { .cqe = 1 };
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	struct receives r = { .cqe.done = recv_done };
+	struct events ev = {};
+	struct ib_qp *qp;
+	struct ib_cq *cq;
+	int i, posted = 0;
+
+	cq = ib_create_cq(dev, NULL, count_event, &ev, &cq_attr);
+	CHECK(!IS_ERR(cq) && cq->cqe < 4, "a CQ of one entry, with an event handler (%d)", IS_ERR(cq) ? 0 : cq->cqe);
+	if (IS_ERR(cq))
+		return;
+	qp = create_qp(pd, cq, IB_QPT_RC, 4, 1, 0, NULL);
+	if (!IS_ERR(qp)) {
+		for (i = 0; i < 4; i++)
+			posted += !post_recv(qp, &r, addr, pd->local_dma_lkey, 1);
+		CHECK(posted == 4 && !ib_modify_qp(qp, &attr, IB_QP_STATE) && atomic_read(&ev.cq_error) == 1 && events_total(&ev) == 1,
+		      "four receives flushed into it overflow it: its event handler hears CQ_ERR, once (%d posted, %d events)", posted,
+		      events_total(&ev));
+		check_poll_with_interrupts_off(cq, qp);
+		ib_destroy_qp(qp);
+	} else {
+		CHECK(false, "a QP on the CQ of one entry");
+	}
+	ib_destroy_cq(cq);
+}
+
 static void check(struct ib_device *dev)
 {
 	struct receives r = { .cqe.done = recv_done };
+	struct events ev = {};
 	struct ib_qp_init_attr init;
 	struct ib_qp_attr attr;
 	struct ib_qp *qp, *second;
@@ -138,17 +226,17 @@ static void check(struct ib_device *dev)
 	if (IS_ERR(cq))
 		goto pd;
 
-	CHECK(refused(create_qp(pd, cq, IB_QPT_UD, 8, 1, 0), -EOPNOTSUPP), "an unreliable datagram QP is refused with EOPNOTSUPP");
-	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 8, 5, 0), -EINVAL), "a QP with more entries per request than the device has is refused with EINVAL");
-	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 8, 1, 65), -EINVAL), "a QP with more inline data than the device has (65 octets) is refused with EINVAL");
-	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 0, 1, 0), -EINVAL), "a QP that can send nothing is refused with EINVAL");
+	CHECK(refused(create_qp(pd, cq, IB_QPT_UD, 8, 1, 0, NULL), -EOPNOTSUPP), "an unreliable datagram QP is refused with EOPNOTSUPP");
+	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 8, 5, 0, NULL), -EINVAL), "a QP with more entries per request than the device has is refused with EINVAL");
+	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 8, 1, 65, NULL), -EINVAL), "a QP with more inline data than the device has (65 octets) is refused with EINVAL");
+	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 0, 1, 0, NULL), -EINVAL), "a QP that can send nothing is refused with EINVAL");
 
-	qp = create_qp(pd, cq, IB_QPT_RC, 8, 2, 0);
+	qp = create_qp(pd, cq, IB_QPT_RC, 8, 2, 0, &ev);
 	CHECK(!IS_ERR(qp), "a reliable connection QP");
 	if (IS_ERR(qp))
 		goto cq;
 	r.qp = qp;
-	second = create_qp(pd, cq, IB_QPT_RC, 8, 2, 0);
+	second = create_qp(pd, cq, IB_QPT_RC, 8, 2, 0, NULL);
 	CHECK(!IS_ERR(second) && qp->qp_num && second->qp_num && second->qp_num != qp->qp_num,
 	      "QPs are numbered, each its own number (%u, %u)", qp->qp_num, IS_ERR(second) ? 0 : second->qp_num);
 	if (!IS_ERR(second))
@@ -181,9 +269,11 @@ static void check(struct ib_device *dev)
 	      r.flushed, r.other);
 	memset(&attr, 0, sizeof(attr));
 	CHECK(!ib_query_qp(qp, &attr, IB_QP_STATE, &init) && attr.qp_state == IB_QPS_ERR, "the QP is in ERR (state %d)", attr.qp_state);
+	CHECK(events_total(&ev) == 0, "an error state its consumer asked for reports no event (%d)", events_total(&ev));
 	reinit_completion(&r.each);
 	CHECK(!post_recv(qp, &r, addr, pd->local_dma_lkey, 1), "a receive posted in ERR is taken");
 	CHECK(wait_for_completion_timeout(&r.each, 5 * HZ) && r.flushed == 5, "and completes at once, flushed (%d flushed)", r.flushed);
+	check_cq_overflow(dev, pd, addr);
 	ib_dma_unmap_single(dev, addr, 4096, DMA_FROM_DEVICE);
 	kfree(buf);
 qp:
@@ -460,6 +550,67 @@ static noinline void check_fence(struct ib_pd *pd, struct ib_qp *sqp, struct ib_
 	      "a fenced Send of what a Read before it brings carries the Read's octets (%d)", rv);
 }
 
+/* A receive posted from a hard interrupt (an irq_work), as a block driver's completion may. */
+struct irq_post {
+	struct irq_work work;
+	struct ib_qp *qp;
+	struct done *d;
+	u64 to;
+	u32 lkey;
+	int rv;
+	bool hardirq;
+	struct completion ran;
+};
+
+static void post_in_irq(struct irq_work *work)
+{
+	struct irq_post *p = container_of(work, struct irq_post, work);
+
+	p->hardirq = in_hardirq();
+	p->rv = post_receive(p->qp, p->d, p->to, 32, p->lkey);
+	complete(&p->ran);
+}
+
+/*
+ * Receives posted where the engine's locks may not be taken: from a hard interrupt, then with
+ * interrupts off, then a third as usual, into @sqp's @sbuf (at @sa); three Sends from @cqp's
+ * @cbuf (at @ca) fill them in order (the third, posted directly, does not overtake the two).
+ */
+static noinline void check_posts_with_interrupts_off(struct ib_pd *pd, struct ib_qp *sqp, struct ib_qp *cqp, char *sbuf, u64 sa,
+						     char *cbuf, u64 ca)
+{
+	static const char *const text[] = { "from a hard interrupt", "interrupts off", "as usual" };
+	struct irq_post p = { .qp = sqp, .to = sa + 3712, .lkey = pd->local_dma_lkey, .rv = -EIO };
+	struct done recvd[3], sent[3];
+	unsigned long flags;
+	int i, rv, good = 0;
+
+	memset(sbuf + 3712, 0, 3 * 64);
+	init_completion(&p.ran);
+	p.d = &recvd[0];
+	init_irq_work(&p.work, post_in_irq);
+	irq_work_queue(&p.work);
+	irq_work_sync(&p.work);
+	rv = wait_for_completion_timeout(&p.ran, 5 * HZ) ? p.rv : -ETIMEDOUT;
+	local_irq_save(flags);
+	rv = rv ?: post_receive(sqp, &recvd[1], sa + 3776, 32, pd->local_dma_lkey);
+	local_irq_restore(flags);
+	rv = rv ?: post_receive(sqp, &recvd[2], sa + 3840, 32, pd->local_dma_lkey);
+	for (i = 0; i < 3 && !rv; i++) {
+		strscpy(cbuf + 3712 + i * 64, text[i], 32);
+		rv = post(cqp, &sent[i], IB_WR_SEND, ca + 3712 + i * 64, strlen(text[i]) + 1, pd->local_dma_lkey, 0, 0);
+	}
+	for (i = 0; i < 3 && !rv; i++)
+		good += finished(&sent[i]) && finished(&recvd[i]) && !strcmp(sbuf + 3712 + i * 64, text[i]);
+	CHECK(!rv && p.hardirq && good == 3,
+	      "receives posted from a hard interrupt, with interrupts off and as usual are filled in that order (%d, %d in order)", rv, good);
+	/* What is still posted completes (flushed) before its entry on this stack goes. */
+	if (rv || good != 3) {
+		ib_drain_qp(sqp);
+		ib_drain_qp(cqp);
+	}
+}
+
 static struct iw_cm_id *client(struct ib_device *dev, struct end *e, const struct sockaddr_storage *to, struct ib_qp *qp,
 			       const char *private)
 {
@@ -491,7 +642,7 @@ static void check_destroy_while_connecting(struct ib_device *dev, struct ib_pd *
 	unsigned long start;
 
 	init_waitqueue_head(&cli.wq);
-	qp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0);
+	qp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0, NULL);
 	CHECK(!IS_ERR(qp), "a QP to connect and destroy");
 	if (IS_ERR(qp))
 		return;
@@ -512,6 +663,59 @@ static void check_destroy_while_connecting(struct ib_device *dev, struct ib_pd *
 }
 
 /*
+ * A fourth connection to the listener on @to (whose @srv accepts it), ended by the server's
+ * Terminate: the client writes through a key the server does not have. Each QP's event handler
+ * hears why, once: the server's QP_ACCESS_ERR (the peer reached for memory it may not), the
+ * client's QP_FATAL (the peer's Terminate); both ends get CLOSE.
+ */
+static noinline void check_terminate(struct ib_device *dev, struct ib_pd *pd, struct ib_cq *cq, struct end *srv,
+				     const struct sockaddr_storage *to, u64 ca)
+{
+	struct iw_cm_id *cid = NULL, *accepted = srv->child;
+	struct ib_qp *sqp = NULL, *cqp = NULL;
+	struct events sev = {}, cev = {};
+	struct end cli = {};
+	struct done wrote;
+	int rv = -EIO;
+
+	init_waitqueue_head(&cli.wq);
+	sqp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0, &sev);
+	cqp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0, &cev);
+	if (IS_ERR(sqp) || IS_ERR(cqp)) {
+		CHECK(false, "two QPs to end by a Terminate");
+		goto out;
+	}
+	cid = client(dev, &cli, to, cqp, "bad key");
+	if (!IS_ERR(cid) && got(srv, IW_CM_EVENT_CONNECT_REQUEST, 4) && srv->child != accepted) {
+		struct iw_cm_conn_param param = { .ird = 1, .ord = 1, .qpn = sqp->qp_num };
+
+		rv = iw_cm_accept(srv->child, &param);
+	}
+	CHECK(!rv && got(&cli, IW_CM_EVENT_CONNECT_REPLY, 1) && cli.status[IW_CM_EVENT_CONNECT_REPLY] == 0, "a fourth connection (%d, %d)",
+	      rv, cli.status[IW_CM_EVENT_CONNECT_REPLY]);
+	if (rv)
+		goto out;
+	rv = post(cqp, &wrote, IB_WR_RDMA_WRITE, ca, 16, pd->local_dma_lkey, 0x1000, 0x5a5a5a00);
+	CHECK(!rv && got(&cli, IW_CM_EVENT_CLOSE, 1) && got(srv, IW_CM_EVENT_CLOSE, 2),
+	      "an RDMA Write through a key the server does not have closes both ends (%d)", rv);
+	if (!rv)
+		wait_for_completion_timeout(&wrote.c, 10 * HZ);
+	CHECK(atomic_read(&sev.access) == 1 && events_total(&sev) == 1 && atomic_read(&cev.fatal) == 1 && events_total(&cev) == 1,
+	      "the server's event handler hears QP_ACCESS_ERR, the client's QP_FATAL, once each (%d/%d, %d/%d)", atomic_read(&sev.access),
+	      events_total(&sev), atomic_read(&cev.fatal), events_total(&cev));
+out:
+	if (cid && !IS_ERR(cid))
+		iw_destroy_cm_id(cid);
+	if (srv->child && srv->child != accepted)
+		iw_destroy_cm_id(srv->child);
+	srv->child = accepted;
+	if (!IS_ERR_OR_NULL(sqp))
+		ib_destroy_qp(sqp);
+	if (!IS_ERR_OR_NULL(cqp))
+		ib_destroy_qp(cqp);
+}
+
+/*
  * Connections through iw_cm: a listener on @at, a request refused to @knock, then one accepted
  * to @to (the same port), then one whose QP is destroyed mid-exchange. @full: the data path and
  * fast registration too (IPv4), else a Send's worth (IPv6, where @knock may be IPv4: a wildcard
@@ -521,6 +725,8 @@ static void check_connections(struct ib_device *dev, const struct sockaddr_stora
 			      const struct sockaddr_storage *to, bool full)
 {
 	struct end srv = {}, cli = {}, cli2 = {};
+	/* Off the stack, which the debug kernel's frame limit keeps small; one run at a time. */
+	static struct events sev, cev, cev2;
 	struct iw_cm_id *listen = NULL, *cid = NULL, *cid2 = NULL;
 	struct ib_qp *sqp = NULL, *cqp = NULL, *cqp2 = NULL;
 	struct done sent, recvd, wrote, read;
@@ -533,14 +739,17 @@ static void check_connections(struct ib_device *dev, const struct sockaddr_stora
 	init_waitqueue_head(&srv.wq);
 	init_waitqueue_head(&cli.wq);
 	init_waitqueue_head(&cli2.wq);
+	memset(&sev, 0, sizeof(sev));
+	memset(&cev, 0, sizeof(cev));
+	memset(&cev2, 0, sizeof(cev2));
 	pd = ib_alloc_pd(dev, IB_PD_UNSAFE_GLOBAL_RKEY);
 	CHECK(!IS_ERR(pd), "a protection domain whose DMA region the peer may read and write");
 	if (IS_ERR(pd))
 		return;
 	cq = ib_alloc_cq(dev, NULL, 64, 0, IB_POLL_SOFTIRQ);
-	sqp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0);
-	cqp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 16);
-	cqp2 = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0);
+	sqp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0, &sev);
+	cqp = create_qp(pd, cq, IB_QPT_RC, 8, 1, 16, &cev);
+	cqp2 = create_qp(pd, cq, IB_QPT_RC, 8, 1, 0, &cev2);
 	sbuf = kzalloc(4096, GFP_KERNEL);
 	cbuf = kzalloc(4096, GFP_KERNEL);
 	CHECK(!IS_ERR(cq) && !IS_ERR(sqp) && !IS_ERR(cqp) && !IS_ERR(cqp2) && sbuf && cbuf, "a CQ, three QPs and two buffers");
@@ -615,6 +824,7 @@ static void check_connections(struct ib_device *dev, const struct sockaddr_stora
 	check_reads_beyond_ord(pd, cqp, sbuf, sa, cbuf, ca);
 	check_inline(pd, sqp, cqp, sbuf, sa, ca);
 	check_fence(pd, sqp, cqp, sbuf, sa, cbuf, ca);
+	check_posts_with_interrupts_off(pd, sqp, cqp, sbuf, sa, cbuf, ca);
 
 	check_fast_registration(dev, pd, sqp, cqp, cbuf, ca);
 
@@ -627,10 +837,15 @@ close:
 		CHECK(!iw_cm_disconnect(cid, 0) && got(&cli, IW_CM_EVENT_CLOSE, 1) && got(&srv, IW_CM_EVENT_CLOSE, 1),
 		      "a disconnect closes both ends");
 	msleep(200);
+	CHECK(events_total(&sev) + events_total(&cev) + events_total(&cev2) == 0,
+	      "ends by a completion error or a disconnect, and a reject, report no QP event (%d, %d, %d)", events_total(&sev),
+	      events_total(&cev), events_total(&cev2));
 	CHECK(cli.count[IW_CM_EVENT_CLOSE] == 1 && srv.count[IW_CM_EVENT_CLOSE] == 1 && cli.count[IW_CM_EVENT_CONNECT_REPLY] == 1 &&
 		      srv.count[IW_CM_EVENT_ESTABLISHED] == 1,
 	      "each event came once");
 	check_destroy_while_connecting(dev, pd, cq, &srv, to);
+	if (full)
+		check_terminate(dev, pd, cq, &srv, to, ca);
 	ib_dma_unmap_single(dev, sa, 4096, DMA_BIDIRECTIONAL);
 	ib_dma_unmap_single(dev, ca, 4096, DMA_BIDIRECTIONAL);
 out:

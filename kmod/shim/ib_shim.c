@@ -115,6 +115,8 @@ static_assert(IWARP_IB_QP_STATE == IB_QP_STATE);
 static_assert(IWARP_IB_ACCESS_OPTIONAL == IB_ACCESS_OPTIONAL);
 static_assert(IWARP_IB_CQ_SOLICITED == IB_CQ_SOLICITED && IWARP_IB_CQ_SOLICITED_MASK == IB_CQ_SOLICITED_MASK &&
 	      IWARP_IB_CQ_REPORT_MISSED_EVENTS == IB_CQ_REPORT_MISSED_EVENTS);
+static_assert(IWARP_IB_EVENT_CQ_ERR == IB_EVENT_CQ_ERR && IWARP_IB_EVENT_QP_FATAL == IB_EVENT_QP_FATAL &&
+	      IWARP_IB_EVENT_QP_REQ_ERR == IB_EVENT_QP_REQ_ERR && IWARP_IB_EVENT_QP_ACCESS_ERR == IB_EVENT_QP_ACCESS_ERR);
 static_assert(sizeof(struct iwarp_ib_sge) == sizeof(struct ib_sge) &&
 	      offsetof(struct iwarp_ib_sge, addr) == offsetof(struct ib_sge, addr) &&
 	      offsetof(struct iwarp_ib_sge, length) == offsetof(struct ib_sge, length) &&
@@ -325,6 +327,22 @@ static int iwarp_destroy_cq(struct ib_cq *cq, struct ib_udata *udata)
 void iwarp_shim_ib_cq_notify(struct ib_cq *cq)
 {
 	queue_work(system_bh_wq, &container_of(cq, struct iwarp_ibcq, base)->notify);
+}
+
+void iwarp_shim_ib_qp_event(struct ib_qp *qp, u32 type)
+{
+	struct ib_event event = { .device = qp->device, .event = type, .element.qp = qp };
+
+	if (qp->event_handler)
+		qp->event_handler(&event, qp->qp_context);
+}
+
+void iwarp_shim_ib_cq_event(struct ib_cq *cq, u32 type)
+{
+	struct ib_event event = { .device = cq->device, .event = type, .element.cq = cq };
+
+	if (cq->event_handler)
+		cq->event_handler(&event, cq->cq_context);
 }
 
 static int iwarp_poll_cq(struct ib_cq *cq, int num, struct ib_wc *wc)

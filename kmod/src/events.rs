@@ -6,6 +6,8 @@
 //! poll(2)/epoll). A QP its owner disconnects or destroys reports nothing.
 
 use crate::eventfd::EventFd;
+use crate::qp::OnEnded;
+use crate::sync::SpinLockBh;
 use crate::verbs::{QpEvent, MAX_ASYNC_EVENTS};
 use kernel::prelude::*;
 
@@ -47,5 +49,14 @@ impl AsyncEvents {
         }
         let ev = self.queue.remove(0).ok()?;
         Some((ev, core::mem::take(&mut self.lost)))
+    }
+}
+
+/// The context's QPs report how they ended here.
+impl OnEnded for SpinLockBh<AsyncEvents> {
+    fn ended(&self, event: Option<QpEvent>) {
+        if let Some(ev) = event {
+            self.lock().push(ev);
+        }
     }
 }

@@ -412,7 +412,8 @@ impl Context {
         }
         let mut qps = self.qps.lock();
         let handle = qps.next_handle()?;
-        let qp = QueuePair::new(handle, req.pd, self.mrs.clone(), self.events.clone(), send_cq, recv_cq, limits)?;
+        let qp = QueuePair::new(handle, req.pd, self.mrs.clone(), send_cq, recv_cq, limits)?;
+        qp.tell_ended(self.events.clone())?;
         req.sq_len = qp.send_ring()?.len() as u64;
         req.rq_len = qp.recv_ring()?.len() as u64;
         let _listed = registry::Registration::new(&qp)?;

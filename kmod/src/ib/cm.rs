@@ -9,6 +9,7 @@
 //! promises events until the last one.
 
 use super::device::IbDevice;
+use super::events;
 use crate::error::{econnaborted, econnrefused};
 use crate::ffi;
 use crate::listen::{Arrived, Listener, OnRequest};
@@ -18,7 +19,7 @@ use crate::proto::mpa::negotiate::Local;
 use crate::qp::{Established, Exchange, Failed, OnEnded, OnSettled, QueuePair, Side, StreamOptions};
 use crate::socket::{Endpoint, Hook, TcpSocket};
 use crate::sync::{new_spinlock_bh, SpinLockBh};
-use crate::verbs::{QpState, MAX_IRD_ORD};
+use crate::verbs::{QpEvent, QpState, MAX_IRD_ORD};
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
@@ -43,7 +44,7 @@ pub(crate) struct QpConnection {
 
 impl QpConnection {
     pub(super) fn new(ibqp: *mut ffi::ib_qp, qp: Arc<QueuePair>) -> Result<Arc<QpConnection>> {
-        let report = Arc::pin_init(pin_init!(Report { state <- new_spinlock_bh!(Reporting::default(), "Report::state") }), GFP_KERNEL)?;
+        let report = Arc::pin_init(pin_init!(Report { ibqp: ibqp as usize, state <- new_spinlock_bh!(Reporting::default(), "Report::state") }), GFP_KERNEL)?;
         qp.tell_ended(report.clone())?;
         Arc::pin_init(pin_init!(QpConnection { ibqp: ibqp as usize, qp, hook <- new_mutex!(None), report, exchange <- new_mutex!(None) }), GFP_KERNEL)
     }
@@ -86,9 +87,12 @@ struct Reporting {
     ended: bool,
 }
 
-/// A QP's report to the connection manager; told when the QP ends.
+/// A QP's report to the connection manager, and of its errors to its event handler; told
+/// when the QP ends.
 #[pin_data]
 struct Report {
+    /// The RDMA core's QP: it outlives the engine QP's end (its destroy ends it first).
+    ibqp: usize,
     #[pin]
     state: SpinLockBh<Reporting>,
 }
@@ -156,7 +160,11 @@ impl Report {
 }
 
 impl OnEnded for Report {
-    fn ended(&self) {
+    fn ended(&self, event: Option<QpEvent>) {
+        if let Some(ev) = event {
+            // SAFETY: the QP is ending now, so its destroy has not ended it yet.
+            unsafe { events::qp_ended(self.ibqp, ev.kind) };
+        }
         let up = {
             let mut st = self.state.lock();
             st.ended = true;

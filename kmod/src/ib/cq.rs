@@ -4,13 +4,16 @@
 //! polls them (`poll_cq`, as `ib_wc` entries naming their `ib_qp`), and the consumer's
 //! completion handler is called for the next one once it armed the CQ (`req_notify_cq`), in
 //! softirq context soon after (the shim's work): never inside the engine's locks, since a
-//! handler may post to the QP that completed.
+//! handler may post to the QP that completed. Polling and arming take a lock with interrupts
+//! off: consumers may poll where interrupts are off. A CQ that overflows (completions lost, the
+//! QP that completed is ended) tells its event handler once.
 
+use super::events;
 use super::qp::Posted;
 use crate::cq::{CompletionQueue, Overrun};
 use crate::ffi;
 use crate::fifo::Fifo;
-use crate::sync::{new_spinlock_bh, SpinLockBh, SpinLockIrq};
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use crate::verbs::{Completion, CompletionOp, Status, MAX_CQE};
 use core::sync::atomic::AtomicU32;
 use kernel::prelude::*;
@@ -33,6 +36,8 @@ struct Entry {
 struct State {
     entries: Fifo<Entry>,
     armed: Armed,
+    /// A completion found no room: the consumer's event handler was told.
+    overflowed: bool,
     /// The RDMA core destroyed the CQ: nothing is kept or notified any more.
     destroyed: bool,
 }
@@ -43,9 +48,10 @@ pub(crate) struct IbCq {
     ibcq: usize,
     /// QPs reporting here.
     users: AtomicU32,
-    /// Taken by the receive side in softirq context too.
+    /// Taken by the receive side in softirq context too, and by consumers polling with
+    /// interrupts off.
     #[pin]
-    state: SpinLockBh<State>,
+    state: SpinLockIrq<State>,
 }
 
 impl IbCq {
@@ -56,20 +62,30 @@ impl IbCq {
         }
         let entries = Fifo::new(entries as usize)?;
         Arc::pin_init(
-            pin_init!(IbCq { ibcq: ibcq as usize, users: AtomicU32::new(0), state <- new_spinlock_bh!(State { entries, armed: Armed::No, destroyed: false }, "IbCq::state") }),
+            pin_init!(IbCq { ibcq: ibcq as usize, users: AtomicU32::new(0), state <- new_spinlock_irq!(State { entries, armed: Armed::No, overflowed: false, destroyed: false }, "IbCq::state") }),
             GFP_KERNEL,
         )
     }
 
     /// Keeps `c` of the RDMA core's QP `ibqp`; has the consumer's handler called if it armed
-    /// the CQ for it.
+    /// the CQ for it. Overrun if there is no room (the event handler is told the first time).
     fn push_for(&self, ibqp: usize, c: &Completion) -> Result<(), Overrun> {
         let notify = {
             let mut st = self.state.lock();
             if st.destroyed {
                 return Ok(());
             }
-            st.entries.push(Entry { c: *c, ibqp }).map_err(|_| Overrun)?;
+            if st.entries.push(Entry { c: *c, ibqp }).is_err() {
+                let first = !core::mem::replace(&mut st.overflowed, true);
+                drop(st);
+                if first {
+                    // SAFETY: not destroyed yet (checked under the lock, which `destroy` takes
+                    // before the RDMA core frees the CQ; its QPs, whose completion this is, are
+                    // gone before that).
+                    unsafe { events::cq_overflowed(self.ibcq) };
+                }
+                return Err(Overrun);
+            }
             let notify = match st.armed {
                 Armed::No => false,
                 Armed::Any => true,

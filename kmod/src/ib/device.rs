@@ -3,12 +3,10 @@
 //! One device's side of the engine: the protection domains and regions of the device's kernel
 //! consumers (one table: they are all the kernel), its QPs by number (the connection manager
 //! finds a QP by it, under a lock of its own that disables interrupts: no sleeping there), the
-//! connection requests handed to the connection manager and not answered yet, and where the
-//! QPs' asynchronous events go. The RDMA core's device holds it from creation until its
-//! `dealloc_driver`.
+//! connection requests handed to the connection manager and not answered yet. The RDMA core's
+//! device holds it from creation until its `dealloc_driver`.
 
 use super::cm::QpConnection;
-use crate::events::AsyncEvents;
 use crate::ffi;
 use crate::handles::Handles;
 use crate::kernel_memory::{PageList, MAX_PAGE_LIST};
@@ -39,9 +37,6 @@ pub(crate) struct IbDevice {
     /// Serializes what changes domains and regions (the contract of [`MrTable::reserve`]).
     #[pin]
     lifecycle: Mutex<()>,
-    /// How QPs ended. The RDMA core's QP event handlers are not called yet: events are kept
-    /// here (the oldest ones when it is full), for the connection manager to come.
-    pub(super) events: Arc<SpinLockBh<AsyncEvents>>,
     /// The RDMA core's QPs by number: the engine QP's handle, below 2^24. Interrupts off:
     /// `iw_get_qp` looks QPs up under iw_cm's irqsave lock, which iw_cm also takes in the
     /// events we report from softirq.
@@ -101,12 +96,10 @@ impl IbDevice {
 
     pub(crate) fn new() -> Result<Arc<IbDevice>> {
         let mrs = Arc::pin_init(new_spinlock_bh!(MrTable::new(), "IbDevice::mrs"), GFP_KERNEL)?;
-        let events = Arc::pin_init(new_spinlock_bh!(AsyncEvents::new()?, "IbDevice::events"), GFP_KERNEL)?;
         Arc::pin_init(
             try_pin_init!(IbDevice {
                 mrs,
                 lifecycle <- new_mutex!(()),
-                events,
                 qps <- new_spinlock_irq!(Handles::new(MAX_QP), "IbDevice::qps"),
                 requests <- new_mutex!(KVec::new()),
                 next_request: AtomicUsize::new(1),

@@ -14,6 +14,7 @@
 mod cm;
 mod cq;
 mod device;
+mod events;
 mod link;
 mod qp;
 mod verbs;

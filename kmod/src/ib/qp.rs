@@ -2,11 +2,11 @@
 
 //! The RDMA core's queue pairs: an engine QP without mapped rings. Work requests are
 //! translated from the RDMA core's (flattened by the shim) into the engine's. Receives are
-//! posted directly. Send requests are handed to the engine by a work item, in order: kernel
-//! consumers post where sleeping is not allowed (a block driver's `queue_rq` under RCU, a
-//! completion handler), and the engine's send path sleeps, as siw's posts go to its transmit
-//! threads. Once the QP is in the error state, what is posted completes as flushed, which is
-//! what `ib_drain_qp` waits for.
+//! posted directly (with interrupts off, through the work item). Send requests are handed to
+//! the engine by a work item, in order: kernel consumers post where sleeping is not allowed (a
+//! block driver's `queue_rq` under RCU, a completion handler), and the engine's send path
+//! sleeps, as siw's posts go to its transmit threads. Once the QP is in the error state, what
+//! is posted completes as flushed, which is what `ib_drain_qp` waits for.
 
 use super::cm::QpConnection;
 use super::cq::{IbCq, QpCq};
@@ -45,9 +45,15 @@ pub(crate) struct KernelQp {
     posted: Arc<SpinLockIrq<Posted>>,
 }
 
-/// Send requests waiting for the work item, oldest first.
+/// Send requests waiting for the work item, oldest first, and receives posted where the
+/// engine's locks may not be taken (interrupts off).
 pub(super) struct Posted {
     wrs: Fifo<Option<Queued>>,
+    /// Receives the work item hands to the engine before the next send request: posted with
+    /// interrupts off, or after such a one that is not handed over yet (they keep their order).
+    recvs: Fifo<RecvWr>,
+    /// The work item has taken the oldest of `recvs` and not handed it over yet.
+    recvs_moving: bool,
     /// The QP is being destroyed: nothing is posted or handed over any more.
     closed: bool,
     /// The oldest waits for room in the engine: the work item runs again once some frees.
@@ -99,13 +105,20 @@ impl KernelQp {
         if !dev.mrs.lock().has_pd(attr.pd) {
             return Err(EINVAL);
         }
-        let posted = Posted { wrs: Fifo::new(attr.max_send_wr as usize)?, closed: false, stalled: false, freed: 0 };
+        let posted = Posted {
+            wrs: Fifo::new(attr.max_send_wr as usize)?,
+            recvs: Fifo::new(attr.max_recv_wr as usize)?,
+            recvs_moving: false,
+            closed: false,
+            stalled: false,
+            freed: 0,
+        };
         let posted = Arc::pin_init(new_spinlock_irq!(posted, "KernelQp::posted"), GFP_KERNEL)?;
         let (send_cq, recv_cq) = (QpCq::new(send_cq, ibqp, Some(posted.clone()))?, QpCq::new(recv_cq, ibqp, None)?);
         let limits = Limits { max_recv_wr: attr.max_recv_wr, max_send_wr: attr.max_send_wr, max_sge: sge, max_inline: 0, ring_entries: None };
         let (send, recv) = (Attached::new(send_cq.clone()), Attached::new(recv_cq.clone()));
         let conn = dev.list_qp(|number| {
-            let qp = QueuePair::new(number, attr.pd, dev.mrs.clone(), dev.events.clone(), send, recv, limits)?;
+            let qp = QueuePair::new(number, attr.pd, dev.mrs.clone(), send, recv, limits)?;
             QpConnection::new(ibqp, qp)
         })?;
         let qp = conn.qp.clone();
@@ -197,6 +210,7 @@ impl KernelQp {
     /// tick later at the latest. One the engine refuses (a region
     /// that does not allow it) completes in error, and the QP ends, as an RNIC's does.
     pub(super) fn hand_over(&self) {
+        self.hand_over_recvs();
         loop {
             let (wr, freed) = {
                 let posted = self.posted.lock();
@@ -236,20 +250,62 @@ impl KernelQp {
             }
             self.posted.lock().wrs.pop();
             if let Err(e) = posted {
-                // What was handed over before it is flushed first: the queue completes in order.
-                self.qp.close();
-                let status = if e == EINVAL || e == EACCES { Status::LocalProtection } else { Status::Fatal };
-                let failed = Completion { wr_id: wr.wr_id, status, op, qp: self.qp.handle(), ..Completion::default() };
-                let _ = crate::cq::CompletionQueue::push(&*self.send_cq, &failed);
+                self.refused_at_turn(&self.send_cq, wr.wr_id, op, e);
             }
         }
     }
 
-    /// `post_recv` of one request.
+    /// The engine refused a request at its turn (`e`): it completes in error and the QP ends,
+    /// as an RNIC's does. What was handed over before it is flushed first: the queue completes
+    /// in order.
+    fn refused_at_turn(&self, cq: &QpCq, wr_id: u64, op: CompletionOp, e: Error) {
+        self.qp.close();
+        let status = if e == EINVAL || e == EACCES { Status::LocalProtection } else { Status::Fatal };
+        let failed = Completion { wr_id, status, op, qp: self.qp.handle(), ..Completion::default() };
+        let _ = crate::cq::CompletionQueue::push(cq, &failed);
+    }
+
+    /// `post_recv` of one request. With interrupts off (a block driver's completion interrupt
+    /// reposting), or behind a receive posted so, it is held for the work item, which hands it
+    /// to the engine before the next send request goes: its regions are checked then, and one
+    /// refused completes with a local protection error and ends the QP.
     pub(super) fn post_recv(&self, w: &ffi::iwarp_ib_recv_wr) -> Result {
         let mut wr = RecvWr { wr_id: w.wr_id, num_sge: w.num_sge, ..RecvWr::default() };
         copy_sges(&mut wr.sge, w.sge, w.num_sge)?;
+        if wr.num_sge > self.max_sge {
+            return Err(EINVAL);
+        }
+        let direct = crate::shim::bh_locks_allowed();
+        {
+            let mut p = self.posted.lock();
+            if !direct || p.recvs.len() > 0 || p.recvs_moving {
+                if p.closed {
+                    return Err(enotconn());
+                }
+                p.recvs.push(wr).map_err(|_| ENOMEM)?;
+                // Under `posted`, as in `post_send`.
+                // SAFETY: the RDMA core's QP lives until its destroy, which settles the work first.
+                unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, false) };
+                return Ok(());
+            }
+        }
         self.post_or_flush(&self.recv_cq, wr.wr_id, CompletionOp::Recv, || self.qp.post_recv(&wr))
+    }
+
+    /// Hands the held receives to the engine, oldest first.
+    fn hand_over_recvs(&self) {
+        loop {
+            let wr = {
+                let mut p = self.posted.lock();
+                let wr = if p.closed { None } else { p.recvs.pop() };
+                p.recvs_moving = wr.is_some();
+                wr
+            };
+            let Some(wr) = wr else { return };
+            if let Err(e) = self.post_or_flush(&self.recv_cq, wr.wr_id, CompletionOp::Recv, || self.qp.post_recv(&wr)) {
+                self.refused_at_turn(&self.recv_cq, wr.wr_id, CompletionOp::Recv, e);
+            }
+        }
     }
 
     /// Posts with `post`, unless the QP has ended (before, or meanwhile: ENOTCONN): then the

@@ -22,7 +22,6 @@ pub(crate) use establish::{advance, boxed, establish, send_out, wait_until, Esta
 
 use crate::cq::Attached;
 use crate::error::enotconn;
-use crate::events::AsyncEvents;
 use crate::fifo::Fifo;
 use crate::mr::{Domain, MrTable};
 use crate::proto::markers::{self, Markers};
@@ -45,11 +44,13 @@ use wr::{PendingAtomic, PendingRead, PostedRecv};
 /// Queue pairs of all contexts.
 static QUEUE_PAIRS: AtomicU64 = AtomicU64::new(0);
 
-/// Told once when a QP ends, however (its owner, the peer, a Terminate): the connection
-/// manager reports the close. Called with the QP's receive side locked, in softirq context
-/// too: it may not sleep or call into the QP.
+/// Told once when a QP ends, however (its owner, the peer, a Terminate), with the asynchronous
+/// event to report unless its owner ended it: `/dev/iwarp` keeps the event for the context,
+/// the RDMA core's connection manager reports the close and its QP's event handler the event.
+/// Called with the QP's receive side locked, in softirq context too: it may not sleep or call
+/// into the QP.
 pub(crate) trait OnEnded: Send + Sync {
-    fn ended(&self);
+    fn ended(&self, event: Option<QpEvent>);
 }
 
 /// What the caller asked of the stream beyond what MPA negotiates.
@@ -178,8 +179,6 @@ pub(crate) struct QueuePair {
     /// in peer-to-peer mode that first FPDU is the initiator's RTR (RFC 6581).
     awaiting_peer: AtomicBool,
     mrs: Arc<SpinLockBh<MrTable>>,
-    /// The context's asynchronous events.
-    events: Arc<SpinLockBh<AsyncEvents>>,
     send_cq: Attached,
     recv_cq: Attached,
     /// Send requests queued at once.
@@ -200,15 +199,7 @@ pub(crate) struct QueuePair {
 
 impl QueuePair {
     /// A QP not connected yet, known to its context as `handle`.
-    pub(crate) fn new(
-        handle: u32,
-        pd: u32,
-        mrs: Arc<SpinLockBh<MrTable>>,
-        events: Arc<SpinLockBh<AsyncEvents>>,
-        send_cq: Attached,
-        recv_cq: Attached,
-        limits: Limits,
-    ) -> Result<Arc<QueuePair>> {
+    pub(crate) fn new(handle: u32, pd: u32, mrs: Arc<SpinLockBh<MrTable>>, send_cq: Attached, recv_cq: Attached, limits: Limits) -> Result<Arc<QueuePair>> {
         let rq = Fifo::<PostedRecv>::new(limits.max_recv_wr as usize)?;
         let reads = Fifo::<PendingRead>::new(limits.max_send_wr as usize)?;
         let atomics = Fifo::<PendingAtomic>::new(limits.max_send_wr as usize)?;
@@ -229,7 +220,6 @@ impl QueuePair {
                 copy_send: AtomicBool::new(false),
                 awaiting_peer: AtomicBool::new(false),
                 mrs,
-                events,
                 send_cq,
                 recv_cq,
                 max_send_wr: limits.max_send_wr,
@@ -420,11 +410,8 @@ impl QueuePair {
             return false;
         }
         rx.phase = Phase::Ended(why);
-        if let Some(ev) = why.event(self.handle) {
-            self.events.lock().push(ev);
-        }
         if let Some(to) = self.on_ended.as_ref() {
-            to.ended();
+            to.ended(why.event(self.handle));
         }
         // A full CQ loses these flush entries; the QP is in error either way.
         while let Some(wr) = rx.queues.rq.pop() {
