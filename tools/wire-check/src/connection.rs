@@ -28,6 +28,8 @@ pub enum Connection {
     /// Full operation: the initiator's direction first (boxed: the directions are large).
     Full {
         rev: u8,
+        /// Both sides agreed to peer-to-peer mode.
+        p2p: bool,
         dirs: Box<[Direction; 2]>,
     },
 }
@@ -86,7 +88,7 @@ pub fn decode(segments: &[Segment], flow: Flow) -> Result<Connection, String> {
             return Err(format!("{name}: closed with {} octets of an unfinished FPDU", d.walk.partial));
         }
     }
-    Ok(Connection::Full { rev: reply.rev, dirs: Box::new(dirs) })
+    Ok(Connection::Full { rev: reply.rev, p2p: request.p2p && reply.p2p, dirs: Box::new(dirs) })
 }
 
 impl Direction {

@@ -36,6 +36,10 @@ struct Options {
     tshark: bool,
     cut: bool,
     connections: u64,
+    /// Every connection's MPA revision must be this.
+    rev: Option<u8>,
+    /// Every connection must (or must not) be in peer-to-peer mode.
+    p2p: Option<bool>,
 }
 
 fn options() -> Result<Options, String> {
@@ -47,7 +51,7 @@ fn options() -> Result<Options, String> {
         None => port(ports)?..=port(ports)?,
     };
     let pct = |p: Option<&String>| p.and_then(|p| p.parse::<f64>().ok()).ok_or("a percentage expected");
-    let mut o = Options { pcap: pcap.clone(), ports, aligned: None, aligned_from: None, tshark: false, cut: false, connections: 0 };
+    let mut o = Options { pcap: pcap.clone(), ports, aligned: None, aligned_from: None, tshark: false, cut: false, connections: 0, rev: None, p2p: None };
     let mut it = rest.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -59,6 +63,8 @@ fn options() -> Result<Options, String> {
             "--tshark" => o.tshark = true,
             "--cut" => o.cut = true,
             "--connections" => o.connections = it.next().and_then(|n| n.parse().ok()).ok_or("a number of connections expected")?,
+            "--mpa-rev" => o.rev = Some(it.next().and_then(|n| n.parse().ok()).ok_or("a revision expected")?),
+            "--p2p" => o.p2p = Some(it.next().and_then(|n| n.parse::<u8>().ok()).map(|n| n != 0).ok_or("0 or 1 expected")?),
             _ => return Err(format!("unknown option {a}")),
         }
     }
@@ -94,6 +100,7 @@ fn main() -> ExitCode {
     }
     rep.summary(&o.pcap, cap.frames, cap.segments.len());
     rep.connections(o.connections);
+    rep.modes(o.rev, o.p2p);
     rep.thresholds(o.aligned, o.aligned_from);
     if o.tshark {
         let full: Vec<_> = conns.iter().filter_map(|c| if let Connection::Full { dirs, .. } = c { Some(&**dirs) } else { None }).collect();
@@ -108,4 +115,5 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: wire-check PCAP LOW-PORT[-HIGH-PORT] [--aligned PCT] [--aligned-from IP PCT] [--tshark] [--cut] [--connections N]";
+const USAGE: &str =
+    "usage: wire-check PCAP LOW-PORT[-HIGH-PORT] [--aligned PCT] [--aligned-from IP PCT] [--tshark] [--cut] [--connections N] [--mpa-rev N] [--p2p 0|1]";

@@ -19,6 +19,9 @@ pub struct Frame {
     pub crc: bool,
     pub reject: bool,
     pub rev: u8,
+    /// RFC 6581's P bit: the sender asks for (a Request) or agrees to (a Reply) peer-to-peer
+    /// mode, an RTR message first.
+    pub p2p: bool,
     /// Octets of the frame, private data included.
     pub len: usize,
 }
@@ -43,8 +46,10 @@ pub fn frame(b: &[u8], request: bool) -> Result<Parsed, String> {
         return Ok(Parsed::Short);
     }
     let (flags, rev, private) = (b[16], b[17], u16::from_be_bytes([b[18], b[19]]) as usize);
-    let f = Frame { markers: flags & 0x80 != 0, crc: flags & 0x40 != 0, reject: flags & 0x20 != 0, rev, len: HEADER_LEN + private };
     let enhanced = flags & 0x10 != 0;
+    // The P bit leads the IRD field, the first octet of the private data.
+    let p2p = enhanced && b.get(HEADER_LEN).is_some_and(|ird| ird & 0x80 != 0);
+    let f = Frame { markers: flags & 0x80 != 0, crc: flags & 0x40 != 0, reject: flags & 0x20 != 0, rev, p2p, len: HEADER_LEN + private };
     if rev != 1 && rev != 2 {
         return Err(format!("revision {rev}"));
     }
@@ -215,6 +220,21 @@ mod tests {
             w.extend_from_slice(&sum.to_le_bytes());
         }
         w
+    }
+
+    /// A frame of revision 2 with RFC 6581's IRD and ORD, `ird_flags` in the IRD's first octet.
+    fn enhanced(key: &[u8; 16], ird_flags: u8) -> Vec<u8> {
+        let mut b = key.to_vec();
+        b.extend_from_slice(&[0x50, 2, 0, 4, ird_flags, 8, 0x80, 4]);
+        b
+    }
+
+    #[test]
+    fn the_p_bit_is_peer_to_peer_mode() {
+        for (ird_flags, p2p) in [(0x80, true), (0x40, false), (0, false)] {
+            let Ok(Parsed::Whole(f)) = frame(&enhanced(REQUEST_KEY, ird_flags), true) else { panic!("not a whole Request") };
+            assert_eq!((f.rev, f.crc, f.p2p, f.len), (2, true, p2p, 24));
+        }
     }
 
     fn sends() -> Vec<Vec<u8>> {

@@ -27,6 +27,8 @@ pub struct Report {
     /// Per sender: data segments, and those holding whole FPDUs only.
     segments: BTreeMap<IpAddr, (u64, u64)>,
     full: u64,
+    /// MPA revision and peer-to-peer mode of each connection in full operation.
+    modes: Vec<(u8, bool)>,
     other: u64,
     fpdus: u64,
     markers: u64,
@@ -49,10 +51,12 @@ impl Report {
             Connection::Other => self.other += 1,
             Connection::Unfinished(why) => println!("a connection whose MPA exchange did not finish: {why}"),
             Connection::Rejected { rev } => println!("a connection rejected in its MPA exchange (revision {rev}), no FPDU after it"),
-            Connection::Full { rev, dirs } => {
+            Connection::Full { rev, p2p, dirs } => {
                 self.full += 1;
+                self.modes.push((*rev, *p2p));
                 let crc = if dirs[0].framing.crc { "CRCs" } else { "no CRCs" };
-                println!("{} → {}: MPA revision {rev}, {crc}", dirs[0].stream.flow.src, dirs[0].stream.flow.dst);
+                let p2p = if *p2p { ", peer-to-peer" } else { "" };
+                println!("{} → {}: MPA revision {rev}{p2p}, {crc}", dirs[0].stream.flow.src, dirs[0].stream.flow.dst);
                 for d in dirs.iter() {
                     self.direction(d, cut);
                 }
@@ -115,6 +119,18 @@ impl Report {
         }
     }
 
+    /// Holds every connection in full operation to MPA revision `rev` and, if `p2p` is given,
+    /// to peer-to-peer mode on or off.
+    pub fn modes(&mut self, rev: Option<u8>, p2p: Option<bool>) {
+        for &(r, p) in &self.modes.clone() {
+            if rev.is_some_and(|want| want != r) || p2p.is_some_and(|want| want != p) {
+                let mode = |r: u8, p: bool| format!("revision {r}{}", if p { ", peer-to-peer" } else { "" });
+                let want = mode(rev.unwrap_or(r), p2p.unwrap_or(p));
+                self.fail(format!("a connection in MPA {}, {want} expected", mode(r, p)));
+            }
+        }
+    }
+
     /// Holds the share of segments holding whole FPDUs to `all` %, and that of one sender to
     /// its own.
     pub fn thresholds(&mut self, all: Option<f64>, one: Option<(IpAddr, f64)>) {
@@ -139,5 +155,24 @@ fn share(all: u64, some: u64) -> f64 {
         0.0
     } else {
         100.0 * some as f64 / all as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mode_other_than_expected_fails() {
+        let mut r = Report { modes: vec![(2, true), (1, false)], ..Report::default() };
+        r.modes(None, None);
+        assert!(!r.failed());
+        r.modes(Some(2), None);
+        assert_eq!(r.failures, ["a connection in MPA revision 1, revision 2 expected"]);
+        let mut r = Report { modes: vec![(2, true)], ..Report::default() };
+        r.modes(Some(2), Some(true));
+        assert!(!r.failed());
+        r.modes(None, Some(false));
+        assert_eq!(r.failures, ["a connection in MPA revision 2, peer-to-peer, revision 2 expected"]);
     }
 }
