@@ -39,7 +39,7 @@ NVME_MIB=16
 # silent is the host's nvme-rdma's; ours is the rmmod and fault-peer tests').
 RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-segments|verbs-p2p-rtr-[wr]|verbs-post-to-a-stalled-peer|example-.*|net-reorder-25pct-ipv6|fault-peer-guest-killed)$'
 RELEASE_ONLY+='|^(qp-responder-waits-for-the-first-fpdu|qp-p2p-responder-waits-for-the-rtr|verbs-read-while-the-owner-writes)$'
-RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-rdma-cm-to-siw$|^ib-nvme-target-silent-then-back$'
+RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-rdma-cm-to-siw$|^ib-nvme-target-silent-then-back$|^ib-rdma-cm-mpa-'
 RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|reuseport|stdio|duplicated|prefork|calls)'
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
@@ -440,6 +440,11 @@ ib_link() {
         echo 0 >${mpa}_markers; [ "$(cat ${mpa}_markers)$(cat ${mpa}_crc)" = 01 ]
         echo n >${mpa}_crc; [ "$(cat ${mpa}_markers)$(cat ${mpa}_crc)" = 00 ]
         echo 1 >${mpa}_markers; echo y >${mpa}_crc; [ "$(cat ${mpa}_markers)$(cat ${mpa}_crc)" = 11 ]
+        echo "MPA revision $(cat ${mpa}_rev), peer-to-peer $(cat ${mpa}_p2p)"
+        [ "$(cat ${mpa}_rev)$(cat ${mpa}_p2p)" = 20 ]
+        ! echo 3 2>&1 >${mpa}_rev || { echo "mpa_rev took 3"; exit 1; }
+        echo 1 >${mpa}_rev; echo 1 >${mpa}_p2p; [ "$(cat ${mpa}_rev)$(cat ${mpa}_p2p)$(cat ${mpa}_markers)" = 111 ]
+        echo 2 >${mpa}_rev; echo 0 >${mpa}_p2p; [ "$(cat ${mpa}_rev)$(cat ${mpa}_p2p)" = 20 ]
         ! rdma link add iw1 type iwarp netdev $IWARP_IF 2>&1 || { echo "a second device on one netdev"; exit 1; }
         ! rdma link add iw1 type iwarp netdev lo 2>&1 || { echo "a device on loopback"; exit 1; }
         ip link add iwbr0 type bridge
@@ -583,6 +588,17 @@ rdma_cm_between() {
 }
 ib_rdma_cm() {
     rdma_cm_between iw0 iw0 "insmod $ko && $(rdma_link iw0 iwarp)" "rdma link delete iw0 && rmmod iwarp"
+}
+# The same with other MPA options, which the capture shows (WIRE_EXPECT): A's link asks for
+# revision 1, B's for peer-to-peer mode, which needs revision 2 (A's answer wins: revision 1);
+# then both links ask for peer-to-peer mode (an RTR message first). A's link is reset after.
+ib_rdma_cm_mpa() {
+    local rc=0 a=$1 b=$2 undo=$3
+    WIRE_EXPECT=("${@:4}")
+    vm_run A "$a" || return 1
+    rdma_cm_between iw0 iw0 "insmod $ko && $(rdma_link iw0 iwarp) && $b" "rdma link delete iw0 && rmmod iwarp" || rc=1
+    vm_run A "$undo" || rc=1
+    return $rc
 }
 # The same toward siw: ib-nvme-host-on-siw left A's iw0 without markers and B's siw
 # without a link.
@@ -1050,6 +1066,9 @@ tests() {
     t ib-nvme-target-silent-then-back ib_nvme_outage
     t ib-nvme-host-rmmod-mid-io ib_nvme_rmmod_host
     t ib-rdma-cm-between-guests ib_rdma_cm
+    local iw=/sys/class/infiniband/iw0
+    t ib-rdma-cm-mpa-rev1-answers-p2p ib_rdma_cm_mpa "echo 1 >$iw/mpa_rev" "echo 1 >$iw/mpa_p2p" "echo 2 >$iw/mpa_rev" --mpa-rev 1 --p2p 0
+    t ib-rdma-cm-mpa-p2p ib_rdma_cm_mpa "echo 1 >$iw/mpa_p2p" "echo 1 >$iw/mpa_p2p" "echo 0 >$iw/mpa_p2p" --mpa-rev 2 --p2p 1
     t ib-nvme-host-on-siw ib_nvme_host_on_siw
     t ib-rdma-cm-to-siw ib_rdma_cm_to_siw
     t ib-nvme-target-on-siw ib_nvme_target_on_siw
@@ -1113,6 +1132,8 @@ recapture() {
     capture "$pcap" "tcp portrange $PORT-$((PORT + 9))" "$WIRE_PACKETS"
     wire_pid=$CAPTURE_PID
 }
+# What a test may ask more of its capture, for it alone: wire-check's options (--mpa-rev N).
+WIRE_EXPECT=()
 # The next test's ports are set when this one ends: its arguments were expanded with PORT
 # before t ran, and what reads PORT while it runs must see the same ports.
 t() {
@@ -1136,8 +1157,9 @@ t() {
     if [ -n "$pcap" ]; then
         local need=1
         [[ $name =~ $WIRE_NO_CONNECTION ]] && need=0
-        checked "$wire_pid" "$pcap" "$PORT-$((PORT + 9))" --connections $need >>"$out" 2>&1 || status=1
+        checked "$wire_pid" "$pcap" "$PORT-$((PORT + 9))" --connections $need "${WIRE_EXPECT[@]}" >>"$out" 2>&1 || status=1
     fi
+    WIRE_EXPECT=()
     sed 's/^/# /' "$out"
     echo "# took $((SECONDS - t0)) s"
     if [ $status = 0 ]; then ktap_pass "$flavour/$name"; else ktap_fail "$flavour/$name"; fi

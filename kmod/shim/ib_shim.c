@@ -678,8 +678,9 @@ static void iwarp_dealloc_driver(struct ib_device *dev)
 
 /*
  * A link's MPA options, for the connections iw_cm makes on it from then on (the module's
- * iw_markers and iw_crc give each new link its own). Files of the device's, as in-tree drivers
- * keep theirs: the RDMA core's netlink has no place for a driver's options.
+ * iw_markers, iw_crc, iw_mpa_rev and iw_p2p give each new link its own). Files of the
+ * device's, as in-tree drivers keep theirs: the RDMA core's netlink has no place for a
+ * driver's options.
  */
 static ssize_t mpa_show(struct device *device, u32 option, char *buf)
 {
@@ -717,12 +718,45 @@ static ssize_t mpa_crc_store(struct device *device, struct device_attribute *att
 	return mpa_store(device, IWARP_MPA_CRC, buf, count);
 }
 
+static ssize_t mpa_p2p_show(struct device *device, struct device_attribute *attr, char *buf)
+{
+	return mpa_show(device, IWARP_MPA_P2P, buf);
+}
+
+static ssize_t mpa_p2p_store(struct device *device, struct device_attribute *attr, const char *buf, size_t count)
+{
+	return mpa_store(device, IWARP_MPA_P2P, buf, count);
+}
+
+/* The revision, 1 or 2 (any other: EINVAL). */
+static ssize_t mpa_rev_show(struct device *device, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", iwarp_verbs->dev_mpa(dev_rust(rdma_device_to_ibdev(device))) & IWARP_MPA_REV1 ? 1 : 2);
+}
+
+static ssize_t mpa_rev_store(struct device *device, struct device_attribute *attr, const char *buf, size_t count)
+{
+	u8 rev;
+	int rv = kstrtou8(buf, 10, &rev);
+
+	if (rv)
+		return rv;
+	if (rev != 1 && rev != 2)
+		return -EINVAL;
+	iwarp_verbs->dev_set_mpa(dev_rust(rdma_device_to_ibdev(device)), IWARP_MPA_REV1, rev == 1);
+	return count;
+}
+
 static DEVICE_ATTR_RW(mpa_markers);
 static DEVICE_ATTR_RW(mpa_crc);
+static DEVICE_ATTR_RW(mpa_rev);
+static DEVICE_ATTR_RW(mpa_p2p);
 
 static struct attribute *iwarp_dev_attrs[] = {
 	&dev_attr_mpa_markers.attr,
 	&dev_attr_mpa_crc.attr,
+	&dev_attr_mpa_rev.attr,
+	&dev_attr_mpa_p2p.attr,
 	NULL,
 };
 

@@ -192,9 +192,13 @@ struct ib_qp;
 #define IWARP_IB_SEND_SIGNALED 2u
 #define IWARP_IB_SEND_SOLICITED 4u
 #define IWARP_IB_SEND_INLINE 8u
-/* A link's MPA options (its sysfs files mpa_markers and mpa_crc): bits of dev_mpa. */
+/* A link's MPA options (its sysfs files mpa_markers, mpa_crc, mpa_rev, mpa_p2p): bits of dev_mpa. */
 #define IWARP_MPA_MARKERS 1u
 #define IWARP_MPA_CRC 2u
+/* Revision 1 (RFC 5044) rather than 2 (RFC 6581). */
+#define IWARP_MPA_REV1 4u
+/* Peer-to-peer mode (revision 2): an RTR message before the first FPDU. */
+#define IWARP_MPA_P2P 8u
 /* enum ib_wc_status */
 #define IWARP_IB_WC_SUCCESS 0u
 #define IWARP_IB_WC_LOC_PROT_ERR 4u

@@ -67,6 +67,14 @@ module! {
             default: 1,
             description: "Connections of the RDMA core (iw_cm) on links made from now on ask for MPA CRCs (0: they do not, and use them if the peer asks); each link has its own in /sys/class/infiniband/NAME/mpa_crc",
         },
+        iw_mpa_rev: u8 {
+            default: 2,
+            description: "Connections of the RDMA core (iw_cm) on links made from now on ask for this MPA revision (1 or 2; others count as 2); each link has its own in /sys/class/infiniband/NAME/mpa_rev",
+        },
+        iw_p2p: u8 {
+            default: 0,
+            description: "Connections of the RDMA core (iw_cm) on links made from now on ask for MPA peer-to-peer mode, an RTR message before the first FPDU (1: they do; revision 2 only); each link has its own in /sys/class/infiniband/NAME/mpa_p2p",
+        },
         inject_init_failure: u8 {
             default: 0,
             description: "Fail module init on purpose (tests that a broken module is caught)",
@@ -104,10 +112,15 @@ impl kernel::InPlaceModule for IwarpModule {
     }
 }
 
-/// Whether connections of the RDMA core ask for MPA markers, and for CRCs, on links made from
-/// now on (each link has its own after: `ib::device`).
-pub(crate) fn iw_mpa() -> (bool, bool) {
-    (*module_parameters::iw_markers.value() != 0, *module_parameters::iw_crc.value() != 0)
+/// What connections of the RDMA core ask of MPA on links made from now on (each link has its
+/// own after: `ib::device`).
+pub(crate) fn iw_mpa() -> ib::MpaOptions {
+    ib::MpaOptions {
+        markers: *module_parameters::iw_markers.value() != 0,
+        crc: *module_parameters::iw_crc.value() != 0,
+        rev1: *module_parameters::iw_mpa_rev.value() == 1,
+        p2p: *module_parameters::iw_p2p.value() != 0,
+    }
 }
 
 /// Up to how many waiting octets QPs receive in the socket's data-ready callback, without a

@@ -191,14 +191,19 @@ fn event(kind: u32, status: i32, local: Endpoint, remote: Endpoint) -> ffi::iwar
     }
 }
 
-/// What we ask of MPA for `p` on `dev`: markers and CRC as the link's options say (both by
-/// default), revision 2, its IRD and ORD (EINVAL above what the engine takes).
+/// What we ask of MPA for `p` on `dev`: markers, CRC, revision and peer-to-peer mode as the
+/// link's options say (markers and CRC, revision 2, no peer-to-peer by default), its IRD and
+/// ORD (EINVAL above what the engine takes). In peer-to-peer mode any RTR message will do: a
+/// zero-length Send takes no receive of the consumer's.
 fn local(dev: &IbDevice, p: &ffi::iwarp_iw_param) -> Result<Local> {
     if p.ird > MAX_IRD_ORD || p.ord > MAX_IRD_ORD {
         return Err(EINVAL);
     }
-    let (markers, crc) = dev.mpa();
-    Ok(Local { markers, crc, rev: 2, ird: p.ird as u16, ord: p.ord as u16, p2p: false, rtr: RtrTypes::default(), extensions: false })
+    let o = dev.mpa();
+    let rev = if o.rev1 { 1 } else { 2 };
+    let p2p = o.p2p && rev == 2;
+    let rtr = RtrTypes { send: p2p, write: p2p, read: p2p };
+    Ok(Local { markers: o.markers, crc: o.crc, rev, ird: p.ird as u16, ord: p.ord as u16, p2p, rtr, extensions: false })
 }
 
 /// The caller's private data; EINVAL if longer than MPA carries.

@@ -66,16 +66,37 @@ pub(super) fn rights(ib_access: i32) -> Result<u32> {
     Ok(ib_access as u32)
 }
 
-/// Markers and CRC as `IWARP_MPA_*` bits.
-fn mpa_bits((markers, crc): (bool, bool)) -> u32 {
-    (if markers { ffi::IWARP_MPA_MARKERS } else { 0 }) | (if crc { ffi::IWARP_MPA_CRC } else { 0 })
+/// What a link's iw_cm connections ask of MPA.
+#[derive(Clone, Copy)]
+pub(crate) struct MpaOptions {
+    /// Markers in what we receive.
+    pub(crate) markers: bool,
+    pub(crate) crc: bool,
+    /// Revision 1 rather than 2.
+    pub(crate) rev1: bool,
+    /// Peer-to-peer mode (revision 2 only).
+    pub(crate) p2p: bool,
+}
+
+/// Every `IWARP_MPA_*` option.
+const MPA_ALL: u32 = ffi::IWARP_MPA_MARKERS | ffi::IWARP_MPA_CRC | ffi::IWARP_MPA_REV1 | ffi::IWARP_MPA_P2P;
+
+impl MpaOptions {
+    fn bits(self) -> u32 {
+        let bit = |on: bool, b: u32| if on { b } else { 0 };
+        bit(self.markers, ffi::IWARP_MPA_MARKERS) | bit(self.crc, ffi::IWARP_MPA_CRC) | bit(self.rev1, ffi::IWARP_MPA_REV1) | bit(self.p2p, ffi::IWARP_MPA_P2P)
+    }
+
+    fn of(bits: u32) -> MpaOptions {
+        let on = |b: u32| bits & b != 0;
+        MpaOptions { markers: on(ffi::IWARP_MPA_MARKERS), crc: on(ffi::IWARP_MPA_CRC), rev1: on(ffi::IWARP_MPA_REV1), p2p: on(ffi::IWARP_MPA_P2P) }
+    }
 }
 
 impl IbDevice {
-    /// Whether its iw_cm connections ask for MPA markers, and for CRCs.
-    pub(super) fn mpa(&self) -> (bool, bool) {
-        let bits = self.mpa_options();
-        (bits & ffi::IWARP_MPA_MARKERS != 0, bits & ffi::IWARP_MPA_CRC != 0)
+    /// What its iw_cm connections ask of MPA.
+    pub(super) fn mpa(&self) -> MpaOptions {
+        MpaOptions::of(self.mpa_options())
     }
 
     /// Its MPA options as `IWARP_MPA_*` bits.
@@ -86,7 +107,7 @@ impl IbDevice {
     /// Sets or clears an `IWARP_MPA_*` option (others are ignored) for the connections made
     /// from now on.
     pub(super) fn set_mpa_option(&self, option: u32, on: bool) {
-        let option = option & (ffi::IWARP_MPA_MARKERS | ffi::IWARP_MPA_CRC);
+        let option = option & MPA_ALL;
         if on {
             self.mpa.fetch_or(option, Ordering::Relaxed);
         } else {
@@ -103,7 +124,7 @@ impl IbDevice {
                 qps <- new_spinlock_irq!(Handles::new(MAX_QP), "IbDevice::qps"),
                 requests <- new_mutex!(KVec::new()),
                 next_request: AtomicUsize::new(1),
-                mpa: AtomicU32::new(mpa_bits(crate::iw_mpa())),
+                mpa: AtomicU32::new(crate::iw_mpa().bits()),
             }),
             GFP_KERNEL,
         )

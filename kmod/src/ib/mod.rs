@@ -19,4 +19,5 @@ mod link;
 mod qp;
 mod verbs;
 
+pub(crate) use device::MpaOptions;
 pub(crate) use link::Links;
