@@ -39,7 +39,7 @@ NVME_MIB=16
 # silent is the host's nvme-rdma's; ours is the rmmod and fault-peer tests').
 RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-segments|verbs-p2p-rtr-[wr]|verbs-post-to-a-stalled-peer|example-.*|net-reorder-25pct-ipv6|fault-peer-guest-killed)$'
 RELEASE_ONLY+='|^(qp-responder-waits-for-the-first-fpdu|qp-p2p-responder-waits-for-the-rtr|verbs-read-while-the-owner-writes)$'
-RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-rdma-cm-to-siw$|^ib-nvme-target-silent-then-back$|^ib-rdma-cm-mpa-'
+RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-rdma-cm-to-siw$|^ib-nvme-target-(silent-then-back|guest-killed)$|^ib-rdma-cm-mpa-'
 RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|reuseport|stdio|duplicated|prefork|calls)'
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
@@ -535,6 +535,39 @@ ib_nvme_outage() {
     vm_wait B "$host" 300 || rc=1
     nvme_target_down A iw0 || rc=1
     [ $rc = 0 ] || { vm_run B "dmesg | grep -iE 'nvme|rdma|iwarp' | tail -20"; nvme_host_clean B; }
+    return $rc
+}
+# NVMe with its target's machine gone for good: a guest of its own (the next one free) exports
+# the namespace over its iw0, B's host writes to it over B's, and the guest is killed mid-I/O
+# (power lost: no FIN, no reset). The host must notice by itself (keep-alive), give up after its
+# controller-loss timeout (each reconnect fails at the MPA exchange's 10 s deadline), fail fio's
+# I/O, remove the controller and unload iwarp.ko: nothing waits on the dead peer or stays behind.
+ib_nvme_target_killed() {
+    local NQN=nqn.2026-11.org.iwarp:nvme-$PORT rc=0 g=${VM_NAMES[$VM_COUNT]} host i t
+    vm_add "$g" && vm_run "$g" "insmod $ko && $(rdma_link iw0 iwarp)" && nvme_target "$g" iw0 || return 1
+    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" || return 1
+    vm_submit B "set -e
+        $(nvme_connect iw0 "$g" B "--keep-alive-tmo=2 --reconnect-delay=1 --ctrl-loss-tmo=2")
+        fio --filename=\$dev --allow_file_create=0 --direct=1 --ioengine=libaio --iodepth=16 --rw=randwrite --bs=4k --size=64M --time_based --runtime=300 --name=killed >/tmp/killed.out 2>&1 & f=\$!
+        ios() { awk '{ print \$1 + \$5 }' /sys/block/\${dev#/dev/}/stat; }
+        for i in \$(seq 300); do [ \$(ios) -gt 200 ] && break; sleep 0.1; done
+        echo \"busy: \$(ios) I/Os done on \$dev\"; [ \$(ios) -gt 200 ]
+        while [ ! -e $VM_DIR/B/killed.$PORT ]; do sleep 0.1; done; t=\$SECONDS
+        if wait \$f; then echo 'fio ran on without its target'; exit 1; fi
+        echo \"fio failed \$((SECONDS - t)) s after, as it must: \$(grep -m1 -oE 'err=[ 0-9]+[^,]*' /tmp/killed.out)\"
+        for i in \$(seq 600); do ls /dev/nvme[0-9]* >/dev/null 2>&1 || break; sleep 0.1; done
+        ! ls /dev/nvme[0-9]* 2>/dev/null || { echo 'the controller outlived its loss timeout'; exit 1; }
+        echo \"the controller gone \$((SECONDS - t)) s after\"
+        dmesg | grep -E 'nvme nvme[0-9]+: ' | tail -12
+        rmmod nvme-rdma nvme-fabrics nvme-core
+        rdma link delete iw0 && rmmod iwarp"
+    host=$VM_ID
+    for ((i = 0; i < 600; i++)); do grep -q '^busy' "$VM_DIR/B/out.$host" 2>/dev/null && break; sleep 0.2; done
+    vm_kill "$g"
+    echo "guest $g killed"
+    # B's directory is the guest's too; B runs one command at a time.
+    touch "$VM_DIR/B/killed.$PORT"
+    vm_wait B "$host" 300 || { rc=1; vm_run B "dmesg | grep -iE 'nvme|rdma|iwarp' | tail -20"; nvme_host_clean B; }
     return $rc
 }
 # The host unloads iwarp.ko while connected and busy: the RDMA core removes the device under
@@ -1064,6 +1097,7 @@ tests() {
     t ib-verbs-A ib_verbs
     t ib-nvme-over-fabrics ib_nvme
     t ib-nvme-target-silent-then-back ib_nvme_outage
+    t ib-nvme-target-guest-killed ib_nvme_target_killed
     t ib-nvme-host-rmmod-mid-io ib_nvme_rmmod_host
     t ib-rdma-cm-between-guests ib_rdma_cm
     local iw=/sys/class/infiniband/iw0
