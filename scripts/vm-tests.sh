@@ -39,7 +39,7 @@ NVME_MIB=16
 # silent is the host's nvme-rdma's; ours is the rmmod and fault-peer tests').
 RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-segments|verbs-p2p-rtr-[wr]|verbs-post-to-a-stalled-peer|example-.*|net-reorder-25pct-ipv6|fault-peer-guest-killed)$'
 RELEASE_ONLY+='|^(qp-responder-waits-for-the-first-fpdu|qp-p2p-responder-waits-for-the-rtr|verbs-read-while-the-owner-writes)$'
-RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-rdma-cm-to-siw$|^ib-nvme-target-(silent-then-back|guest-killed)$|^ib-rdma-cm-mpa-'
+RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-rdma-cm-to-siw$|^ib-nvme-target-(silent-then-back|guest-killed)$|^ib-nvme-under-net-|^ib-rdma-cm-mpa-'
 RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|reuseport|stdio|duplicated|prefork|calls)'
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
@@ -535,6 +535,20 @@ ib_nvme_outage() {
     vm_wait B "$host" 300 || rc=1
     nvme_target_down A iw0 || rc=1
     [ $rc = 0 ] || { vm_run B "dmesg | grep -iE 'nvme|rdma|iwarp' | tail -20"; nvme_host_clean B; }
+    return $rc
+}
+# NVMe over Fabrics on our devices under a network fault on both guests (VM_NET_FAULTS names
+# it), with half ib-nvme-over-fabrics' volume: fio's verification must pass through what TCP
+# recovers and what iwarp.ko places out of order (reordering, with markers), under a real ULP's
+# fast-registered regions.
+ib_nvme_net() {
+    local spec= f rc=0
+    for f in "${VM_NET_FAULTS[@]}"; do [ "${f%%|*}" = "$1" ] && spec=${f#*|}; done
+    [ -n "$spec" ] || { echo "no fault named $1"; return 1; }
+    vm_netem A "$spec" && vm_netem B "$spec" || return 1
+    echo "netem on both guests: $spec"
+    NVME_MIB=$((NVME_MIB / 2)) ib_nvme || rc=1
+    vm_netem A && vm_netem B || rc=1
     return $rc
 }
 # NVMe with its target's machine gone for good: a guest of its own (the next one free) exports
@@ -1097,6 +1111,11 @@ tests() {
     t ib-verbs-A ib_verbs
     t ib-nvme-over-fabrics ib_nvme
     t ib-nvme-target-silent-then-back ib_nvme_outage
+    # Every fault at once; --full runs each of them alone too.
+    for f in "${VM_NET_FAULTS[@]}"; do
+        [ "${f%%|*}" = all-at-once ] || [ "${IWARP_VM_FULL:-0}" = 1 ] || continue
+        t "ib-nvme-under-net-${f%%|*}" ib_nvme_net "${f%%|*}"
+    done
     t ib-nvme-target-guest-killed ib_nvme_target_killed
     t ib-nvme-host-rmmod-mid-io ib_nvme_rmmod_host
     t ib-rdma-cm-between-guests ib_rdma_cm
@@ -1146,6 +1165,8 @@ WIRE_UNCHECKED=(
     hostile-peer-mutated-streams  # streams mutated at random by the hostile peer
     net-corrupt-0.1pct            # netem's damaged copies, which TCP drops but the capture keeps
     net-all-at-once               # the same
+    ib-nvme-under-net-all-at-once    # the same
+    ib-nvme-under-net-corrupt-0.1pct # the same (--full)
     fault-forged-segment-with-crc    # a segment forged on purpose
     fault-forged-segment-without-crc # the same
     dmesg-clean
