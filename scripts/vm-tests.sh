@@ -1020,6 +1020,7 @@ tests() {
     t fault-write-after-invalidate fault invalidated-stag
     t fault-other-pd fault other-pd
     t cm-listen-reject-accept-disconnect vm_pair B "$check cm-serve $PORT" A "$check cm-drive $B $PORT"
+    t cm-listen-reject-accept-disconnect-ipv6 vm_pair B "$check cm-serve $PORT ::" A "$check cm-drive $(vm_ip6 B) $PORT"
     t verbs-post-to-a-stalled-peer vm_pair B "$check stalled-peer $PORT" A "$check post-to-stalled $B $PORT"
     t fault-crc-error-from-the-wire vm_pair B "$check fault-serve $PORT crc-error" A "$check bad-frame $B $PORT crc-error"
     t fault-nothing-placed-after-a-refused-invalidate vm_pair B "$check fault-serve $PORT foreign-invalidate" A "$check bad-frame $B $PORT foreign-invalidate"

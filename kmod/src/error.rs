@@ -33,6 +33,11 @@ pub(crate) fn econnrefused() -> Error {
     errno(kernel::bindings::ECONNREFUSED)
 }
 
+/// EAFNOSUPPORT: an address of a family other than IPv4 and IPv6.
+pub(crate) fn eafnosupport() -> Error {
+    errno(kernel::bindings::EAFNOSUPPORT)
+}
+
 /// ECONNABORTED: the connection's owner gave it up before it was made (its QP destroyed).
 pub(crate) fn econnaborted() -> Error {
     errno(kernel::bindings::ECONNABORTED)

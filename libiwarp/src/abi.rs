@@ -6,7 +6,7 @@
 //! Bump [`ABI_VERSION`] on every incompatible change.
 
 /// Version of this ABI; QUERY_DEVICE reports the module's.
-pub const ABI_VERSION: u32 = 7;
+pub const ABI_VERSION: u32 = 8;
 
 /// The ioctl type byte of `/dev/iwarp`.
 pub const IOCTL_TYPE: u32 = 0xa7;
@@ -345,14 +345,14 @@ pub const IOCTL_ADOPT_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0c, ADOPT_QP_SIZE);
 pub struct ConnectQp {
     /// The QP, the MPA options and what was negotiated (`role` must be initiator).
     pub adopt: AdoptQp,
-    /// IPv4 address of the peer, host byte order.
-    pub addr: u32,
-    /// TCP port of the peer (1..=65535).
-    pub port: u32,
+    /// The peer: `AF_INET` or `AF_INET6` (EAFNOSUPPORT otherwise), its TCP port (not 0).
+    pub peer: Endpoint,
+    /// Zero.
+    pub reserved: u32,
 }
 
 /// Size of [`ConnectQp`].
-pub const CONNECT_QP_SIZE: usize = 88;
+pub const CONNECT_QP_SIZE: usize = 104;
 
 /// `_IOWR(0xa7, 0x0d, struct ConnectQp)`: ECONNREFUSED or ETIMEDOUT when TCP cannot connect.
 pub const IOCTL_CONNECT_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0d, CONNECT_QP_SIZE);
@@ -362,18 +362,19 @@ pub const IOCTL_CONNECT_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0d, CONNECT_QP_SIZ
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Listen {
-    /// IPv4 address to bind, host byte order (0: every address).
-    pub addr: u32,
-    /// TCP port (0: any free one); out: the port bound.
-    pub port: u32,
+    /// Where to listen: `AF_INET` or `AF_INET6` (EAFNOSUPPORT otherwise; the unspecified IPv6
+    /// address takes IPv4 connections too), port 0 for any free one; out: the port bound.
+    pub at: Endpoint,
     /// Connections TCP completes before they are asked for (1..=1024).
     pub backlog: u32,
     /// Out: the listener.
     pub listener: u32,
+    /// Zero.
+    pub reserved: u32,
 }
 
 /// Size of [`Listen`].
-pub const LISTEN_SIZE: usize = 16;
+pub const LISTEN_SIZE: usize = 32;
 
 /// `_IOWR(0xa7, 0x10, struct Listen)`: EADDRINUSE when the port is taken.
 pub const IOCTL_LISTEN: u32 = ioc(IOC_READ | IOC_WRITE, 0x10, LISTEN_SIZE);
@@ -423,16 +424,13 @@ pub struct GetRequest {
     pub ird: u32,
     /// Out: the initiator's ORD (revision 2), else 0.
     pub ord: u32,
-    /// Out: the initiator's IPv4 address, host byte order.
-    pub peer_addr: u32,
-    /// Out: the initiator's TCP port.
-    pub peer_port: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// Out: the initiator's address and port (an IPv4 one taken by an IPv6 listener as an
+    /// IPv4-mapped IPv6 address).
+    pub peer: Endpoint,
 }
 
 /// Size of [`GetRequest`].
-pub const GET_REQUEST_SIZE: usize = 56;
+pub const GET_REQUEST_SIZE: usize = 64;
 
 /// `_IOWR(0xa7, 0x12, struct GetRequest)`.
 pub const IOCTL_GET_REQUEST: u32 = ioc(IOC_READ | IOC_WRITE, 0x12, GET_REQUEST_SIZE);
@@ -908,7 +906,7 @@ pub const QUERY_QP_SIZE: usize = 120;
 /// sent, and where what it received was placed.
 pub const IOCTL_QUERY_QP: u32 = ioc(IOC_READ | IOC_WRITE, 0x0b, QUERY_QP_SIZE);
 
-/// One end of a QP's connection ([`QpInfo`]).
+/// One end of a connection ([`QpInfo`], [`ConnectQp`], [`Listen`], [`GetRequest`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Endpoint {
@@ -993,7 +991,7 @@ pub const MAX_MR: u32 = 4096;
 pub const MAX_MR_SIZE: u64 = 1 << 32;
 
 /// What the module answers: markers, CRC and MPA v2; memory regions, completion queues and
-/// queue pairs over adopted TCP connections (IPv4 and IPv6); out-of-order placement.
+/// queue pairs over adopted TCP connections or its own (IPv4 and IPv6); out-of-order placement.
 pub const fn device_attributes() -> QueryDevice {
     QueryDevice {
         abi_version: ABI_VERSION,

@@ -10,7 +10,7 @@ use crate::qp::{ConnectOptions, QpInit, QueuePair};
 use crate::sys;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::net::{SocketAddrV4, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
 
 /// Where the module's misc device appears.
@@ -67,10 +67,11 @@ impl Device {
         Ok(qp)
     }
 
-    /// Listens for connections at `at` (port 0: any free one) in the caller's network
-    /// namespace; accept or reject each through [`Listener::get_request`].
-    pub fn listen(&self, at: SocketAddrV4, backlog: u32) -> io::Result<Listener<'_>> {
-        Listener::new(self, at, backlog)
+    /// Listens for connections at `at` (IPv4 or IPv6; port 0: any free one; the unspecified
+    /// IPv6 address takes IPv4 connections too) in the caller's network namespace; accept or
+    /// reject each through [`Listener::get_request`].
+    pub fn listen(&self, at: impl Into<SocketAddr>, backlog: u32) -> io::Result<Listener<'_>> {
+        Listener::new(self, at.into(), backlog)
     }
 
     /// The asynchronous events of this context: which QP a Terminate or a broken connection

@@ -9,6 +9,7 @@
 pub mod abi;
 mod cq;
 mod device;
+mod endpoint;
 mod events;
 mod listen;
 mod listing;

@@ -4,10 +4,11 @@
 
 use crate::abi::{conn, GetRequest, HandleOp, Listen, Reject, IOCTL_CLOSE_LISTENER, IOCTL_GET_REQUEST, IOCTL_LISTEN, IOCTL_REJECT};
 use crate::device::Device;
+use crate::endpoint::{endpoint, socket_addr};
 use crate::qp::{ConnectOptions, Negotiated, QueuePair};
 use crate::sys;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
@@ -19,10 +20,10 @@ pub struct Listener<'a> {
 }
 
 impl<'a> Listener<'a> {
-    pub(crate) fn new(dev: &'a Device, at: SocketAddrV4, backlog: u32) -> io::Result<Self> {
-        let mut req = Listen { addr: u32::from(*at.ip()), port: at.port() as u32, backlog, listener: 0 };
+    pub(crate) fn new(dev: &'a Device, at: SocketAddr, backlog: u32) -> io::Result<Self> {
+        let mut req = Listen { at: endpoint(at), backlog, ..Listen::default() };
         sys::ioctl(dev.file().as_fd(), IOCTL_LISTEN, &mut req)?;
-        Ok(Listener { dev, handle: req.listener, port: req.port as u16 })
+        Ok(Listener { dev, handle: req.listener, port: req.at.port })
     }
 
     /// The port listened on (the one picked, if 0 was asked for).
@@ -52,7 +53,8 @@ impl<'a> Listener<'a> {
             crc: req.flags & conn::CRC != 0,
             ird: req.ird as u16,
             ord: req.ord as u16,
-            peer: SocketAddrV4::new(Ipv4Addr::from(req.peer_addr), req.peer_port as u16),
+            // The module names IPv4 and IPv6 peers only.
+            peer: socket_addr(&req.peer).unwrap_or(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))),
         })
     }
 }
@@ -80,8 +82,8 @@ pub struct ConnectRequest<'a> {
     pub ird: u16,
     /// See `ird`.
     pub ord: u16,
-    /// Its address.
-    pub peer: SocketAddrV4,
+    /// Its address (an IPv4 one that reached an IPv6 listener as an IPv4-mapped IPv6 address).
+    pub peer: SocketAddr,
 }
 
 impl ConnectRequest<'_> {

@@ -1,11 +1,12 @@
 //! Every QP of every process on this host ([`crate::Device::list_qps`], `LIST_QPS`): what the
 //! `iwarp` tool shows, like `rdma statistic` for an RNIC.
 
-use crate::abi::{Endpoint, ListQps, QpInfo, IOCTL_LIST_QPS, MAX_LIST_QPS};
+use crate::abi::{ListQps, QpInfo, IOCTL_LIST_QPS, MAX_LIST_QPS};
+use crate::endpoint::socket_addr;
 use crate::qp::{Placement, QpState};
 use crate::sys;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 
 /// One QP as `LIST_QPS` reports it.
@@ -39,15 +40,6 @@ impl From<&QpInfo> for QpListing {
             placement: Placement::from(&i.query),
         }
     }
-}
-
-fn socket_addr(e: &Endpoint) -> Option<SocketAddr> {
-    let ip = match e.family as i32 {
-        libc::AF_INET => IpAddr::V4(Ipv4Addr::new(e.addr[0], e.addr[1], e.addr[2], e.addr[3])),
-        libc::AF_INET6 => IpAddr::V6(Ipv6Addr::from(e.addr)),
-        _ => return None,
-    };
-    Some(SocketAddr::new(ip, e.port))
 }
 
 /// Asks with room for what was there last time (and some), until everything fit (or the first

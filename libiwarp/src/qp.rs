@@ -8,13 +8,14 @@ use crate::abi::{
 };
 use crate::cq::CompletionQueue;
 use crate::device::Device;
+use crate::endpoint::endpoint;
 use crate::mr::{Access, MemoryRegion};
 use crate::pd::ProtectionDomain;
 use crate::ring::Mapping;
 use crate::sys;
 use std::cell::Cell;
 use std::io;
-use std::net::{SocketAddrV4, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::ops::Range;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
@@ -510,13 +511,13 @@ impl<'a> QueuePair<'a> {
         Ok(self.negotiated.as_ref().expect("settled"))
     }
 
-    /// Connects the QP to `to` through a TCP connection the module makes itself, then runs the
+    /// Connects the QP to `to` (IPv4 or IPv6) through a TCP connection the module makes itself, then runs the
     /// MPA exchange as initiator (`opts.role` must be [`Role::Initiator`]), all within
     /// `opts.timeout`. ECONNREFUSED or ETIMEDOUT if TCP cannot connect, otherwise as
     /// [`QueuePair::adopt`].
-    pub fn connect(&mut self, to: SocketAddrV4, opts: &ConnectOptions) -> io::Result<&Negotiated> {
+    pub fn connect(&mut self, to: impl Into<SocketAddr>, opts: &ConnectOptions) -> io::Result<&Negotiated> {
         let mut peer = vec![0u8; 512];
-        let mut req = ConnectQp { adopt: self.mpa_request(opts, &mut peer), addr: u32::from(*to.ip()), port: to.port() as u32 };
+        let mut req = ConnectQp { adopt: self.mpa_request(opts, &mut peer), peer: endpoint(to.into()), reserved: 0 };
         let done = sys::ioctl(self.dev.file().as_fd(), IOCTL_CONNECT_QP, &mut req);
         self.settle(done, &req.adopt, peer)
     }

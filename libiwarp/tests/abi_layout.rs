@@ -32,12 +32,13 @@ fn memory_region_layouts() {
 #[test]
 fn connection_management_layouts() {
     assert_eq!(size_of::<Listen>(), LISTEN_SIZE);
-    assert_eq!(offset_of!(Listen, listener), 12);
+    assert_eq!(offset_of!(Listen, backlog), 20);
+    assert_eq!(offset_of!(Listen, listener), 24);
     assert_eq!(size_of::<HandleOp>(), HANDLE_OP_SIZE);
     assert_eq!(size_of::<GetRequest>(), GET_REQUEST_SIZE);
     assert_eq!(offset_of!(GetRequest, peer_private), 8);
     assert_eq!(offset_of!(GetRequest, request), 24);
-    assert_eq!(offset_of!(GetRequest, peer_port), 48);
+    assert_eq!(offset_of!(GetRequest, peer), 44);
     assert_eq!(size_of::<Accept>(), ACCEPT_SIZE);
     assert_eq!(offset_of!(Accept, request), 80);
     assert_eq!(size_of::<Reject>(), REJECT_SIZE);
@@ -71,8 +72,8 @@ fn queue_pair_layouts() {
     assert_eq!(offset_of!(AdoptQp, neg_ord), 72);
     assert_eq!(offset_of!(AdoptQp, marker_interval), 76);
     assert_eq!(size_of::<ConnectQp>(), CONNECT_QP_SIZE);
-    assert_eq!(offset_of!(ConnectQp, addr), 80);
-    assert_eq!(offset_of!(ConnectQp, port), 84);
+    assert_eq!(offset_of!(ConnectQp, peer), 80);
+    assert_eq!(offset_of!(ConnectQp, reserved), 100);
     assert_eq!(size_of::<DestroyQp>(), DESTROY_QP_SIZE);
     assert_eq!(offset_of!(QueryStats, queue_pairs), 24);
     assert_eq!(size_of::<QueryQp>(), QUERY_QP_SIZE);
@@ -145,15 +146,15 @@ fn ioctl_numbers_use_linux_encoding() {
     assert_eq!(IOCTL_ADOPT_QP, 0xc050_a70c);
     assert_eq!(IOCTL_DESTROY_QP, 0x4008_a705);
     assert_eq!(IOCTL_DOORBELL, 0xc020_a706);
-    assert_eq!(IOCTL_CONNECT_QP, 0xc058_a70d);
+    assert_eq!(IOCTL_CONNECT_QP, 0xc068_a70d);
     assert_eq!(IOCTL_CREATE_CQ, 0xc020_a708);
     assert_eq!(IOCTL_DESTROY_CQ, 0x4008_a709);
     assert_eq!(IOCTL_ARM_CQ, 0x4008_a70a);
     assert_eq!(IOCTL_QUERY_QP, 0xc078_a70b);
     assert_eq!(IOCTL_ALLOC_PD, 0xc008_a70e);
-    assert_eq!(IOCTL_LISTEN, 0xc010_a710);
+    assert_eq!(IOCTL_LISTEN, 0xc020_a710);
     assert_eq!(IOCTL_CLOSE_LISTENER, 0x4008_a711);
-    assert_eq!(IOCTL_GET_REQUEST, 0xc038_a712);
+    assert_eq!(IOCTL_GET_REQUEST, 0xc040_a712);
     assert_eq!(IOCTL_ACCEPT, 0xc058_a713);
     assert_eq!(IOCTL_REJECT, 0x4010_a714);
     assert_eq!(IOCTL_DISCONNECT, 0x4008_a715);

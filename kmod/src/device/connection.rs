@@ -5,6 +5,7 @@
 //! GET_REQUEST, then ACCEPT or REJECT), and waits, holding no lock, for the MPA exchange, which
 //! the socket's callbacks drive (`qp::establish`); DISCONNECT ends a connected QP.
 
+use super::translate::{endpoint, socket_endpoint};
 use super::{Context, Entry};
 use crate::abi::{self, conn, Accept, AdoptQp, ConnectQp, GetRequest, HandleOp, Listen, Reject, MAX_IRD_ORD, MAX_PRIVATE_DATA};
 use crate::error::econnrefused;
@@ -61,11 +62,11 @@ impl Context {
     }
 
     pub(super) fn connect(&self, req: &mut ConnectQp) -> Result {
-        let port = u16::try_from(req.port).map_err(|_| EINVAL)?;
-        if req.adopt.role != abi::role::INITIATOR || port == 0 || req.adopt.fd != 0 {
+        let peer = socket_endpoint(&req.peer)?;
+        if req.adopt.role != abi::role::INITIATOR || peer.port == 0 || req.adopt.fd != 0 || req.reserved != 0 {
             return Err(EINVAL);
         }
-        self.adopt_qp(&mut req.adopt, SocketFrom::Connect(Endpoint::ipv4(req.addr, port)))
+        self.adopt_qp(&mut req.adopt, SocketFrom::Connect(peer))
     }
 
     /// ACCEPT: the pending request is used up whatever happens.
@@ -178,15 +179,15 @@ impl Context {
 
     /// LISTEN.
     pub(super) fn listen(&self, req: &mut Listen) -> Result {
-        let port = u16::try_from(req.port).map_err(|_| EINVAL)?;
-        if req.listener != 0 || !(1..=1024).contains(&req.backlog) {
+        let at = socket_endpoint(&req.at)?;
+        if req.listener != 0 || req.reserved != 0 || !(1..=1024).contains(&req.backlog) {
             return Err(EINVAL);
         }
         let mut listeners = self.listeners.lock();
         // Checked first, so a socket is not made for nothing.
         listeners.next_handle()?;
-        let (sock, bound) = TcpSocket::listen(&Endpoint::ipv4(req.addr, port), req.backlog, false, 0)?;
-        req.port = u32::from(bound);
+        let (sock, bound) = TcpSocket::listen(&at, req.backlog, false, 0)?;
+        req.at.port = bound;
         let listener = Listener::new(sock, None)?;
         match listeners.insert(listener.clone()) {
             Ok(handle) => req.listener = handle,
@@ -218,9 +219,7 @@ impl Context {
             && req.flags == 0
             && req.ird == 0
             && req.ord == 0
-            && req.peer_addr == 0
-            && req.peer_port == 0
-            && req.reserved == 0;
+            && req.peer == abi::Endpoint::default();
         if !outs_zero || !(1..=60_000).contains(&req.timeout_ms) {
             return Err(EINVAL);
         }
@@ -238,8 +237,7 @@ impl Context {
             give(asked.private, req.peer_private, req.peer_private_cap)?;
             req.peer_private_len = asked.private.len() as u32;
         }
-        // This door's listeners are IPv4 ones.
-        (req.peer_addr, req.peer_port) = (peer.ipv4_addr().unwrap_or(0), u32::from(peer.port));
+        req.peer = endpoint(&peer);
         req.request = self.requests.lock().insert(pending)?;
         Ok(())
     }

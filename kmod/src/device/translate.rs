@@ -140,6 +140,19 @@ pub(super) fn endpoint(e: &crate::socket::Endpoint) -> abi::Endpoint {
     abi::Endpoint { family: e.family, port: e.port, addr: e.addr }
 }
 
+/// The end `e` names: IPv4 or IPv6 (EAFNOSUPPORT otherwise; EINVAL for an IPv4 address with
+/// octets past its four). No scope: a link-local IPv6 address does not reach its peer.
+pub(super) fn socket_endpoint(e: &abi::Endpoint) -> Result<crate::socket::Endpoint> {
+    let (v4, v6) = (kernel::bindings::AF_INET as u16, kernel::bindings::AF_INET6 as u16);
+    if e.family == v4 && e.addr[4..].iter().any(|&b| b != 0) {
+        return Err(EINVAL);
+    }
+    if e.family != v4 && e.family != v6 {
+        return Err(crate::error::eafnosupport());
+    }
+    Ok(crate::socket::Endpoint { family: e.family, port: e.port, addr: e.addr, scope_id: 0 })
+}
+
 /// The engine's limits are what the ABI advertises (QUERY_DEVICE) and sizes its arrays by.
 const _: () = {
     assert!(verbs::MAX_SGE == abi::MAX_SGE);

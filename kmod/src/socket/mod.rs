@@ -36,20 +36,6 @@ pub(crate) struct Endpoint {
     pub(crate) scope_id: u32,
 }
 
-impl Endpoint {
-    /// IPv4 address `addr` (host order), port `port`.
-    pub(crate) fn ipv4(addr: u32, port: u16) -> Endpoint {
-        let mut a = [0; 16];
-        a[..4].copy_from_slice(&addr.to_be_bytes());
-        Endpoint { family: bindings::AF_INET as u16, port, addr: a, scope_id: 0 }
-    }
-
-    /// The IPv4 address (host order), if it is one.
-    pub(crate) fn ipv4_addr(&self) -> Option<u32> {
-        (self.family == bindings::AF_INET as u16).then(|| u32::from_be_bytes([self.addr[0], self.addr[1], self.addr[2], self.addr[3]]))
-    }
-}
-
 impl From<Endpoint> for ffi::iwarp_endpoint {
     fn from(e: Endpoint) -> Self {
         ffi::iwarp_endpoint { family: e.family, port: e.port, addr: e.addr, scope_id: e.scope_id }

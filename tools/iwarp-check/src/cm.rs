@@ -7,7 +7,7 @@ use super::{dial, ensure, expect_errno, open, options, Check};
 use crate::verbs::{done, expect_event, flushed, wait_ended};
 use libiwarp::{Access, QpEvent, QpInit, QpState, Role, SendOp, WcOpcode};
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 const FIRST: &[u8] = b"first, to be turned away";
@@ -17,14 +17,16 @@ const WELCOME: &[u8] = b"welcome";
 const HELLO: &[u8] = b"hello over an accepted connection";
 const WAIT: Duration = Duration::from_secs(60);
 
-/// Guest B.
-pub(crate) fn serve(port: &str) -> Check {
+/// Guest B, listening at `bind` (every IPv4 address if `None`; `::` takes both families).
+pub(crate) fn serve(port: &str, bind: Option<&str>) -> Check {
     let port: u16 = port.parse().map_err(|_| format!("bad port {port}"))?;
+    let ip: IpAddr = bind.unwrap_or("0.0.0.0").parse().map_err(|e| format!("{bind:?}: {e}"))?;
+    let at = SocketAddr::new(ip, port);
     let dev = open()?;
     let events = dev.async_events().map_err(|e| e.to_string())?;
-    let listener = dev.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 8).map_err(|e| format!("LISTEN: {e}"))?;
-    println!("listening on {port}");
-    expect_errno("listening on a port in use", dev.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 8).map(|l| l.port()), libc::EADDRINUSE)?;
+    let listener = dev.listen(at, 8).map_err(|e| format!("LISTEN: {e}"))?;
+    println!("listening at {at}");
+    expect_errno("listening on a port in use", dev.listen(at, 8).map(|l| l.port()), libc::EADDRINUSE)?;
     expect_errno("a backlog of 0", dev.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), 0).map(|l| l.port()), libc::EINVAL)?;
     let other = dev.listen(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), 1).map_err(|e| format!("LISTEN on any port: {e}"))?;
     ensure(other.port() != 0, format!("a port was picked ({})", other.port()))?;
@@ -42,7 +44,11 @@ pub(crate) fn serve(port: &str) -> Check {
     println!("ok: B: rejected the first request");
 
     let second = listener.get_request(WAIT).map_err(|e| format!("GET_REQUEST: {e}"))?;
-    ensure(second.private_data == SECOND, format!("B: the second request's private data ({:?}, from {})", second.private_data, second.peer))?;
+    ensure(
+        second.private_data == SECOND && second.peer.port() != 0 && second.peer.is_ipv6() == ip.is_ipv6(),
+        format!("B: the second request's private data and peer ({:?}, from {})", second.private_data, second.peer),
+    )?;
+    println!("ok: B: the second request came from {}", second.peer);
     let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
     let cq = dev.create_cq(16).map_err(|e| e.to_string())?;
     let mut qp =
@@ -65,7 +71,8 @@ pub(crate) fn serve(port: &str) -> Check {
 
 /// Guest A.
 pub(crate) fn drive(host: &str, port: &str) -> Check {
-    let to: SocketAddrV4 = format!("{host}:{port}").parse().map_err(|e| format!("{host}:{port}: {e}"))?;
+    let ip: IpAddr = host.parse().map_err(|e| format!("{host}: {e}"))?;
+    let to = SocketAddr::new(ip, port.parse().map_err(|_| format!("bad port {port}"))?);
     let dev = open()?;
     let events = dev.async_events().map_err(|e| e.to_string())?;
     let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
@@ -143,7 +150,8 @@ pub(crate) fn slow_serve(port: &str) -> Check {
 /// others nothing), then connects a QP, which B must accept at once; the module closes each
 /// slow connection once its request deadline (10 s) passed.
 pub(crate) fn slow_drive(host: &str, port: &str) -> Check {
-    let to: SocketAddrV4 = format!("{host}:{port}").parse().map_err(|e| format!("{host}:{port}: {e}"))?;
+    let ip: IpAddr = host.parse().map_err(|e| format!("{host}: {e}"))?;
+    let to = SocketAddr::new(ip, port.parse().map_err(|_| format!("bad port {port}"))?);
     let mut slow = Vec::new();
     for i in 0..SLOW {
         let mut s = dial(host, port)?;

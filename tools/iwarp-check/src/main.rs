@@ -46,7 +46,8 @@
 //!                    Send with Invalidate of B's STag, then a Write to it), other-pd (a Write to
 //!                    a region of B's outside its QP's protection domain): B must end the QP with
 //!                    the right Terminate, A must learn it, both flush what was posted
-//!   cm-serve PORT / cm-drive HOST PORT   listen, reject, accept, disconnect in the module
+//!   cm-serve PORT [ADDR] / cm-drive HOST PORT   listen (at ADDR: IPv4 or IPv6), reject,
+//!                    accept, disconnect in the module
 //!   cycles N         N connect/disconnect cycles over loopback (a QP on each end, MPA, a Send)
 //!   cm-slow-serve PORT / cm-slow-drive HOST PORT   initiators that never finish their MPA
 //!                    requests hold up no other; the module closes them at their deadline
@@ -170,7 +171,7 @@ fn main() -> ExitCode {
         Some("fault-serve") if args.len() == 3 => verbs::fault_serve(&args[1], &args[2]),
         Some("fault-drive") if args.len() == 4 => verbs::fault_drive(&args[1], &args[2], &args[3]),
         Some("verbs-errors") => verbs::local_errors(),
-        Some("cm-serve") if args.len() == 2 => cm::serve(&args[1]),
+        Some("cm-serve") if (2..=3).contains(&args.len()) => cm::serve(&args[1], args.get(2).map(String::as_str)),
         Some("cm-drive") if args.len() == 3 => cm::drive(&args[1], &args[2]),
         Some("cm-slow-serve") if args.len() == 2 => cm::slow_serve(&args[1]),
         Some("cycles") => num(1).ok_or("cycles N".to_string()).and_then(|n| cm::cycles(n as u64)),

@@ -34,8 +34,9 @@ pub(super) enum Field {
     Pointer,
     /// A timeout in milliseconds: short, or not valid; never a long wait.
     Timeout,
-    /// An IPv4 address: loopback, always.
-    Loopback,
+    /// An endpoint ([`abi::Endpoint`], 20 octets): any family and port, a loopback address
+    /// always (127.0.0.1, or ::1 for IPv6), however the rest of the argument is drawn.
+    Endpoint,
     /// A file descriptor.
     Fd,
 }
@@ -65,7 +66,7 @@ const fn adopt_at(at: usize) -> [(usize, Field); 6] {
 const ADOPT: [(usize, Field); 6] = adopt_at(0);
 const CONNECT: [(usize, Field); 7] = {
     let a = adopt_at(offset_of!(ConnectQp, adopt));
-    [a[0], a[1], a[2], a[3], a[4], a[5], (offset_of!(ConnectQp, addr), Loopback)]
+    [a[0], a[1], a[2], a[3], a[4], a[5], (offset_of!(ConnectQp, peer), Endpoint)]
 };
 const ACCEPT: [(usize, Field); 7] = {
     let a = adopt_at(offset_of!(Accept, adopt));
@@ -158,7 +159,7 @@ pub(super) const COMMANDS: &[Cmd] = &[
     Cmd {
         name: "LISTEN",
         cmd: abi::IOCTL_LISTEN,
-        fields: &[(offset_of!(Listen, addr), Loopback), (offset_of!(Listen, listener), Handle(Obj::Listener))],
+        fields: &[(offset_of!(Listen, at), Endpoint), (offset_of!(Listen, listener), Handle(Obj::Listener))],
         makes: Some((Obj::Listener, offset_of!(Listen, listener))),
         ends: None,
     },

@@ -3,11 +3,33 @@
 
 use super::commands::{Field, Obj, OBJS};
 use crate::rng::Rng;
-use libiwarp::abi::{self, send_flags, PostRecv, PostSend, Sge};
+use libiwarp::abi::{self, send_flags, PostRecv, PostSend, Sge, ENDPOINT_SIZE};
 use std::os::fd::{AsRawFd, OwnedFd};
 use Field::*;
 
 pub(super) const PAGE: usize = 4096;
+
+/// The loopback address of `family` as an endpoint holds it: ::1 for IPv6, else 127.0.0.1.
+pub(super) fn loopback_addr(family: u16) -> [u8; 16] {
+    if family == libc::AF_INET6 as u16 {
+        return std::net::Ipv6Addr::LOCALHOST.octets();
+    }
+    let mut a = [0u8; 16];
+    a[..4].copy_from_slice(&std::net::Ipv4Addr::LOCALHOST.octets());
+    a
+}
+
+/// The address of every endpoint among `fields` of `buf` made loopback again, whatever was
+/// drawn over it. Nothing is ever sent elsewhere.
+pub(super) fn loopback(buf: &mut [u8], fields: &[(usize, Field)]) {
+    for &(at, f) in fields {
+        if let Endpoint = f {
+            let e = &mut buf[at..at + ENDPOINT_SIZE];
+            let addr = loopback_addr(u16::from_ne_bytes([e[0], e[1]]));
+            e[4..].copy_from_slice(&addr);
+        }
+    }
+}
 /// An address in the kernel's direct map.
 const KERNEL: u64 = 0xffff_8880_0000_0000;
 /// The ABI's limits: each, and one on either side, is a boundary value of every integer field.
@@ -81,8 +103,8 @@ pub(super) struct Draw {
     /// The device's own descriptor and an eventfd of ours, for descriptor fields.
     pub(super) device_fd: i32,
     pub(super) eventfd: OwnedFd,
-    /// Ports our listeners bound, for CONNECT_QP to reach.
-    pub(super) ports: Vec<u32>,
+    /// The families and ports our listeners bound, for CONNECT_QP to reach.
+    pub(super) ports: Vec<(u16, u16)>,
 }
 
 impl Draw {
@@ -167,7 +189,7 @@ impl Draw {
         (v as u32 as u64, 30 + class as u8)
     }
 
-    /// A value for `field`.
+    /// A value for `field` (not an [`Endpoint`], which [`Draw::endpoint`] draws).
     pub(super) fn field(&mut self, field: Field) -> Drawn {
         match field {
             U64 => self.int(64),
@@ -175,9 +197,38 @@ impl Draw {
             Flags(defined) => self.flags(defined),
             Pointer => self.pointer(),
             Timeout => self.timeout(),
-            Loopback => (0x7f00_0001, 40),
             Fd => self.fd(),
+            Endpoint => unreachable!("endpoints are drawn whole"),
         }
+    }
+
+    /// An endpoint's octets: IPv4, IPv6 or any other family, any port, a loopback address.
+    pub(super) fn endpoint(&mut self) -> ([u8; ENDPOINT_SIZE], u8) {
+        let class = self.r.below(3);
+        let family = match class {
+            0 => libc::AF_INET as u16,
+            1 => libc::AF_INET6 as u16,
+            _ => self.int(16).0 as u16,
+        };
+        let mut e = [0u8; ENDPOINT_SIZE];
+        e[..2].copy_from_slice(&family.to_ne_bytes());
+        e[2..4].copy_from_slice(&(self.int(16).0 as u16).to_ne_bytes());
+        (e, 40 + class as u8)
+    }
+
+    /// Writes a field at `at` of `buf` as `f` says; its width.
+    fn write_field(&mut self, buf: &mut [u8], at: usize, f: Field, shape: &mut Vec<u8>) -> usize {
+        if let Endpoint = f {
+            let (e, class) = self.endpoint();
+            buf[at..at + ENDPOINT_SIZE].copy_from_slice(&e);
+            shape.push(class);
+            return ENDPOINT_SIZE;
+        }
+        let (v, class) = self.field(f);
+        let n = if matches!(f, U64 | Pointer) { 8 } else { 4 };
+        buf[at..at + n].copy_from_slice(&v.to_ne_bytes()[..n]);
+        shape.push(class);
+        n
     }
 
     /// `len` octets of argument with `fields` drawn as they say and every other word as a 32-bit
@@ -187,14 +238,7 @@ impl Draw {
         let mut at = 0;
         while at + 4 <= len {
             match fields.iter().find(|(o, _)| *o == at) {
-                Some(&(_, f)) => {
-                    let (v, class) = self.field(f);
-                    let wide = matches!(f, U64 | Pointer);
-                    let n = if wide { 8 } else { 4 };
-                    buf[at..at + n].copy_from_slice(&v.to_ne_bytes()[..n]);
-                    shape.push(class);
-                    at += n;
-                }
+                Some(&(_, f)) => at += self.write_field(&mut buf, at, f, shape),
                 None => {
                     let (v, class) = self.int(32);
                     buf[at..at + 4].copy_from_slice(&(v as u32).to_ne_bytes());
@@ -203,6 +247,7 @@ impl Draw {
                 }
             }
         }
+        loopback(&mut buf, fields);
         buf
     }
 
@@ -213,14 +258,16 @@ impl Draw {
                 n if n > 0 && self.r.below(2) == 0 => fields[self.r.below(n)],
                 _ => (self.r.below(buf.len() / 4) * 4, Flags(u32::MAX)),
             };
-            let (v, class) = match field {
-                Flags(u32::MAX) => self.int(32),
-                f => self.field(f),
-            };
-            let n = if matches!(field, U64 | Pointer) { 8 } else { 4 };
-            buf[at..at + n].copy_from_slice(&v.to_ne_bytes()[..n]);
-            shape.extend([at as u8, class]);
+            shape.push(at as u8);
+            if let Flags(u32::MAX) = field {
+                let (v, class) = self.int(32);
+                buf[at..at + 4].copy_from_slice(&(v as u32).to_ne_bytes());
+                shape.push(class);
+            } else {
+                self.write_field(buf, at, field, shape);
+            }
         }
+        loopback(buf, fields);
     }
 
     /// A scatter/gather entry.

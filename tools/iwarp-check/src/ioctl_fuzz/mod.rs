@@ -19,7 +19,8 @@
 //! - once the child is gone, `QUERY_STATS` is back where it was (nothing pinned, registered or
 //!   left open).
 //!
-//! Nothing here sends to any address but 127.0.0.1: connect and listen addresses are loopback.
+//! Nothing here sends to any address but 127.0.0.1 and ::1: every endpoint drawn or mutated is
+//! given the loopback address of its family again before the call.
 
 mod commands;
 mod draw;
@@ -143,7 +144,9 @@ impl Fuzz {
         let Some((obj, at)) = c.makes else { return };
         self.d.live[obj as usize].push(word(at));
         if obj == Obj::Listener && self.d.ports.len() < LIVE {
-            self.d.ports.push(word(offset_of!(abi::Listen, port)));
+            let at = offset_of!(abi::Listen, at);
+            let half = |i: usize| u16::from_ne_bytes([buf[at + i], buf[at + i + 1]]);
+            self.d.ports.push((half(offset_of!(abi::Endpoint, family)), half(offset_of!(abi::Endpoint, port))));
         }
         match obj {
             Obj::Qp => {

@@ -3,7 +3,7 @@
 //! usual, to reach the checks (and the arithmetic) behind the first.
 
 use super::commands::Obj;
-use super::draw::Draw;
+use super::draw::{loopback_addr, Draw};
 use libiwarp::abi::{
     self, access, conn, Accept, AdoptQp, ConnectQp, CqOp, CreateCq, CreateQp, DeregMr, DestroyQp, Doorbell, GetRequest, HandleOp, ListQps, Listen, PdOp,
     QueryQp, RegMr, Reject, SetEventFd,
@@ -14,6 +14,11 @@ fn bytes<T: Copy>(v: T) -> Vec<u8> {
     // SAFETY: T is one of the ABI's plain-data structs (repr(C), no padding: abi_layout's tests),
     // so all of its octets are initialised.
     unsafe { std::slice::from_raw_parts((&v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }.to_vec()
+}
+
+/// A loopback endpoint of `family` at `port`.
+fn loopback_at(family: u16, port: u16) -> abi::Endpoint {
+    abi::Endpoint { family, port, addr: loopback_addr(family) }
 }
 
 impl Draw {
@@ -92,13 +97,16 @@ impl Draw {
             }
             "CONNECT_QP" => {
                 // Toward a listener of ours, mostly: the MPA exchange then starts for real.
-                let port = match self.ports.len() {
-                    0 => self.within(1, 65535),
+                let (family, port) = match self.ports.len() {
+                    0 => (libc::AF_INET as u16, self.within(1, 65535) as u16),
                     n => self.ports[self.r.below(n)],
                 };
-                bytes(ConnectQp { adopt: self.adopt(abi::role::INITIATOR), addr: 0x7f00_0001, port })
+                bytes(ConnectQp { adopt: self.adopt(abi::role::INITIATOR), peer: loopback_at(family, port), reserved: 0 })
             }
-            "LISTEN" => bytes(Listen { addr: 0x7f00_0001, port: 0, backlog: self.within(1, 16), listener: 0 }),
+            "LISTEN" => {
+                let family = if self.r.below(2) == 0 { libc::AF_INET } else { libc::AF_INET6 };
+                bytes(Listen { at: loopback_at(family as u16, 0), backlog: self.within(1, 16), ..Listen::default() })
+            }
             "CLOSE_LISTENER" => bytes(HandleOp { handle: self.live(Obj::Listener), reserved: 0 }),
             "GET_REQUEST" => bytes(GetRequest {
                 listener: self.live(Obj::Listener),
