@@ -118,6 +118,8 @@ impl Report {
         if id == 0 {
             return;
         }
+        // iw_cm reserved room for this event and CLOSE when it made the `cm_id` (four entries
+        // for a connect, three for a request's): it cannot refuse them.
         // SAFETY: `id` is referenced until `last` lets it go.
         unsafe { ffi::iwarp_shim_iw_event(id as *mut ffi::iw_cm_id, ev) };
         let close = {
