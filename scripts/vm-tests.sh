@@ -545,7 +545,7 @@ ib_nvme_net() {
     local spec= f rc=0
     for f in "${VM_NET_FAULTS[@]}"; do [ "${f%%|*}" = "$1" ] && spec=${f#*|}; done
     [ -n "$spec" ] || { echo "no fault named $1"; return 1; }
-    vm_netem A "$spec" && vm_netem B "$spec" || return 1
+    vm_netem A "$spec" && vm_netem B "$spec" || { vm_netem A; vm_netem B; return 1; }
     echo "netem on both guests: $spec"
     NVME_MIB=$((NVME_MIB / 2)) ib_nvme || rc=1
     vm_netem A && vm_netem B || rc=1
@@ -558,8 +558,13 @@ ib_nvme_net() {
 # I/O, remove the controller and unload iwarp.ko: nothing waits on the dead peer or stays behind.
 ib_nvme_target_killed() {
     local NQN=nqn.2026-11.org.iwarp:nvme-$PORT rc=0 g=${VM_NAMES[$VM_COUNT]} host i t
-    vm_add "$g" && vm_run "$g" "insmod $ko && $(rdma_link iw0 iwarp)" && nvme_target "$g" iw0 || return 1
-    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" || return 1
+    vm_add "$g" || return 1
+    # Failing before the kill, the guest goes anyway, and B is left as the next test expects.
+    if ! { vm_run "$g" "insmod $ko && $(rdma_link iw0 iwarp)" && nvme_target "$g" iw0 && vm_run B "insmod $ko && $(rdma_link iw0 iwarp)"; }; then
+        vm_kill "$g"
+        nvme_host_clean B
+        return 1
+    fi
     vm_submit B "set -e
         $(nvme_connect iw0 "$g" B "--keep-alive-tmo=2 --reconnect-delay=1 --ctrl-loss-tmo=2")
         fio --filename=\$dev --allow_file_create=0 --direct=1 --ioengine=libaio --iodepth=16 --rw=randwrite --bs=4k --size=64M --time_based --runtime=300 --name=killed >/tmp/killed.out 2>&1 & f=\$!

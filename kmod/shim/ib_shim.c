@@ -47,11 +47,16 @@ struct iwarp_ibcq {
 	struct ib_cq base;
 	void *rust;
 	/*
-	 * Calls the consumer's handler in softirq context, after the engine's locks are released
-	 * (a handler may post to the QP whose completion woke it).
+	 * Calls the consumer's handlers in softirq context, after the engine's locks are released
+	 * (a handler may post to the QP whose completion woke it): the completion handler, and
+	 * the event handler once the CQ overflowed (bits of @pending).
 	 */
 	struct work_struct notify;
+	unsigned long pending;
 };
+
+/* Bits of iwarp_ibcq.pending. */
+enum { IWARP_CQ_NOTIFY, IWARP_CQ_OVERFLOWED };
 
 struct iwarp_ibqp {
 	struct ib_qp base;
@@ -59,7 +64,7 @@ struct iwarp_ibqp {
 	/* Ours and iw_cm's (iw_add_ref): destroy_qp waits until iw_cm's are gone. */
 	refcount_t refs;
 	struct completion unused;
-	/* Hands posted send requests over to the engine, which may sleep. */
+	/* Hands posted send requests (and held receives) over to the engine, which may sleep. */
 	struct delayed_work hand_over;
 };
 
@@ -115,8 +120,7 @@ static_assert(IWARP_IB_QP_STATE == IB_QP_STATE);
 static_assert(IWARP_IB_ACCESS_OPTIONAL == IB_ACCESS_OPTIONAL);
 static_assert(IWARP_IB_CQ_SOLICITED == IB_CQ_SOLICITED && IWARP_IB_CQ_SOLICITED_MASK == IB_CQ_SOLICITED_MASK &&
 	      IWARP_IB_CQ_REPORT_MISSED_EVENTS == IB_CQ_REPORT_MISSED_EVENTS);
-static_assert(IWARP_IB_EVENT_CQ_ERR == IB_EVENT_CQ_ERR && IWARP_IB_EVENT_QP_FATAL == IB_EVENT_QP_FATAL &&
-	      IWARP_IB_EVENT_QP_REQ_ERR == IB_EVENT_QP_REQ_ERR && IWARP_IB_EVENT_QP_ACCESS_ERR == IB_EVENT_QP_ACCESS_ERR);
+static_assert(IWARP_IB_EVENT_QP_FATAL == IB_EVENT_QP_FATAL && IWARP_IB_EVENT_QP_ACCESS_ERR == IB_EVENT_QP_ACCESS_ERR);
 static_assert(sizeof(struct iwarp_ib_sge) == sizeof(struct ib_sge) &&
 	      offsetof(struct iwarp_ib_sge, addr) == offsetof(struct ib_sge, addr) &&
 	      offsetof(struct iwarp_ib_sge, length) == offsetof(struct ib_sge, length) &&
@@ -290,9 +294,15 @@ static int iwarp_dereg_mr(struct ib_mr *mr, struct ib_udata *udata)
 
 static void iwarp_cq_notify(struct work_struct *work)
 {
-	struct ib_cq *cq = &container_of(work, struct iwarp_ibcq, notify)->base;
+	struct iwarp_ibcq *icq = container_of(work, struct iwarp_ibcq, notify);
+	struct ib_cq *cq = &icq->base;
 
-	if (cq->comp_handler)
+	if (test_and_clear_bit(IWARP_CQ_OVERFLOWED, &icq->pending) && cq->event_handler) {
+		struct ib_event event = { .device = cq->device, .event = IB_EVENT_CQ_ERR, .element.cq = cq };
+
+		cq->event_handler(&event, cq->cq_context);
+	}
+	if (test_and_clear_bit(IWARP_CQ_NOTIFY, &icq->pending) && cq->comp_handler)
 		cq->comp_handler(cq, cq->cq_context);
 }
 
@@ -326,7 +336,18 @@ static int iwarp_destroy_cq(struct ib_cq *cq, struct ib_udata *udata)
 
 void iwarp_shim_ib_cq_notify(struct ib_cq *cq)
 {
-	queue_work(system_bh_wq, &container_of(cq, struct iwarp_ibcq, base)->notify);
+	struct iwarp_ibcq *icq = container_of(cq, struct iwarp_ibcq, base);
+
+	set_bit(IWARP_CQ_NOTIFY, &icq->pending);
+	queue_work(system_bh_wq, &icq->notify);
+}
+
+void iwarp_shim_ib_cq_overflowed(struct ib_cq *cq)
+{
+	struct iwarp_ibcq *icq = container_of(cq, struct iwarp_ibcq, base);
+
+	set_bit(IWARP_CQ_OVERFLOWED, &icq->pending);
+	queue_work(system_bh_wq, &icq->notify);
 }
 
 void iwarp_shim_ib_qp_event(struct ib_qp *qp, u32 type)
@@ -335,14 +356,6 @@ void iwarp_shim_ib_qp_event(struct ib_qp *qp, u32 type)
 
 	if (qp->event_handler)
 		qp->event_handler(&event, qp->qp_context);
-}
-
-void iwarp_shim_ib_cq_event(struct ib_cq *cq, u32 type)
-{
-	struct ib_event event = { .device = cq->device, .event = type, .element.cq = cq };
-
-	if (cq->event_handler)
-		cq->event_handler(&event, cq->cq_context);
 }
 
 static int iwarp_poll_cq(struct ib_cq *cq, int num, struct ib_wc *wc)

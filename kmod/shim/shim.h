@@ -228,10 +228,8 @@ struct ib_qp;
 #define IWARP_IB_CQ_SOLICITED 1u
 #define IWARP_IB_CQ_SOLICITED_MASK 3u
 #define IWARP_IB_CQ_REPORT_MISSED_EVENTS 4u
-/* enum ib_event_type: the asynchronous events a QP or CQ reports */
-#define IWARP_IB_EVENT_CQ_ERR 0u
+/* enum ib_event_type: the asynchronous events a QP reports */
 #define IWARP_IB_EVENT_QP_FATAL 1u
-#define IWARP_IB_EVENT_QP_REQ_ERR 2u
 #define IWARP_IB_EVENT_QP_ACCESS_ERR 3u
 /* A scatter/gather entry, laid out as struct ib_sge. */
 struct iwarp_ib_sge {
@@ -350,7 +348,7 @@ struct iwarp_ib_verbs {
 	void (*destroy_qp)(void *qp);
 	int (*post_send)(void *qp, const struct iwarp_ib_send_wr *wr);
 	int (*post_recv)(void *qp, const struct iwarp_ib_recv_wr *wr);
-	/* Hands the send requests posted to @qp over to the engine (process context). */
+	/* Hands the send requests posted to @qp, and the receives held, over to the engine (process context). */
 	void (*hand_over)(void *qp);
 	/* The device is gone (its dealloc_driver): drop @dev. */
 	void (*dev_free)(void *dev);
@@ -374,10 +372,10 @@ void iwarp_shim_ib_qp_kick(struct ib_qp *qp, bool later);
 void iwarp_shim_ib_qp_settle(struct ib_qp *qp);
 /* Calls @ibcq's completion handler (the consumer's), if it has one, soon (in softirq context). */
 void iwarp_shim_ib_cq_notify(struct ib_cq *ibcq);
+/* Calls @ibcq's event handler (the consumer's), if it has one, with CQ_ERR, soon (likewise). */
+void iwarp_shim_ib_cq_overflowed(struct ib_cq *ibcq);
 /* Calls @qp's event handler (the consumer's), if it has one, with @event, now. */
 void iwarp_shim_ib_qp_event(struct ib_qp *qp, u32 event);
-/* Calls @cq's event handler (the consumer's), if it has one, with @event, now. */
-void iwarp_shim_ib_cq_event(struct ib_cq *cq, u32 event);
 /* Hands @ev to @id's iw_cm (any context; it never calls back): 0 or -ENOMEM (not queued). */
 int iwarp_shim_iw_event(struct iw_cm_id *id, const struct iwarp_iw_event *ev);
 /* Takes (@get) or drops a reference to @id. */

@@ -162,11 +162,7 @@ impl Report {
 }
 
 impl OnEnded for Report {
-    fn ended(&self, event: Option<QpEvent>) {
-        if let Some(ev) = event {
-            // SAFETY: the QP is ending now, so its destroy has not ended it yet.
-            unsafe { events::qp_ended(self.ibqp, ev.kind) };
-        }
+    fn ended(&self, _event: Option<QpEvent>) {
         let up = {
             let mut st = self.state.lock();
             st.ended = true;
@@ -174,6 +170,16 @@ impl OnEnded for Report {
         };
         if up {
             self.close();
+        }
+    }
+
+    /// The consumer's event handler runs outside the QP's locks: it may post to the QP.
+    fn after_ended(&self, event: Option<QpEvent>) {
+        if let Some(ev) = event {
+            // SAFETY: an event comes from a Terminate or a lost connection, seen by the runs the
+            // socket hook drives or by the hand-over work; destroy (`KernelQp::end`) waits both
+            // out (it settles the work and unhooks the socket) before the RDMA core frees the QP.
+            unsafe { events::qp_ended(self.ibqp, ev.kind) };
         }
     }
 }

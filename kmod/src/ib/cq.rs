@@ -6,7 +6,7 @@
 //! softirq context soon after (the shim's work): never inside the engine's locks, since a
 //! handler may post to the QP that completed. Polling and arming take a lock with interrupts
 //! off: consumers may poll where interrupts are off. A CQ that overflows (completions lost, the
-//! QP that completed is ended) tells its event handler once.
+//! QP that completed is ended) tells its event handler once, from the same work.
 
 use super::events;
 use super::qp::Posted;
@@ -76,12 +76,8 @@ impl IbCq {
                 return Ok(());
             }
             if st.entries.push(Entry { c: *c, ibqp }).is_err() {
-                let first = !core::mem::replace(&mut st.overflowed, true);
-                drop(st);
-                if first {
-                    // SAFETY: not destroyed yet (checked under the lock, which `destroy` takes
-                    // before the RDMA core frees the CQ; its QPs, whose completion this is, are
-                    // gone before that).
+                if !core::mem::replace(&mut st.overflowed, true) {
+                    // SAFETY: a QP of this CQ completes, so the RDMA core has not destroyed it.
                     unsafe { events::cq_overflowed(self.ibcq) };
                 }
                 return Err(Overrun);

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Asynchronous events for the RDMA core's consumers, as siw reports them: a QP that an error
-//! ended tells the consumer's QP event handler, a CQ that overflowed its CQ event handler, at
-//! once and where it happened (softirq too; handlers may not sleep or call into the QP). A QP
-//! its owner ended reports nothing, nor one whose connection closed without a Terminate: iw_cm
-//! hears of that as CLOSE.
+//! Asynchronous events for the RDMA core's consumers: a QP that a Terminate ended tells the
+//! consumer's QP event handler at once, where it ended (softirq too: handlers may not sleep),
+//! once the QP's locks are released (a handler may post to it); a CQ that overflowed tells its
+//! event handler soon after, from the work that runs its completion handler. The types are
+//! those the in-tree iWARP drivers (cxgb4, irdma) report. A QP its owner ended reports
+//! nothing, nor one whose connection closed without a Terminate: iw_cm hears of that as CLOSE.
 
 use crate::ffi;
 use crate::verbs::QpEventKind;
@@ -23,9 +24,8 @@ fn qp_event(kind: QpEventKind) -> Option<u32> {
         // RDMAP's remote protection errors, DDP's tagged buffer errors: the peer reached for
         // memory it may not.
         (0 | 1, 1) => ffi::IWARP_IB_EVENT_QP_ACCESS_ERR,
-        // RDMAP's remote operation errors, DDP's untagged buffer errors: a request we cannot take.
-        (0 | 1, 2) => ffi::IWARP_IB_EVENT_QP_REQ_ERR,
-        // Local catastrophic errors, and MPA's (the stream itself).
+        // The others: a request we cannot take (no receive posted, a bad MSN or offset, an
+        // unexpected opcode), local catastrophic errors, MPA's (the stream itself).
         _ => ffi::IWARP_IB_EVENT_QP_FATAL,
     })
 }
@@ -42,12 +42,14 @@ pub(super) unsafe fn qp_ended(ibqp: usize, kind: QpEventKind) {
     }
 }
 
-/// Tells the RDMA core's CQ `ibcq`'s consumer it overflowed: completions were lost.
+/// Tells the RDMA core's CQ `ibcq`'s consumer it overflowed (completions were lost), soon.
 ///
 /// # Safety
 ///
-/// `ibcq` is alive: its destroy has not returned yet.
+/// `ibcq` is alive, and its destroy waits out the work this queues: a QP of its is pushing a
+/// completion (the RDMA core destroys a CQ only once its QPs are gone, and their destroy waits
+/// out every run that completes).
 pub(super) unsafe fn cq_overflowed(ibcq: usize) {
-    // SAFETY: the caller guarantees `ibcq` is alive.
-    unsafe { ffi::iwarp_shim_ib_cq_event(ibcq as *mut ffi::ib_cq, ffi::IWARP_IB_EVENT_CQ_ERR) };
+    // SAFETY: the caller guarantees `ibcq` is alive; the shim's destroy_cq cancels the work.
+    unsafe { ffi::iwarp_shim_ib_cq_overflowed(ibcq as *mut ffi::ib_cq) };
 }

@@ -40,8 +40,8 @@ pub(crate) struct KernelQp {
     max_inline: u32,
     /// The state the consumer moved the QP to before it connected (RESET, INIT, RTR).
     unconnected: AtomicU32,
-    /// Send requests posted and not handed to the engine yet (interrupts off: consumers post
-    /// from any context).
+    /// Send requests posted and not handed to the engine yet, and receives posted with
+    /// interrupts off (a lock that turns them off: consumers post from any context).
     posted: Arc<SpinLockIrq<Posted>>,
 }
 
@@ -210,12 +210,18 @@ impl KernelQp {
     /// tick later at the latest. One the engine refuses (a region
     /// that does not allow it) completes in error, and the QP ends, as an RNIC's does.
     pub(super) fn hand_over(&self) {
-        self.hand_over_recvs();
         loop {
             let (wr, freed) = {
                 let posted = self.posted.lock();
                 if posted.closed {
                     return;
+                }
+                if posted.recvs.len() > 0 {
+                    // Receives held meanwhile go before the next send request: its answer may
+                    // need them.
+                    drop(posted);
+                    self.hand_over_recvs();
+                    continue;
                 }
                 (posted.wrs.get(0).copied().flatten(), posted.freed)
             };

@@ -46,11 +46,15 @@ static QUEUE_PAIRS: AtomicU64 = AtomicU64::new(0);
 
 /// Told once when a QP ends, however (its owner, the peer, a Terminate), with the asynchronous
 /// event to report unless its owner ended it: `/dev/iwarp` keeps the event for the context,
-/// the RDMA core's connection manager reports the close and its QP's event handler the event.
-/// Called with the QP's receive side locked, in softirq context too: it may not sleep or call
-/// into the QP.
+/// the RDMA core's connection manager reports the close, and its consumer's event handler
+/// hears the event.
 pub(crate) trait OnEnded: Send + Sync {
+    /// Called with the QP's receive side locked, in softirq context too: it may not sleep or
+    /// call into the QP.
     fn ended(&self, event: Option<QpEvent>);
+
+    /// Called right after, the QP's locks released (in softirq context too: it may not sleep).
+    fn after_ended(&self, _event: Option<QpEvent>) {}
 }
 
 /// What the caller asked of the stream beyond what MPA negotiates.
@@ -427,6 +431,13 @@ impl QueuePair {
         true
     }
 
+    /// What [`OnEnded::after_ended`] is told once `stop` ended the QP and its lock is released.
+    fn after_ended(&self, why: Ended) {
+        if let Some(to) = self.on_ended.as_ref() {
+            to.after_ended(why.event(self.handle));
+        }
+    }
+
     /// DISCONNECT: ends a connected QP (ENOTCONN otherwise); the peer sees the connection
     /// close.
     pub(crate) fn disconnect(&self) -> Result {
@@ -442,6 +453,7 @@ impl QueuePair {
     fn end_and_flush(&self, why: Ended) {
         let stopped = self.stop(&mut self.rx.lock(), why);
         if stopped {
+            self.after_ended(why);
             if let Some(s) = self.sock.as_ref() {
                 s.shutdown_send();
             }

@@ -270,9 +270,11 @@ impl QueuePair {
     pub(super) fn fail(&self, t: Terminate) {
         // Why is recorded first: the peer may close as soon as it reads the Terminate, and that
         // must not pass for the reason.
-        if !self.stop(&mut self.rx.lock(), Ended::of(&t, true)) {
+        let why = Ended::of(&t, true);
+        if !self.stop(&mut self.rx.lock(), why) {
             return;
         }
+        self.after_ended(why);
         if let Ok(sock) = self.socket() {
             let mut tx = self.tx.lock();
             if let Some(side) = &mut *tx {

@@ -20,7 +20,8 @@
 //!   left open).
 //!
 //! Nothing here sends to any address but 127.0.0.1 and ::1: every endpoint drawn or mutated is
-//! given the loopback address of its family again before the call.
+//! given the loopback address of its family again before the call, and the fuzzer refuses to
+//! run with a socket among its descriptors (ADOPT_QP takes any descriptor drawn).
 
 mod commands;
 mod draw;
@@ -456,6 +457,24 @@ pub(crate) fn ioctl_fuzz(n: u64, seed: u64) -> Check {
 }
 
 /// The child's side: the calls, then their tally and the number of shapes drawn.
+/// Refuses to fuzz with an IP socket among this process's descriptors (one inherited, standard
+/// output on a connection): ADOPT_QP takes any descriptor drawn, and would run MPA toward that
+/// socket's peer.
+fn no_socket_open() -> Check {
+    let dir = std::fs::read_dir("/proc/self/fd").map_err(|e| format!("/proc/self/fd: {e}"))?;
+    for entry in dir.flatten() {
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let (mut domain, mut len) = (0i32, std::mem::size_of::<i32>() as libc::socklen_t);
+        // SAFETY: `domain` and `len` are live locals of the sizes given; a descriptor that is no
+        // socket (or gone) only fails the call.
+        let got = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN, (&mut domain as *mut i32).cast(), &mut len) };
+        if got == 0 && (domain == libc::AF_INET || domain == libc::AF_INET6) {
+            return Err(format!("descriptor {fd} is an IP socket: ADOPT_QP could reach its peer"));
+        }
+    }
+    Ok(())
+}
+
 fn fuzz(n: u64, seed: u64, progress: &'static Progress) -> Check {
     // Descriptor 0 may be drawn for ADOPT_QP to take: make it one that is no socket.
     let null = std::fs::File::open("/dev/null").map_err(|e| format!("open /dev/null: {e}"))?;
@@ -463,6 +482,7 @@ fn fuzz(n: u64, seed: u64, progress: &'static Progress) -> Check {
     if unsafe { libc::dup2(null.as_raw_fd(), 0) } < 0 {
         return Err("dup2 /dev/null onto standard input".into());
     }
+    no_socket_open()?;
     let raw = Raw::open()?;
     // SAFETY: eventfd makes a new descriptor, owned from here on.
     let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
