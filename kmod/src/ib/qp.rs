@@ -51,9 +51,8 @@ pub(super) struct Posted {
     wrs: Fifo<Option<Queued>>,
     /// Receives the work item hands to the engine before the next send request: posted with
     /// interrupts off, or after such a one that is not handed over yet (they keep their order).
+    /// The oldest stays here until the engine has it.
     recvs: Fifo<RecvWr>,
-    /// The work item has taken the oldest of `recvs` and not handed it over yet.
-    recvs_moving: bool,
     /// The QP is being destroyed: nothing is posted or handed over any more.
     closed: bool,
     /// The oldest waits for room in the engine: the work item runs again once some frees.
@@ -105,14 +104,8 @@ impl KernelQp {
         if !dev.mrs.lock().has_pd(attr.pd) {
             return Err(EINVAL);
         }
-        let posted = Posted {
-            wrs: Fifo::new(attr.max_send_wr as usize)?,
-            recvs: Fifo::new(attr.max_recv_wr as usize)?,
-            recvs_moving: false,
-            closed: false,
-            stalled: false,
-            freed: 0,
-        };
+        let posted =
+            Posted { wrs: Fifo::new(attr.max_send_wr as usize)?, recvs: Fifo::new(attr.max_recv_wr as usize)?, closed: false, stalled: false, freed: 0 };
         let posted = Arc::pin_init(new_spinlock_irq!(posted, "KernelQp::posted"), GFP_KERNEL)?;
         let (send_cq, recv_cq) = (QpCq::new(send_cq, ibqp, Some(posted.clone()))?, QpCq::new(recv_cq, ibqp, None)?);
         let limits = Limits { max_recv_wr: attr.max_recv_wr, max_send_wr: attr.max_send_wr, max_sge: sge, max_inline: 0, ring_entries: None };
@@ -278,13 +271,14 @@ impl KernelQp {
     pub(super) fn post_recv(&self, w: &ffi::iwarp_ib_recv_wr) -> Result {
         let mut wr = RecvWr { wr_id: w.wr_id, num_sge: w.num_sge, ..RecvWr::default() };
         copy_sges(&mut wr.sge, w.sge, w.num_sge)?;
-        if wr.num_sge > self.max_sge {
-            return Err(EINVAL);
-        }
         let direct = crate::shim::bh_locks_allowed();
         {
             let mut p = self.posted.lock();
-            if !direct || p.recvs.len() > 0 || p.recvs_moving {
+            if !direct || p.recvs.len() > 0 {
+                // The engine checks this for the receives it is given directly.
+                if wr.num_sge > self.max_sge {
+                    return Err(EINVAL);
+                }
                 if p.closed {
                     return Err(enotconn());
                 }
@@ -298,17 +292,21 @@ impl KernelQp {
         self.post_or_flush(&self.recv_cq, wr.wr_id, CompletionOp::Recv, || self.qp.post_recv(&wr))
     }
 
-    /// Hands the held receives to the engine, oldest first.
+    /// Hands the held receives to the engine, oldest first. Only the work item takes them
+    /// out, each once the engine has it: until then a receive posted directly waits behind.
     fn hand_over_recvs(&self) {
         loop {
             let wr = {
-                let mut p = self.posted.lock();
-                let wr = if p.closed { None } else { p.recvs.pop() };
-                p.recvs_moving = wr.is_some();
-                wr
+                let p = self.posted.lock();
+                if p.closed {
+                    return;
+                }
+                p.recvs.get(0).copied()
             };
             let Some(wr) = wr else { return };
-            if let Err(e) = self.post_or_flush(&self.recv_cq, wr.wr_id, CompletionOp::Recv, || self.qp.post_recv(&wr)) {
+            let posted = self.post_or_flush(&self.recv_cq, wr.wr_id, CompletionOp::Recv, || self.qp.post_recv(&wr));
+            self.posted.lock().recvs.pop();
+            if let Err(e) = posted {
                 self.refused_at_turn(&self.recv_cq, wr.wr_id, CompletionOp::Recv, e);
             }
         }
