@@ -606,20 +606,39 @@ fn adopt_full_send_buffer() -> Check {
 fn filled_connection() -> Result<(TcpStream, TcpStream, usize), String> {
     let err = |e: io::Error| e.to_string();
     let listener = TcpListener::bind("127.0.0.1:0").map_err(err)?;
+    // Buffers of fixed sizes (the peer's inherited from the listener): autotuning would make
+    // room again after the fill.
+    set_buffer(listener.as_raw_fd(), libc::SO_RCVBUF)?;
     let mut client = TcpStream::connect(listener.local_addr().map_err(err)?).map_err(err)?;
+    set_buffer(client.as_raw_fd(), libc::SO_SNDBUF)?;
     let (peer, _) = listener.accept().map_err(err)?;
     client.set_nonblocking(true).map_err(err)?;
     let chunk = vec![0u8; 1 << 16];
     let mut queued = 0usize;
-    loop {
+    // Full when a write would still block after TCP had time to move what it could.
+    let mut blocked = 0;
+    while blocked < 2 {
         match client.write(&chunk) {
             Ok(n) => queued += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                blocked += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
             Err(e) => return Err(format!("filling the send buffer: {e}")),
         }
     }
     client.set_nonblocking(false).map_err(err)?;
     Ok((client, peer, queued))
+}
+
+/// Fixes socket `fd`'s buffer `which` (SO_SNDBUF or SO_RCVBUF) at 256 KiB: the kernel no
+/// longer grows it.
+fn set_buffer(fd: std::os::fd::RawFd, which: libc::c_int) -> Check {
+    let size: libc::c_int = 256 << 10;
+    // SAFETY: a socket option of a live socket, from a live int of the size given.
+    let rc =
+        unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, which, (&size as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as libc::socklen_t) };
+    ensure(rc == 0, format!("setsockopt {which}: {}", io::Error::last_os_error()))
 }
 
 /// Octets sent on the loopback connection so far, from its two ends' queues: what the client
