@@ -458,6 +458,58 @@ ib_link() {
         want rdma link add iw0 type iwarp netdev $IWARP_IF'
 }
 
+# siw and iwarp.ko never both (kmod/shim/siw_guard_shim.c): our devices carry siw's driver id,
+# so that rdma-core's siw provider drives them, and siw would take them for its own. In A
+# (iwarp.ko loaded first): no device of ours while siw is loaded, and siw refused while one is
+# registered. In B (siw first, then iwarp.ko): no device until siw goes. Neither guest keeps
+# siw (on the release kernel the interop tests loaded it).
+siw_excluded() {
+    local refused="grep -q 'Device or resource busy' <<<\"\$out\""
+    vm_run A "set -e
+        modprobe siw
+        out=\$(rdma link add iw0 type iwarp netdev \$IWARP_IF 2>&1) && { echo 'a device of ours beside siw'; exit 1; }
+        echo \"siw loaded, rdma link add: \$out\"; $refused
+        rmmod siw
+        rdma link add iw0 type iwarp netdev \$IWARP_IF
+        out=\$(modprobe siw 2>&1) && { echo 'siw loaded beside a device of ours'; exit 1; }
+        echo \"iw0 registered, modprobe siw: \$out\"; $refused
+        ibv_devinfo -d iw0 | grep -q PORT_ACTIVE
+        dmesg | grep -E 'iwarp: (siw refused|no device while siw)' | sed 's/^\[[ 0-9.]*\] //' | sort -u
+        [ \$(dmesg | grep -cE 'iwarp: (siw refused|no device while siw)') -ge 2 ]
+        rdma link delete iw0" || return 1
+    vm_run B "set -e
+        modprobe siw
+        insmod $ko
+        out=\$(rdma link add iw0 type iwarp netdev \$IWARP_IF 2>&1) && { echo 'a device of ours beside siw'; exit 1; }
+        echo \"siw loaded before iwarp.ko, rdma link add: \$out\"; $refused
+        rmmod siw
+        rdma link add iw0 type iwarp netdev \$IWARP_IF
+        out=\$(modprobe siw 2>&1) && { echo 'siw loaded beside a device of ours'; exit 1; }
+        $refused
+        rdma link delete iw0 && rmmod iwarp"
+}
+
+# Debian's libibverbs on ib-link-A's device, through rdma-core's own siw provider
+# (tools/uverbs-check): the device as ibv_devinfo shows it; domains and regions.
+ib_uverbs_regions() {
+    vm_run A "set -e
+        ibv_devices | grep -w iw0
+        out=\$(ibv_devinfo -v -d iw0); grep -E 'hca_id|transport|node_guid|max_mr_size|max_qp:|max_cqe|state|link_layer' <<<\"\$out\"
+        grep -q 'transport:.*iWARP' <<<\"\$out\"; grep -q 'state:.*PORT_ACTIVE' <<<\"\$out\"
+        $here/target/uverbs-check regions iw0"
+}
+# A process holding 64 MiB registered through uverbs is killed: its region and pins go.
+ib_uverbs_killed() {
+    vm_run A "$here/target/uverbs-check hold iw0 64 >/tmp/hold.out & pid=\$!
+        for i in \$(seq 300); do grep -q holding /tmp/hold.out && break; sleep 0.1; done
+        cat /tmp/hold.out; rc=0
+        rdma resource show mr | grep -w uverbs-check || rc=1
+        $check stats-zero >/dev/null 2>&1 && { echo 'nothing pinned while held'; rc=1; }
+        kill -9 \$pid; wait \$pid
+        ! rdma resource show mr | grep -w uverbs-check || { echo 'its region outlived it'; rc=1; }
+        $check stats-zero && exit \$rc"
+}
+
 # The kernel verbs and connections through iw_cm, through the RDMA core, on ib-link-A's device
 # (kmod/check/verbs_check.c): its QPs connect to its own address.
 ib_verbs() {
@@ -652,22 +704,22 @@ ib_rdma_cm_mpa() {
     vm_run A "$undo" || rc=1
     return $rc
 }
-# The same toward siw: ib-nvme-host-on-siw left A's iw0 without markers and B's siw
-# without a link.
+# The same toward siw: ib-nvme-host-on-siw left A's iw0 without markers. A guest has siw
+# only while it has no device of ours (siw_excluded).
 ib_rdma_cm_to_siw() {
-    rdma_cm_between iw0 siw0 "$(rdma_link siw0 siw)" "rdma link delete siw0"
+    rdma_cm_between iw0 siw0 "modprobe siw && $(rdma_link siw0 siw)" "rmmod siw"
 }
 # The same between siw and us (markers off on our side, the link's mpa_markers: siw has none),
 # each in either role. At the end A has iw0 back for rmmod-A.
 ib_nvme_host_on_siw() {
     nvme_between "echo 0 >/sys/class/infiniband/iw0/mpa_markers" iw0 \
-        "modprobe siw && $(rdma_link siw0 siw)" siw0 "rdma link delete siw0"
+        "modprobe siw && $(rdma_link siw0 siw)" siw0 "rmmod siw"
 }
 ib_nvme_target_on_siw() {
     local rc=0
     nvme_between "rdma link delete iw0 && modprobe siw && $(rdma_link siw0 siw)" siw0 \
         "insmod $ko && $(rdma_link iw0 iwarp) && echo 0 >/sys/class/infiniband/iw0/mpa_markers" iw0 "rdma link delete iw0 && rmmod iwarp" || rc=1
-    vm_run A "rdma link delete siw0 && $(rdma_link iw0 iwarp)" || rc=1
+    vm_run A "rmmod siw && $(rdma_link iw0 iwarp)" || rc=1
     return $rc
 }
 
@@ -1113,7 +1165,10 @@ tests() {
     t nothing-left-A vm_run A "$check stats-zero"
     t nothing-left-B vm_run B "$check stats-zero"
     t init-failure-refused refused
+    t siw-excluded siw_excluded
     t ib-link-A ib_link
+    t ib-uverbs-regions-A ib_uverbs_regions
+    t ib-uverbs-killed-process-unpins-A ib_uverbs_killed
     t ib-verbs-A ib_verbs
     t ib-nvme-over-fabrics ib_nvme
     t ib-nvme-target-silent-then-back ib_nvme_outage
@@ -1180,7 +1235,7 @@ WIRE_UNCHECKED=(
 # Tests in which no iWARP connection between the guests reaches full operation: no traffic
 # between them (one guest, loopback, no QP), or connections refused on purpose. Every other
 # test's capture must hold one, so an empty capture fails.
-WIRE_NO_CONNECTION='^(boot|insmod|query-device|siw-link|ib-link|ib-verbs|mr-|local-|nothing-left|rmmod|init-failure|tcp-A-to-B)'
+WIRE_NO_CONNECTION='^(boot|insmod|query-device|siw-link|siw-excluded|ib-link|ib-verbs|ib-uverbs-(regions|killed)|mr-|local-|nothing-left|rmmod|init-failure|tcp-A-to-B)'
 WIRE_NO_CONNECTION+='|^(cm-connect-disconnect-cycles-A|fault-memory-pressure-B|qp-adopt-errors-A|verbs-errors-A)$'
 WIRE_NO_CONNECTION+='|^(interop-siw-markers-refused|interop-siw-rejects-with-private-data|qp-garbage-peer-refused|qp-silent-peer-times-out)$'
 WIRE_NO_CONNECTION+='|^(sockets-plain-peer-gets-tcp|sockets-reuseport-pair-stays-tcp)$'

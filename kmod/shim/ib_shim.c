@@ -17,6 +17,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/iw_cm.h>
 #include <rdma/rdma_netlink.h>
+#include <rdma/siw-abi.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "shim.h"
@@ -28,6 +29,13 @@ struct iwarp_ibdev {
 	u8 raw_gid[ETH_ALEN];
 	/* Rust's device (src/ib/verbs.rs), freed by verbs->dev_free. */
 	void *rust;
+	/* It holds siw's driver id (siw_guard_shim.c) until freed. */
+	bool claimed;
+};
+
+/* A user process's uverbs context: nothing of its own yet (uverbs keeps its objects). */
+struct iwarp_ucontext {
+	struct ib_ucontext base;
 };
 
 struct iwarp_ibpd {
@@ -197,12 +205,28 @@ static int iwarp_query_gid(struct ib_device *dev, u32 port, int idx, union ib_gi
 	return 0;
 }
 
-/* --- the verbs: kernel consumers only (no user context exists without alloc_ucontext) --- */
+/*
+ * --- the verbs: kernel consumers, and user processes through uverbs with rdma-core's siw
+ * provider, in siw's ABI (include/uapi/rdma/siw-abi.h): contexts, domains and regions so far;
+ * a user CQ or QP is refused with EOPNOTSUPP ---
+ */
 
+static int iwarp_alloc_ucontext(struct ib_ucontext *ctx, struct ib_udata *udata)
+{
+	struct siw_uresp_alloc_ctx uresp = { .dev_id = ctx->device->index };
+
+	if (udata->outlen < sizeof(uresp))
+		return -EINVAL;
+	return ib_respond_udata(udata, uresp);
+}
+
+static void iwarp_dealloc_ucontext(struct ib_ucontext *ctx)
+{
+}
+
+/* The provider sends and expects no data of its own here (udata is NULL for kernel consumers). */
 static int iwarp_alloc_pd(struct ib_pd *pd, struct ib_udata *udata)
 {
-	if (udata)
-		return -EOPNOTSUPP;
 	return iwarp_verbs->alloc_pd(dev_rust(pd->device), &container_of(pd, struct iwarp_ibpd, base)->handle);
 }
 
@@ -252,11 +276,47 @@ static struct ib_mr *iwarp_alloc_mr(struct ib_pd *pd, enum ib_mr_type type, u32 
 	return &mr->base;
 }
 
-/* Users of the device come through uverbs, which it does not offer yet (no user contexts). */
+/*
+ * A user buffer, pinned and charged to the process's RLIMIT_MEMLOCK (uverbs deregisters it when
+ * the process ends, however). siw's request may name the STag's key; ours is the engine's, so
+ * only 0 (what libsiw sends) is taken. The answer is the STag, in lkey, rkey and siw's reply.
+ */
 static struct ib_mr *iwarp_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 virt, int access,
 				       struct ib_dmah *dmah, struct ib_udata *udata)
 {
-	return ERR_PTR(-EOPNOTSUPP);
+	struct iwarp_ibmr *mr;
+	u32 stag;
+	int rv;
+
+	if (dmah)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (udata) {
+		struct siw_ureq_reg_mr ureq;
+
+		rv = ib_copy_validate_udata_in(udata, ureq, pad);
+		if (rv)
+			return ERR_PTR(rv);
+		if (ureq.stag_key || udata->outlen < sizeof(struct siw_uresp_reg_mr))
+			return ERR_PTR(-EINVAL);
+	}
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	rv = iwarp_verbs->user_mr(dev_rust(pd->device), pd_handle(pd), start, length, virt, access, &stag);
+	if (!rv && udata) {
+		struct siw_uresp_reg_mr uresp = { .stag = stag };
+
+		rv = ib_respond_udata(udata, uresp);
+		if (rv)
+			iwarp_verbs->dereg_mr(dev_rust(pd->device), stag);
+	}
+	if (rv) {
+		kfree(mr);
+		return ERR_PTR(rv);
+	}
+	mr->base.lkey = stag;
+	mr->base.rkey = stag;
+	return &mr->base;
 }
 
 static int iwarp_set_page(struct ib_mr *ibmr, u64 addr)
@@ -687,6 +747,8 @@ static void iwarp_dealloc_driver(struct ib_device *dev)
 {
 	iwarp_verbs->dev_free(dev_rust(dev));
 	iwarp_cb->gone(dev);
+	if (to_iwarp(dev)->claimed)
+		iwarp_siw_guard_release();
 }
 
 /*
@@ -779,14 +841,18 @@ static const struct attribute_group iwarp_dev_group = {
 
 static const struct ib_device_ops iwarp_ib_ops = {
 	.owner = THIS_MODULE,
-	.driver_id = RDMA_DRIVER_UNKNOWN,
+	/* rdma-core's siw provider drives our devices from user space (and siw must stay away). */
+	.driver_id = RDMA_DRIVER_SIW,
+	.uverbs_abi_ver = SIW_ABI_VERSION,
 	.device_group = &iwarp_dev_group,
 	.alloc_mr = iwarp_alloc_mr,
 	.alloc_pd = iwarp_alloc_pd,
+	.alloc_ucontext = iwarp_alloc_ucontext,
 	.create_cq = iwarp_create_cq,
 	.create_qp = iwarp_create_qp,
 	.dealloc_driver = iwarp_dealloc_driver,
 	.dealloc_pd = iwarp_dealloc_pd,
+	.dealloc_ucontext = iwarp_dealloc_ucontext,
 	.dereg_mr = iwarp_dereg_mr,
 	.destroy_cq = iwarp_destroy_cq,
 	.destroy_qp = iwarp_destroy_qp,
@@ -814,6 +880,7 @@ static const struct ib_device_ops iwarp_ib_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_cq, iwarp_ibcq, base),
 	INIT_RDMA_OBJ_SIZE(ib_pd, iwarp_ibpd, base),
 	INIT_RDMA_OBJ_SIZE(ib_qp, iwarp_ibqp, base),
+	INIT_RDMA_OBJ_SIZE(ib_ucontext, iwarp_ucontext, base),
 };
 
 bool iwarp_shim_netdev_is_ethernet(const struct net_device *ndev)
@@ -852,8 +919,14 @@ struct ib_device *iwarp_shim_ib_device_create(struct net_device *ndev, void *rus
 	return dev;
 }
 
+/* EBUSY while siw is loaded (siw_guard_shim.c). */
 int iwarp_shim_ib_device_register(struct ib_device *dev, const char *name)
 {
+	int rv = iwarp_siw_guard_claim();
+
+	if (rv)
+		return rv;
+	to_iwarp(dev)->claimed = true;
 	ib_mark_name_assigned_by_user(dev);
 	return ib_register_device(dev, name, NULL);
 }
@@ -958,9 +1031,14 @@ int iwarp_shim_ib_register(const struct iwarp_ib_callbacks *cb, const struct iwa
 		rv = -ENOMEM;
 		goto out;
 	}
-	rv = register_netdevice_notifier(&iwarp_netdev_nb);
+	rv = iwarp_siw_guard_start();
 	if (rv)
 		goto out;
+	rv = register_netdevice_notifier(&iwarp_netdev_nb);
+	if (rv) {
+		iwarp_siw_guard_stop();
+		goto out;
+	}
 	rdma_link_register(&iwarp_link_ops);
 	return 0;
 out:
@@ -981,6 +1059,7 @@ void iwarp_shim_ib_unregister(void)
 /* After the last device went: connection work still queued runs out. */
 void iwarp_shim_ib_done(void)
 {
+	iwarp_siw_guard_stop();
 	destroy_workqueue(iwarp_cm_wq);
 	destroy_workqueue(iwarp_post_wq);
 }

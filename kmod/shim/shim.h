@@ -325,6 +325,8 @@ struct iwarp_ib_verbs {
 	int (*dealloc_pd)(void *dev, u32 pd);
 	/* A region of all kernel memory (get_dma_mr) in @pd with access flags @access. */
 	int (*dma_mr)(void *dev, u32 pd, int access, u32 *stag);
+	/* A user process's buffer [@start, @start + @len) pinned, named from @iova on (reg_user_mr). */
+	int (*user_mr)(void *dev, u32 pd, u64 start, u64 len, u64 iova, int access, u32 *stag);
 	int (*dereg_mr)(void *dev, u32 stag);
 	/* A region for fast registrations of up to @max_pages kernel pages (alloc_mr) in @pd. */
 	int (*alloc_mr)(void *dev, u32 pd, u32 max_pages, u32 *stag);
@@ -396,5 +398,11 @@ void iwarp_shim_ib_device_drop(struct ib_device *dev);
 void iwarp_shim_ib_device_unregister_and_drop(struct ib_device *dev);
 bool iwarp_shim_ib_device_unregister_queued(struct ib_device *dev);
 void iwarp_shim_ib_port_event(struct ib_device *dev, bool active);
+
+/* siw_guard_shim.c (C only): siw.ko and our devices, never both (see there). */
+int iwarp_siw_guard_start(void);
+void iwarp_siw_guard_stop(void);
+int iwarp_siw_guard_claim(void);
+void iwarp_siw_guard_release(void);
 
 #endif

@@ -185,6 +185,18 @@ impl MrTable {
         self.regions.insert(MemoryRegion { pd, memory: Memory::Pinned(pages), base: addr, pinned: length, va: addr, len: length, rights, valid: true })
     }
 
+    /// Registers the calling process's buffer `[start, start + length)` in `pd` with `rights`,
+    /// its octets named from `iova` on (verbs' address of the region; the buffer's own address
+    /// unless the caller chose another); returns its STag. Checks, pins (which sleeps) outside
+    /// the table's lock, then inserts: the caller keeps domains from going in between.
+    pub(crate) fn register_user(table: &SpinLockBh<MrTable>, pd: u32, start: u64, iova: u64, length: u64, rights: u32) -> Result<u32> {
+        table.lock().check_register(pd, iova, length, rights)?;
+        let writable = rights & (access::LOCAL_WRITE | access::REMOTE_WRITE) != 0;
+        let pages = Arc::new(PinnedPages::pin(start, length, writable)?, GFP_KERNEL_ACCOUNT)?;
+        MrTable::reserve(table)?;
+        table.lock().register(pd, pages, iova, length, rights)
+    }
+
     /// Registers all kernel memory in `pd` with `rights` (the RDMA core's DMA region); returns
     /// its STag. EINVAL for an unknown domain or rights a region may not have. Allocates
     /// nothing if the table has room ([`MrTable::reserve`]).

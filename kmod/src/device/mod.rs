@@ -26,12 +26,10 @@ use crate::events::AsyncEvents;
 use crate::handles::Handles;
 use crate::listen::{Listener, Pending};
 use crate::mr::MrTable;
-use crate::pinned::PinnedPages;
 use crate::qp::{self, Limits, QueuePair};
 use crate::ring;
 use crate::socket::Hook;
 use crate::sync::{new_spinlock_bh, SpinLockBh};
-use crate::verbs::access;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::ioctl::_IOC_SIZE;
 use kernel::miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration};
@@ -307,15 +305,10 @@ impl Context {
         if req.lkey != 0 || req.stag != 0 {
             return Err(EINVAL);
         }
-        // Checked, pinned (which sleeps) outside the table's lock, then inserted: the domain
-        // cannot go in between.
+        // The domain cannot go while the region is made.
         let _lifecycle = self.lifecycle.lock();
         let rights = translate::access(req.access)?;
-        self.mrs.lock().check_register(req.pd, req.addr, req.length, rights)?;
-        let writable = rights & (access::LOCAL_WRITE | access::REMOTE_WRITE) != 0;
-        let pages = Arc::new(PinnedPages::pin(req.addr, req.length, writable)?, GFP_KERNEL_ACCOUNT)?;
-        MrTable::reserve(&self.mrs)?;
-        let stag = self.mrs.lock().register(req.pd, pages, req.addr, req.length, rights)?;
+        let stag = MrTable::register_user(&self.mrs, req.pd, req.addr, req.addr, req.length, rights)?;
         req.lkey = stag;
         req.stag = stag;
         Ok(())

@@ -150,6 +150,14 @@ impl IbDevice {
         self.mrs.lock().register_kernel(pd, rights)
     }
 
+    /// A user process's region (`reg_user_mr`, from uverbs): its buffer `[start, start +
+    /// len)` pinned, named from `iova` on, with the rights `ib_access` names.
+    pub(super) fn user_mr(&self, pd: u32, start: u64, len: u64, iova: u64, ib_access: i32) -> Result<u32> {
+        let rights = rights(ib_access)?;
+        let _lifecycle = self.lifecycle.lock();
+        MrTable::register_user(&self.mrs, pd, start, iova, len, rights)
+    }
+
     /// A region for fast registrations of up to `max_pages` kernel pages (`alloc_mr`);
     /// EINVAL for more than [`MAX_PAGE_LIST`].
     pub(super) fn alloc_mr(&self, pd: u32, max_pages: u32) -> Result<u32> {

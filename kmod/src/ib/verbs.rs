@@ -19,6 +19,7 @@ pub(super) static VERBS: ffi::iwarp_ib_verbs = ffi::iwarp_ib_verbs {
     alloc_pd: Some(alloc_pd),
     dealloc_pd: Some(dealloc_pd),
     dma_mr: Some(dma_mr),
+    user_mr: Some(user_mr),
     dereg_mr: Some(dereg_mr),
     alloc_mr: Some(alloc_mr),
     map_mr: Some(map_mr),
@@ -110,6 +111,21 @@ unsafe extern "C" fn dealloc_pd(dev: *mut c_void, pd: u32) -> c_int {
 unsafe extern "C" fn dma_mr(dev: *mut c_void, pd: u32, access: c_int, stag: *mut u32) -> c_int {
     // SAFETY: see above.
     match unsafe { device(dev) }.dma_mr(pd, access) {
+        Ok(s) => {
+            // SAFETY: see above.
+            unsafe { *stag = s };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn user_mr(dev: *mut c_void, pd: u32, start: u64, len: u64, iova: u64, access: c_int, stag: *mut u32) -> c_int {
+    // SAFETY: see above.
+    match unsafe { device(dev) }.user_mr(pd, start, len, iova, access) {
         Ok(s) => {
             // SAFETY: see above.
             unsafe { *stag = s };
