@@ -39,7 +39,7 @@ NVME_MIB=16
 # silent is the host's nvme-rdma's; ours is the rmmod and fault-peer tests').
 RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-segments|verbs-p2p-rtr-[wr]|verbs-post-to-a-stalled-peer|example-.*|net-reorder-25pct-ipv6|fault-peer-guest-killed)$'
 RELEASE_ONLY+='|^(qp-responder-waits-for-the-first-fpdu|qp-p2p-responder-waits-for-the-rtr|verbs-read-while-the-owner-writes)$'
-RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-rdma-cm-to-siw$|^ib-nvme-target-(silent-then-back|guest-killed)$|^ib-nvme-under-net-|^ib-rdma-cm-mpa-'
+RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-uverbs-rping-(server-to|client-of)-siw-|^ib-rdma-cm-to-siw$|^ib-nvme-target-(silent-then-back|guest-killed)$|^ib-nvme-under-net-|^ib-rdma-cm-mpa-'
 RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|reuseport|stdio|duplicated|prefork|calls)'
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
@@ -508,6 +508,30 @@ ib_uverbs_killed() {
         kill -9 \$pid; wait \$pid
         ! rdma resource show mr | grep -w uverbs-check || { echo 'its region outlived it'; rc=1; }
         $check stats-zero && exit \$rc"
+}
+
+# Linux's own rping (librdmacm's example), unmodified, on iw0 in A (ib-link-A's), driven by
+# rdma-core's siw provider, against rping in B on B's own iw0 (PEER iwarp) or on siw (PEER siw,
+# which has no markers: A's link goes without for the test): rping_uverbs PEER A-ROLE SIZE,
+# A-ROLE server or client; 100 pings, every echo compared (-V).
+rping_uverbs() {
+    local rc=0 setup teardown markers=/sys/class/infiniband/iw0/mpa_markers
+    case $1 in
+        iwarp) setup="insmod $ko && $(rdma_link iw0 iwarp)" teardown="rdma link delete iw0 && rmmod iwarp" ;;
+        siw)
+            setup="modprobe siw && $(rdma_link siw0 siw)" teardown="rmmod siw"
+            vm_run A "echo 0 >$markers" || return 1
+            ;;
+    esac
+    local a=A b=B
+    [ "$2" = client ] && a=B b=A
+    vm_run B "$setup" || return 1
+    vm_serve $a rping "$PORT" "rping -s -a $(vm_ip $a) -p $PORT -S $3 -C 100 -V" || rc=1
+    [ $rc = 0 ] && { vm_run $b "rping -c -a $(vm_ip $a) -p $PORT -S $3 -C 100 -V" || rc=1; }
+    vm_served $a rping || rc=1
+    vm_run B "$teardown" || rc=1
+    vm_run A "echo 1 >$markers" || rc=1
+    return $rc
 }
 
 # The kernel verbs and connections through iw_cm, through the RDMA core, on ib-link-A's device
@@ -1169,6 +1193,8 @@ tests() {
     t ib-link-A ib_link
     t ib-uverbs-regions-A ib_uverbs_regions
     t ib-uverbs-killed-process-unpins-A ib_uverbs_killed
+    t ib-uverbs-rping-64B rping_uverbs iwarp server 64
+    t ib-uverbs-rping-64KiB rping_uverbs iwarp client 65535
     t ib-verbs-A ib_verbs
     t ib-nvme-over-fabrics ib_nvme
     t ib-nvme-target-silent-then-back ib_nvme_outage
@@ -1186,6 +1212,8 @@ tests() {
     t ib-nvme-host-on-siw ib_nvme_host_on_siw
     t ib-rdma-cm-to-siw ib_rdma_cm_to_siw
     t ib-nvme-target-on-siw ib_nvme_target_on_siw
+    t ib-uverbs-rping-server-to-siw-64B rping_uverbs siw server 64
+    t ib-uverbs-rping-client-of-siw-64KiB rping_uverbs siw client 65535
     # With an RDMA core device of ours still registered (ib-link-A's).
     t rmmod-A vm_run A "rmmod iwarp && ! grep -qw iwarp /proc/modules && test ! -e /dev/iwarp && test ! -e /sys/class/infiniband/iw0"
     t rmmod-B vm_run B "insmod $ko && rmmod iwarp && ! grep -qw iwarp /proc/modules"

@@ -12,6 +12,8 @@
  * loading fails (EIO) if any check failed.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+/* Inline octets a QP of iwarp.ko takes (MAX_KERNEL_INLINE, siw's SIW_MAX_INLINE). */
+#define MAX_INLINE 80
 
 #include <linux/completion.h>
 #include <linux/delay.h>
@@ -220,7 +222,8 @@ static void check(struct ib_device *dev)
 
 	CHECK(refused(create_qp(pd, cq, IB_QPT_UD, 8, 1, 0, NULL), -EOPNOTSUPP), "an unreliable datagram QP is refused with EOPNOTSUPP");
 	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 8, 5, 0, NULL), -EINVAL), "a QP with more entries per request than the device has is refused with EINVAL");
-	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 8, 1, 65, NULL), -EINVAL), "a QP with more inline data than the device has (65 octets) is refused with EINVAL");
+	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 8, 1, MAX_INLINE + 1, NULL), -EINVAL),
+	      "a QP with more inline data than the device has (%d octets) is refused with EINVAL", MAX_INLINE + 1);
 	CHECK(refused(create_qp(pd, cq, IB_QPT_RC, 0, 1, 0, NULL), -EINVAL), "a QP that can send nothing is refused with EINVAL");
 
 	qp = create_qp(pd, cq, IB_QPT_RC, 8, 2, 0, &ev);
@@ -521,7 +524,7 @@ static noinline void check_inline(struct ib_pd *pd, struct ib_qp *sqp, struct ib
 	CHECK(!rv && finished(&recvd) && finished(&wrote) && finished(&read) && finished(&sent) && recvd.byte_len == 27 &&
 		      !strcmp(sbuf + 1536, "inline, copied when posted") && !strcmp(sbuf + 2048, "an inline Write"),
 	      "an inline Write and Send arrive as their octets were when posted (%d, %u octets)", rv, recvd.byte_len);
-	CHECK(post_inline(cqp, &sent, IB_WR_SEND, sbuf, 65, 0, 0) == -EINVAL, "more inline data than the QP takes is refused with EINVAL");
+	CHECK(post_inline(cqp, &sent, IB_WR_SEND, sbuf, MAX_INLINE + 1, 0, 0) == -EINVAL, "more inline data than the QP takes is refused with EINVAL");
 }
 
 /*
@@ -792,8 +795,8 @@ static void check_connections(struct ib_device *dev, const struct sockaddr_stora
 	      "the client's CONNECT_REPLY succeeds with the accept's private data (%d)", cli.status[IW_CM_EVENT_CONNECT_REPLY]);
 	memset(&attr_scratch, 0, sizeof(attr_scratch));
 	CHECK(!ib_query_qp(cqp, &attr_scratch, IB_QP_STATE | IB_QP_CAP, &init_scratch) && attr_scratch.qp_state == IB_QPS_RTS &&
-		      attr_scratch.cap.max_inline_data == 64,
-	      "the client's QP is in RTS, with 64 octets of inline data (asked for 16; %u)", attr_scratch.cap.max_inline_data);
+		      attr_scratch.cap.max_inline_data == MAX_INLINE,
+	      "the client's QP is in RTS, with %d octets of inline data (asked for 16; %u)", MAX_INLINE, attr_scratch.cap.max_inline_data);
 
 	/* Data from kernel memory to kernel memory, through the DMA regions. */
 	strscpy(cbuf, "a Send from kernel memory", 64);

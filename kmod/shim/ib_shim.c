@@ -54,6 +54,8 @@ struct iwarp_ibmr {
 struct iwarp_ibcq {
 	struct ib_cq base;
 	void *rust;
+	/* A user process's: its ring's mapping. */
+	struct rdma_user_mmap_entry *ring;
 	/*
 	 * Calls the consumer's handlers in softirq context, after the engine's locks are released
 	 * (a handler may post to the QP whose completion woke it): the completion handler, and
@@ -74,6 +76,14 @@ struct iwarp_ibqp {
 	struct completion unused;
 	/* Hands posted send requests (and held receives) over to the engine, which may sleep. */
 	struct delayed_work hand_over;
+	/* A user process's: its rings' mappings. */
+	struct rdma_user_mmap_entry *sq, *rq;
+};
+
+/* What a user process maps at the offset uverbs gave for it: a ring Rust made. */
+struct iwarp_mmap_entry {
+	struct rdma_user_mmap_entry base;
+	struct iwarp_mapped_ring ring;
 };
 
 static struct iwarp_ibdev *to_iwarp(struct ib_device *dev)
@@ -129,6 +139,28 @@ static_assert(IWARP_IB_ACCESS_OPTIONAL == IB_ACCESS_OPTIONAL);
 static_assert(IWARP_IB_CQ_SOLICITED == IB_CQ_SOLICITED && IWARP_IB_CQ_SOLICITED_MASK == IB_CQ_SOLICITED_MASK &&
 	      IWARP_IB_CQ_REPORT_MISSED_EVENTS == IB_CQ_REPORT_MISSED_EVENTS);
 static_assert(IWARP_IB_EVENT_QP_FATAL == IB_EVENT_QP_FATAL && IWARP_IB_EVENT_QP_ACCESS_ERR == IB_EVENT_QP_ACCESS_ERR);
+static_assert(IWARP_SIW_SQE_SIZE == sizeof(struct siw_sqe) && IWARP_SIW_RQE_SIZE == sizeof(struct siw_rqe) &&
+	      IWARP_SIW_CQE_SIZE == sizeof(struct siw_cqe) && IWARP_SIW_CQ_CTRL_SIZE == sizeof(struct siw_cq_ctrl));
+static_assert(offsetof(struct siw_sqe, flags) == 8 && offsetof(struct siw_sqe, num_sge) == 10 &&
+	      offsetof(struct siw_sqe, opcode) == 11 && offsetof(struct siw_sqe, rkey) == 12 &&
+	      offsetof(struct siw_sqe, raddr) == 16 && offsetof(struct siw_sqe, sge) == 24 &&
+	      offsetof(struct siw_rqe, flags) == 8 && offsetof(struct siw_rqe, num_sge) == 10 &&
+	      offsetof(struct siw_rqe, sge) == 16 && sizeof(struct siw_sge) == 16 &&
+	      offsetof(struct siw_cqe, flags) == 8 && offsetof(struct siw_cqe, opcode) == 9 &&
+	      offsetof(struct siw_cqe, status) == 10 && offsetof(struct siw_cqe, bytes) == 12 &&
+	      offsetof(struct siw_cqe, inval_stag) == 16 && offsetof(struct siw_cqe, qp_id) == 24);
+static_assert(IWARP_SIW_WQE_VALID == SIW_WQE_VALID && IWARP_SIW_WQE_INLINE == SIW_WQE_INLINE &&
+	      IWARP_SIW_WQE_SIGNALLED == SIW_WQE_SIGNALLED && IWARP_SIW_WQE_SOLICITED == SIW_WQE_SOLICITED &&
+	      IWARP_SIW_WQE_READ_FENCE == SIW_WQE_READ_FENCE);
+static_assert(IWARP_SIW_OP_WRITE == SIW_OP_WRITE && IWARP_SIW_OP_READ == SIW_OP_READ &&
+	      IWARP_SIW_OP_SEND == SIW_OP_SEND && IWARP_SIW_OP_SEND_REMOTE_INV == SIW_OP_SEND_REMOTE_INV &&
+	      IWARP_SIW_OP_FETCH_AND_ADD == SIW_OP_FETCH_AND_ADD && IWARP_SIW_OP_COMP_AND_SWAP == SIW_OP_COMP_AND_SWAP &&
+	      IWARP_SIW_OP_RECEIVE == SIW_OP_RECEIVE && IWARP_SIW_OP_INVAL_STAG == SIW_OP_INVAL_STAG &&
+	      IWARP_SIW_OP_REG_MR == SIW_OP_REG_MR);
+static_assert(IWARP_SIW_WC_SUCCESS == SIW_WC_SUCCESS && IWARP_SIW_WC_LOC_PROT_ERR == SIW_WC_LOC_PROT_ERR &&
+	      IWARP_SIW_WC_WR_FLUSH_ERR == SIW_WC_WR_FLUSH_ERR && IWARP_SIW_WC_GENERAL_ERR == SIW_WC_GENERAL_ERR);
+static_assert(IWARP_SIW_NOTIFY_NOT == SIW_NOTIFY_NOT && IWARP_SIW_NOTIFY_SOLICITED == SIW_NOTIFY_SOLICITED &&
+	      IWARP_SIW_NOTIFY_NEXT_COMPLETION == SIW_NOTIFY_NEXT_COMPLETION);
 static_assert(sizeof(struct iwarp_ib_sge) == sizeof(struct ib_sge) &&
 	      offsetof(struct iwarp_ib_sge, addr) == offsetof(struct ib_sge, addr) &&
 	      offsetof(struct iwarp_ib_sge, length) == offsetof(struct ib_sge, length) &&
@@ -207,9 +239,52 @@ static int iwarp_query_gid(struct ib_device *dev, u32 port, int idx, union ib_gi
 
 /*
  * --- the verbs: kernel consumers, and user processes through uverbs with rdma-core's siw
- * provider, in siw's ABI (include/uapi/rdma/siw-abi.h): contexts, domains and regions so far;
- * a user CQ or QP is refused with EOPNOTSUPP ---
+ * provider, in siw's ABI (include/uapi/rdma/siw-abi.h): a user CQ or QP has rings the process
+ * maps (Rust's, src/ib/siw_rings.rs), each at the offset its create answers ---
  */
+
+/* Makes @ring mappable in @ctx: the offset to answer, or SIW_INVAL_UOBJ_KEY (and @ring put). */
+static struct rdma_user_mmap_entry *map_ring(struct ib_ucontext *ctx, const struct iwarp_mapped_ring *ring, u64 *key)
+{
+	struct iwarp_mmap_entry *entry = kzalloc(sizeof(*entry), GFP_KERNEL);
+
+	*key = SIW_INVAL_UOBJ_KEY;
+	if (!entry) {
+		iwarp_verbs->ring_put(ring->rust);
+		return NULL;
+	}
+	entry->ring = *ring;
+	if (rdma_user_mmap_entry_insert(ctx, &entry->base, ring->bytes)) {
+		iwarp_verbs->ring_put(ring->rust);
+		kfree(entry);
+		return NULL;
+	}
+	*key = rdma_user_mmap_get_offset(&entry->base);
+	return &entry->base;
+}
+
+/* Once nothing maps it and its object is gone. */
+static void iwarp_mmap_free(struct rdma_user_mmap_entry *base)
+{
+	struct iwarp_mmap_entry *entry = container_of(base, struct iwarp_mmap_entry, base);
+
+	iwarp_verbs->ring_put(entry->ring.rust);
+	kfree(entry);
+}
+
+static int iwarp_mmap(struct ib_ucontext *ctx, struct vm_area_struct *vma)
+{
+	struct rdma_user_mmap_entry *base = rdma_user_mmap_entry_get(ctx, vma);
+	struct iwarp_mmap_entry *entry;
+	int rv;
+
+	if (!base)
+		return -EINVAL;
+	entry = container_of(base, struct iwarp_mmap_entry, base);
+	rv = iwarp_shim_ring_mmap(vma, entry->ring.addr, entry->ring.bytes);
+	rdma_user_mmap_entry_put(base);
+	return rv;
+}
 
 static int iwarp_alloc_ucontext(struct ib_ucontext *ctx, struct ib_udata *udata)
 {
@@ -366,21 +441,41 @@ static void iwarp_cq_notify(struct work_struct *work)
 		cq->comp_handler(cq, cq->cq_context);
 }
 
+static atomic_t iwarp_cq_ids;
+
 static int iwarp_create_cq(struct ib_cq *cq, const struct ib_cq_init_attr *attr, struct uverbs_attr_bundle *attrs)
 {
 	struct iwarp_ibcq *icq = container_of(cq, struct iwarp_ibcq, base);
+	struct ib_udata *udata = attrs ? &attrs->driver_udata : NULL;
+	struct iwarp_mapped_ring ring;
 	u32 entries = attr->cqe;
 	int rv;
 
-	if (attrs || attr->flags)
+	if (attr->flags)
 		return -EOPNOTSUPP;
 	if (attr->comp_vector >= cq->device->num_comp_vectors)
 		return -EINVAL;
+	if (udata && udata->outlen < sizeof(struct siw_uresp_create_cq))
+		return -EINVAL;
 	INIT_WORK(&icq->notify, iwarp_cq_notify);
-	rv = iwarp_verbs->create_cq(dev_rust(cq->device), cq, &entries, &icq->rust);
+	rv = iwarp_verbs->create_cq(dev_rust(cq->device), cq, &entries, udata ? &ring : NULL, &icq->rust);
 	if (rv)
 		return rv;
 	cq->cqe = entries;
+	if (udata) {
+		struct iwarp_ucontext *uctx = rdma_udata_to_drv_context(udata, struct iwarp_ucontext, base);
+		/* libsiw names the CQ by this in its messages only. */
+		struct siw_uresp_create_cq uresp = { .cq_id = atomic_inc_return(&iwarp_cq_ids), .num_cqe = entries };
+
+		icq->ring = map_ring(&uctx->base, &ring, &uresp.cq_key);
+		rv = icq->ring ? ib_respond_udata(udata, uresp) : -ENOMEM;
+		if (rv) {
+			if (icq->ring)
+				rdma_user_mmap_entry_remove(icq->ring);
+			iwarp_verbs->destroy_cq(icq->rust);
+			return rv;
+		}
+	}
 	return 0;
 }
 
@@ -391,6 +486,8 @@ static int iwarp_destroy_cq(struct ib_cq *cq, struct ib_udata *udata)
 	/* Rust queues no notification after this; one queued before is waited out. */
 	iwarp_verbs->destroy_cq(icq->rust);
 	cancel_work_sync(&icq->notify);
+	if (icq->ring)
+		rdma_user_mmap_entry_remove(icq->ring);
 	return 0;
 }
 
@@ -485,6 +582,8 @@ void iwarp_shim_ib_qp_settle(struct ib_qp *qp)
 	cancel_delayed_work_sync(&container_of(qp, struct iwarp_ibqp, base)->hand_over);
 }
 
+static int iwarp_destroy_qp(struct ib_qp *qp, struct ib_udata *udata);
+
 static int iwarp_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struct ib_udata *udata)
 {
 	struct iwarp_ib_qp_attr a = {
@@ -499,11 +598,15 @@ static int iwarp_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struc
 		.max_send_sge = init->cap.max_send_sge,
 		.max_recv_sge = init->cap.max_recv_sge,
 		.max_inline = init->cap.max_inline_data,
+		.user = udata != NULL,
 	};
+	struct iwarp_ibqp *iqp = container_of(qp, struct iwarp_ibqp, base);
 	int rv;
 
-	if (udata || init->create_flags || init->xrcd || init->rwq_ind_tbl)
+	if (init->create_flags || init->xrcd || init->rwq_ind_tbl)
 		return -EOPNOTSUPP;
+	if (udata && udata->outlen < sizeof(struct siw_uresp_create_qp))
+		return -EINVAL;
 	INIT_DELAYED_WORK(&container_of(qp, struct iwarp_ibqp, base)->hand_over, iwarp_qp_hand_over);
 	refcount_set(&container_of(qp, struct iwarp_ibqp, base)->refs, 1);
 	init_completion(&container_of(qp, struct iwarp_ibqp, base)->unused);
@@ -516,13 +619,26 @@ static int iwarp_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struc
 	init->cap.max_recv_sge = a.max_recv_sge;
 	init->cap.max_inline_data = a.max_inline;
 	qp->qp_num = a.qpn;
+	if (udata) {
+		struct iwarp_ucontext *uctx = rdma_udata_to_drv_context(udata, struct iwarp_ucontext, base);
+		struct siw_uresp_create_qp uresp = {
+			.qp_id = a.qpn, .num_sqe = a.max_send_wr, .num_rqe = a.max_recv_wr,
+		};
+
+		iqp->sq = map_ring(&uctx->base, &a.sq, &uresp.sq_key);
+		iqp->rq = map_ring(&uctx->base, &a.rq, &uresp.rq_key);
+		rv = iqp->sq && iqp->rq ? ib_respond_udata(udata, uresp) : -ENOMEM;
+		if (rv) {
+			iwarp_destroy_qp(qp, udata);
+			return rv;
+		}
+	}
 	return 0;
 }
 
+/* libsiw sends and expects no data of its own here. */
 static int iwarp_modify_qp(struct ib_qp *qp, struct ib_qp_attr *attr, int mask, struct ib_udata *udata)
 {
-	if (udata)
-		return -EOPNOTSUPP;
 	return iwarp_verbs->modify_qp(qp_rust(qp), mask, attr->qp_state);
 }
 
@@ -566,12 +682,18 @@ static void iwarp_iw_rem_ref(struct ib_qp *qp)
 
 static int iwarp_destroy_qp(struct ib_qp *qp, struct ib_udata *udata)
 {
+	struct iwarp_ibqp *iqp = container_of(qp, struct iwarp_ibqp, base);
+
 	/* Ending the QP (in Rust) reports CLOSE, after which iw_cm lets its reference go. */
 	iwarp_verbs->end_qp(qp_rust(qp));
 	iwarp_iw_rem_ref(qp);
 	wait_for_completion(&container_of(qp, struct iwarp_ibqp, base)->unused);
 	/* iw_cm may call modify_qp until then: only now does the QP go. */
 	iwarp_verbs->destroy_qp(qp_rust(qp));
+	if (iqp->sq)
+		rdma_user_mmap_entry_remove(iqp->sq);
+	if (iqp->rq)
+		rdma_user_mmap_entry_remove(iqp->rq);
 	return 0;
 }
 
@@ -683,6 +805,9 @@ static int iwarp_iw_destroy_listen(struct iw_cm_id *id)
 
 static int iwarp_post_send(struct ib_qp *qp, const struct ib_send_wr *wr, const struct ib_send_wr **bad)
 {
+	/* uverbs passes no requests for libsiw's doorbell. */
+	if (!wr)
+		return iwarp_verbs->doorbell(qp_rust(qp));
 	for (; wr; wr = wr->next) {
 		struct iwarp_ib_send_wr w = {
 			.wr_id = wr->wr_id,
@@ -867,6 +992,8 @@ static const struct ib_device_ops iwarp_ib_ops = {
 	.iw_reject = iwarp_iw_reject,
 	.iw_rem_ref = iwarp_iw_rem_ref,
 	.map_mr_sg = iwarp_map_mr_sg,
+	.mmap = iwarp_mmap,
+	.mmap_free = iwarp_mmap_free,
 	.modify_qp = iwarp_modify_qp,
 	.poll_cq = iwarp_poll_cq,
 	.post_recv = iwarp_post_recv,
@@ -907,6 +1034,8 @@ struct ib_device *iwarp_shim_ib_device_create(struct net_device *ndev, void *rus
 	strscpy(dev->node_desc, "iwarp.ko", sizeof(dev->node_desc));
 	dev->phys_port_cnt = 1;
 	dev->num_comp_vectors = 1;
+	/* libsiw's doorbell; uverbs offers the other commands by the ops the device has. */
+	dev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND);
 	ib_set_device_ops(dev, &iwarp_ib_ops);
 	rv = ib_device_set_netdev(dev, ndev, 1);
 	if (rv) {

@@ -270,6 +270,46 @@ struct iwarp_ib_wc {
 	u32 flags;
 	u32 invalidate_rkey;
 };
+/*
+ * A ring a user process maps (siw's ABI): Rust's reference to it (the mapping's, dropped with
+ * verbs->ring_put once nothing can map it any more), its vmalloc memory and its length (whole
+ * pages).
+ */
+struct iwarp_mapped_ring {
+	void *rust;
+	void *addr;
+	size_t bytes;
+};
+/* siw's user ABI (include/uapi/rdma/siw-abi.h; ib_shim.c asserts these): entry sizes, */
+#define IWARP_SIW_SQE_SIZE 120u
+#define IWARP_SIW_RQE_SIZE 112u
+#define IWARP_SIW_CQE_SIZE 32u
+#define IWARP_SIW_CQ_CTRL_SIZE 8u
+/* enum siw_wqe_flags, */
+#define IWARP_SIW_WQE_VALID 1u
+#define IWARP_SIW_WQE_INLINE 2u
+#define IWARP_SIW_WQE_SIGNALLED 4u
+#define IWARP_SIW_WQE_SOLICITED 8u
+#define IWARP_SIW_WQE_READ_FENCE 16u
+/* enum siw_opcode, */
+#define IWARP_SIW_OP_WRITE 0u
+#define IWARP_SIW_OP_READ 1u
+#define IWARP_SIW_OP_SEND 3u
+#define IWARP_SIW_OP_SEND_REMOTE_INV 5u
+#define IWARP_SIW_OP_FETCH_AND_ADD 6u
+#define IWARP_SIW_OP_COMP_AND_SWAP 7u
+#define IWARP_SIW_OP_RECEIVE 8u
+#define IWARP_SIW_OP_INVAL_STAG 10u
+#define IWARP_SIW_OP_REG_MR 11u
+/* enum siw_wc_status, */
+#define IWARP_SIW_WC_SUCCESS 0u
+#define IWARP_SIW_WC_LOC_PROT_ERR 2u
+#define IWARP_SIW_WC_WR_FLUSH_ERR 4u
+#define IWARP_SIW_WC_GENERAL_ERR 9u
+/* enum siw_notify_flags. */
+#define IWARP_SIW_NOTIFY_NOT 0u
+#define IWARP_SIW_NOTIFY_SOLICITED 1u
+#define IWARP_SIW_NOTIFY_NEXT_COMPLETION 2u
 /* What ib_create_qp() asks for (struct ib_qp_init_attr); Rust answers the caps it gives. */
 struct iwarp_ib_qp_attr {
 	u32 pd;
@@ -286,6 +326,10 @@ struct iwarp_ib_qp_attr {
 	u32 state;
 	/* The QP's number (create_qp answers it). */
 	u32 qpn;
+	/* A user process's QP (through uverbs): create_qp answers its rings to map. */
+	bool user;
+	struct iwarp_mapped_ring sq;
+	struct iwarp_mapped_ring rq;
 };
 /* iw_cm's events (enum iw_cm_event_type) */
 #define IWARP_IW_CONNECT_REQUEST 1u
@@ -336,7 +380,8 @@ struct iwarp_ib_verbs {
 	 */
 	int (*map_mr)(void *dev, u32 stag, u64 iova, u64 length, u32 page_size, const u64 *pages, u32 n);
 	/* A CQ of at least @entries for @ibcq: its Rust pointer in *@cq, its size in *@entries. */
-	int (*create_cq)(void *dev, struct ib_cq *ibcq, u32 *entries, void **cq);
+	/* A user process's CQ if @ring is not NULL: Rust answers its ring to map there. */
+	int (*create_cq)(void *dev, struct ib_cq *ibcq, u32 *entries, struct iwarp_mapped_ring *ring, void **cq);
 	void (*destroy_cq)(void *cq);
 	/* Completions taken (up to @n), or a negative errno. */
 	int (*poll_cq)(void *cq, struct iwarp_ib_wc *wc, int n);
@@ -349,11 +394,15 @@ struct iwarp_ib_verbs {
 	void (*end_qp)(void *qp);
 	void (*destroy_qp)(void *qp);
 	int (*post_send)(void *qp, const struct iwarp_ib_send_wr *wr);
+	/* A user QP's doorbell (post_send with no requests): take what its send ring holds. */
+	int (*doorbell)(void *qp);
 	int (*post_recv)(void *qp, const struct iwarp_ib_recv_wr *wr);
 	/* Hands the send requests posted to @qp, and the receives held, over to the engine (process context). */
 	void (*hand_over)(void *qp);
 	/* The device is gone (its dealloc_driver): drop @dev. */
 	void (*dev_free)(void *dev);
+	/* Drops the reference of an iwarp_mapped_ring's @rust. */
+	void (*ring_put)(void *ring);
 	/* The MPA options (IWARP_MPA_*) the connections iw_cm makes on @dev ask for from now on. */
 	u32 (*dev_mpa)(void *dev);
 	void (*dev_set_mpa)(void *dev, u32 option, bool on);

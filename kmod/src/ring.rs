@@ -57,6 +57,16 @@ impl SharedRing {
         unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(off).cast()) }
     }
 
+    /// Where the ring starts, for the RDMA core's mapping of it (`shim/ib_shim.c`).
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Replaces the u32 at `off` with `new` if it still is `old`; whether it was.
+    pub(crate) fn replace(&self, off: usize, old: u32, new: u32) -> bool {
+        self.word(off).compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
     /// Reads the u32 at `off` (acquire): a value user space may have written.
     pub(crate) fn load(&self, off: usize) -> u32 {
         self.word(off).load(Ordering::Acquire)

@@ -94,8 +94,9 @@ pub(crate) struct SendWr {
 }
 
 /// Octets of inline data a kernel consumer's send request may carry: copied into the request
-/// when posted, as siw copies them into its send queue entry.
-pub(crate) const MAX_KERNEL_INLINE: usize = 64;
+/// when posted, as siw copies them into its send queue entry (its most, `SIW_MAX_INLINE`, as
+/// user processes' requests in siw's ABI carry up to that many).
+pub(crate) const MAX_KERNEL_INLINE: usize = 80;
 
 /// A send request's payload that is not in registered memory (inline data: lkeys unused).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

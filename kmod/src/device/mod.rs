@@ -395,6 +395,7 @@ impl Context {
             max_sge: req.max_sge,
             max_inline: req.max_inline,
             ring_entries: Some((POST_SEND_SIZE, POST_RECV_SIZE)),
+            recv_source: None,
         };
         // DEALLOC_PD cannot free the domain until the QP is in the table. Lock order: the
         // lifecycle lock, then QPs (mmap takes the QPs under mmap_lock, and REG_MR pins, taking

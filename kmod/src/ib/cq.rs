@@ -7,9 +7,13 @@
 //! handler may post to the QP that completed. Polling and arming take a lock with interrupts
 //! off: consumers may poll where interrupts are off. A CQ that overflows (completions lost, the
 //! QP that completed is ended) tells its event handler once, from the same work.
+//!
+//! A user process's CQ (created through uverbs) is a ring it maps instead, in siw's ABI
+//! (`siw_rings.rs`): it polls and arms it there, without system calls.
 
 use super::events;
 use super::qp::Posted;
+use super::siw_rings::MappedCq;
 use crate::cq::{CompletionQueue, Overrun};
 use crate::ffi;
 use crate::fifo::Fifo;
@@ -33,9 +37,16 @@ struct Entry {
     ibqp: usize,
 }
 
+/// Where completions go.
+enum Store {
+    /// A kernel consumer's: they wait here until polled, and the arming is here.
+    Kernel { entries: Fifo<Entry>, armed: Armed },
+    /// A user process's: written into its ring, where it polls and arms.
+    Mapped(MappedCq),
+}
+
 struct State {
-    entries: Fifo<Entry>,
-    armed: Armed,
+    store: Store,
     /// A completion found no room: the consumer's event handler was told.
     overflowed: bool,
     /// The RDMA core destroyed the CQ: nothing is kept or notified any more.
@@ -57,12 +68,26 @@ pub(crate) struct IbCq {
 impl IbCq {
     /// A CQ of `entries` (1 to [`MAX_CQE`]) for the RDMA core's `ibcq`.
     pub(super) fn new(ibcq: *mut ffi::ib_cq, entries: u32) -> Result<Arc<IbCq>> {
+        Self::make(ibcq, entries, false)
+    }
+
+    /// A user process's CQ of `entries` for the RDMA core's `ibcq`, and its ring to map.
+    pub(super) fn new_mapped(ibcq: *mut ffi::ib_cq, entries: u32) -> Result<(Arc<IbCq>, ffi::iwarp_mapped_ring)> {
+        let cq = Self::make(ibcq, entries, true)?;
+        let mapping = match &cq.state.lock().store {
+            Store::Mapped(ring) => ring.mapping()?,
+            Store::Kernel { .. } => return Err(EINVAL),
+        };
+        Ok((cq, mapping))
+    }
+
+    fn make(ibcq: *mut ffi::ib_cq, entries: u32, mapped: bool) -> Result<Arc<IbCq>> {
         if entries == 0 || entries > MAX_CQE {
             return Err(EINVAL);
         }
-        let entries = Fifo::new(entries as usize)?;
+        let store = if mapped { Store::Mapped(MappedCq::new(entries)?) } else { Store::Kernel { entries: Fifo::new(entries as usize)?, armed: Armed::No } };
         Arc::pin_init(
-            pin_init!(IbCq { ibcq: ibcq as usize, users: AtomicU32::new(0), state <- new_spinlock_irq!(State { entries, armed: Armed::No, overflowed: false, destroyed: false }, "IbCq::state") }),
+            pin_init!(IbCq { ibcq: ibcq as usize, users: AtomicU32::new(0), state <- new_spinlock_irq!(State { store, overflowed: false, destroyed: false }, "IbCq::state") }),
             GFP_KERNEL,
         )
     }
@@ -75,22 +100,30 @@ impl IbCq {
             if st.destroyed {
                 return Ok(());
             }
-            if st.entries.push(Entry { c: *c, ibqp }).is_err() {
-                if !core::mem::replace(&mut st.overflowed, true) {
-                    // SAFETY: a QP of this CQ completes, so the RDMA core has not destroyed it.
-                    unsafe { events::cq_overflowed(self.ibcq) };
-                }
-                return Err(Overrun);
-            }
-            let notify = match st.armed {
-                Armed::No => false,
-                Armed::Any => true,
-                Armed::Solicited => c.solicited || c.status != Status::Success,
+            let pushed = match &mut st.store {
+                Store::Kernel { entries, armed } => entries.push(Entry { c: *c, ibqp }).map_err(|_| Overrun).map(|()| {
+                    let notify = match armed {
+                        Armed::No => false,
+                        Armed::Any => true,
+                        Armed::Solicited => c.solicited || c.status != Status::Success,
+                    };
+                    if notify {
+                        *armed = Armed::No;
+                    }
+                    notify
+                }),
+                Store::Mapped(ring) => ring.push(c, c.qp),
             };
-            if notify {
-                st.armed = Armed::No;
+            match pushed {
+                Ok(notify) => notify,
+                Err(Overrun) => {
+                    if !core::mem::replace(&mut st.overflowed, true) {
+                        // SAFETY: a QP of this CQ completes, so the RDMA core has not destroyed it.
+                        unsafe { events::cq_overflowed(self.ibcq) };
+                    }
+                    return Err(Overrun);
+                }
             }
-            notify
         };
         if notify {
             // SAFETY: the RDMA core's CQ lives until `destroy` has returned and the shim has
@@ -105,28 +138,34 @@ impl IbCq {
     pub(super) fn destroy(&self) {
         let mut st = self.state.lock();
         st.destroyed = true;
-        st.armed = Armed::No;
+        if let Store::Kernel { armed, .. } = &mut st.store {
+            *armed = Armed::No;
+        }
     }
 
     /// Drops the completions of the RDMA core's QP `ibqp`, which is being destroyed (they would
     /// name it after it is freed).
+    /// (A user CQ's entries name QPs by number, and stay for the process to poll.)
     fn purge(&self, ibqp: usize) {
         let mut st = self.state.lock();
-        for _ in 0..st.entries.len() {
-            let Some(e) = st.entries.pop() else { break };
+        let Store::Kernel { entries, .. } = &mut st.store else { return };
+        for _ in 0..entries.len() {
+            let Some(e) = entries.pop() else { break };
             if e.ibqp != ibqp {
                 // Room: one was just taken.
-                let _ = st.entries.push(e);
+                let _ = entries.push(e);
             }
         }
     }
 
-    /// Moves the oldest completions into `out`; returns how many.
+    /// Moves the oldest completions into `out`; returns how many (none from a user CQ: its
+    /// process polls its ring).
     pub(super) fn poll(&self, out: &mut [ffi::iwarp_ib_wc]) -> usize {
         let mut st = self.state.lock();
+        let Store::Kernel { entries, .. } = &mut st.store else { return 0 };
         let mut n = 0;
         for slot in out.iter_mut() {
-            let Some(e) = st.entries.pop() else { break };
+            let Some(e) = entries.pop() else { break };
             *slot = wc(&e);
             n += 1;
         }
@@ -135,11 +174,12 @@ impl IbCq {
 
     /// Arms the CQ: the handler is called for the next completion (only a solicited or failed
     /// one if `flags` say solicited). Returns 1 if completions wait and `flags` asked to hear
-    /// of that (they may have arrived before the arming).
+    /// of that (they may have arrived before the arming). A user CQ is armed in its ring.
     pub(super) fn arm(&self, flags: u32) -> i32 {
         let mut st = self.state.lock();
-        st.armed = if flags & ffi::IWARP_IB_CQ_SOLICITED_MASK == ffi::IWARP_IB_CQ_SOLICITED { Armed::Solicited } else { Armed::Any };
-        i32::from(flags & ffi::IWARP_IB_CQ_REPORT_MISSED_EVENTS != 0 && st.entries.len() > 0)
+        let Store::Kernel { entries, armed } = &mut st.store else { return 0 };
+        *armed = if flags & ffi::IWARP_IB_CQ_SOLICITED_MASK == ffi::IWARP_IB_CQ_SOLICITED { Armed::Solicited } else { Armed::Any };
+        i32::from(flags & ffi::IWARP_IB_CQ_REPORT_MISSED_EVENTS != 0 && entries.len() > 0)
     }
 }
 

@@ -9,7 +9,8 @@
 //! posting, fast registration of kernel pages), translated into the engine as `device/`
 //! translates `/dev/iwarp`'s ABI, and the iWARP connection manager's calls (`cm.rs`). They are
 //! kernel verbs providers: rdma_cm and kernel services (NVMe over Fabrics) bind to them. User
-//! space cannot reach them yet (no uverbs).
+//! processes reach them through uverbs with rdma-core's siw provider, in siw's ABI
+//! (`siw_rings.rs`).
 
 mod cm;
 mod cq;
@@ -17,6 +18,7 @@ mod device;
 mod events;
 mod link;
 mod qp;
+mod siw_rings;
 mod verbs;
 
 pub(crate) use device::MpaOptions;

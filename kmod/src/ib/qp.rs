@@ -7,10 +7,16 @@
 //! block driver's `queue_rq` under RCU, a completion handler), and the engine's send path
 //! sleeps, as siw's posts go to its transmit threads. Once the QP is in the error state, what
 //! is posted completes as flushed, which is what `ib_drain_qp` waits for.
+//!
+//! A user process's QP (created through uverbs) has rings in siw's ABI instead (`siw_rings.rs`):
+//! its send requests are taken from its send ring when it rings the doorbell (`post_send` with
+//! no requests) and by the work item as room frees, and then go the same way; its receives are
+//! taken from its receive ring by the receive side, when a message needs one.
 
 use super::cm::QpConnection;
 use super::cq::{IbCq, QpCq};
 use super::device::IbDevice;
+use super::siw_rings::{RecvRing, SendRing, TakenSend};
 use crate::cq::Attached;
 use crate::error::{enotconn, eopnotsupp};
 use crate::ffi;
@@ -43,6 +49,8 @@ pub(crate) struct KernelQp {
     /// Send requests posted and not handed to the engine yet, and receives posted with
     /// interrupts off (a lock that turns them off: consumers post from any context).
     posted: Arc<SpinLockIrq<Posted>>,
+    /// A user process's QP: it posts through rings only.
+    user: bool,
 }
 
 /// Send requests waiting for the work item, oldest first, and receives posted where the
@@ -57,6 +65,8 @@ pub(super) struct Posted {
     closed: bool,
     /// The oldest waits for room in the engine: the work item runs again once some frees.
     stalled: bool,
+    /// A user process's send ring, whose requests are taken into `wrs` as it has room.
+    ring: Option<SendRing>,
     /// Counts the times the engine freed room: room freed while the work item was trying the
     /// oldest (before it could say it waits) has it try again at once.
     freed: u32,
@@ -69,6 +79,42 @@ struct Queued {
     /// `IB_SEND_FENCE`: its turn waits until every Read and atomic posted before it has
     /// completed (their answers are in place).
     fence: bool,
+    /// Taken from a user's ring but not runnable: at its turn it completes in error, as this
+    /// op, and the QP ends.
+    refused: Option<CompletionOp>,
+}
+
+impl Posted {
+    /// Takes what the user's send ring holds into `wrs`, as far as there is room.
+    fn take_from_ring(&mut self, sig_all: bool, max_sge: u32, max_inline: u32) {
+        let Some(ring) = &mut self.ring else { return };
+        while self.wrs.len() < self.wrs.capacity() {
+            let queued = match ring.take(sig_all, max_sge, max_inline) {
+                None => return,
+                Some(TakenSend::Run { wr, fence }) => Queued { wr, fence, refused: None },
+                Some(TakenSend::Refused { wr_id, op }) => {
+                    let wr = SendWr {
+                        wr_id,
+                        op: SendOp::Send { invalidate: None },
+                        sge: [Sge::default(); MAX_SGE],
+                        num_sge: 0,
+                        signaled: true,
+                        solicited: false,
+                        inline: Inline::No,
+                    };
+                    Queued { wr, fence: false, refused: Some(op) }
+                }
+            };
+            // Room: checked above.
+            let _ = self.wrs.push(Some(queued));
+        }
+    }
+}
+
+/// A user process's rings, for the RDMA core to map.
+pub(super) struct Mappings {
+    pub(super) send: ffi::iwarp_mapped_ring,
+    pub(super) recv: ffi::iwarp_mapped_ring,
 }
 
 /// The engine freed room on `ibqp`'s send side: its work item runs again at once if its oldest
@@ -88,9 +134,21 @@ impl KernelQp {
     /// A QP as `attr` asks, for the RDMA core's `ibqp`; `attr` gets the sizes given. Only
     /// reliable connections without a shared receive queue; inline data up to
     /// [`MAX_KERNEL_INLINE`] octets a request (given if any is asked for).
-    pub(super) fn new(dev: Arc<IbDevice>, ibqp: *mut ffi::ib_qp, attr: &mut ffi::iwarp_ib_qp_attr, send_cq: Arc<IbCq>, recv_cq: Arc<IbCq>) -> Result<KernelQp> {
+    ///
+    /// A user process's QP (`attr.user`) gets rings of its queues' sizes (a receive ring of at
+    /// least one entry, libsiw maps it whatever its size), to be mapped: `Mappings`.
+    pub(super) fn new(
+        dev: Arc<IbDevice>,
+        ibqp: *mut ffi::ib_qp,
+        attr: &mut ffi::iwarp_ib_qp_attr,
+        send_cq: Arc<IbCq>,
+        recv_cq: Arc<IbCq>,
+    ) -> Result<(KernelQp, Option<Mappings>)> {
         if !attr.rc || attr.srq {
             return Err(eopnotsupp());
+        }
+        if attr.user {
+            attr.max_recv_wr = attr.max_recv_wr.max(1);
         }
         let sge = attr.max_send_sge.max(attr.max_recv_sge);
         // A QP may take no receives; it sends at least one request at a time.
@@ -104,11 +162,17 @@ impl KernelQp {
         if !dev.mrs.lock().has_pd(attr.pd) {
             return Err(EINVAL);
         }
+        let (ring, recv_ring) = if attr.user { (Some(SendRing::new(attr.max_send_wr)?), Some(RecvRing::new(attr.max_recv_wr)?)) } else { (None, None) };
+        let mappings = match (&ring, &recv_ring) {
+            (Some(send), Some(recv)) => Some(Mappings { send: send.mapping()?, recv: recv.mapping()? }),
+            _ => None,
+        };
         let posted =
-            Posted { wrs: Fifo::new(attr.max_send_wr as usize)?, recvs: Fifo::new(attr.max_recv_wr as usize)?, closed: false, stalled: false, freed: 0 };
+            Posted { wrs: Fifo::new(attr.max_send_wr as usize)?, recvs: Fifo::new(attr.max_recv_wr as usize)?, closed: false, stalled: false, ring, freed: 0 };
         let posted = Arc::pin_init(new_spinlock_irq!(posted, "KernelQp::posted"), GFP_KERNEL)?;
         let (send_cq, recv_cq) = (QpCq::new(send_cq, ibqp, Some(posted.clone()))?, QpCq::new(recv_cq, ibqp, None)?);
-        let limits = Limits { max_recv_wr: attr.max_recv_wr, max_send_wr: attr.max_send_wr, max_sge: sge, max_inline: 0, ring_entries: None };
+        let recv_source = recv_ring.map(|r| -> Arc<dyn crate::qp::RecvSource> { r });
+        let limits = Limits { max_recv_wr: attr.max_recv_wr, max_send_wr: attr.max_send_wr, max_sge: sge, max_inline: 0, ring_entries: None, recv_source };
         let (send, recv) = (Attached::new(send_cq.clone()), Attached::new(recv_cq.clone()));
         let conn = dev.list_qp(|number| {
             let qp = QueuePair::new(number, attr.pd, dev.mrs.clone(), send, recv, limits)?;
@@ -117,7 +181,7 @@ impl KernelQp {
         let qp = conn.qp.clone();
         let max_inline = if attr.max_inline > 0 { MAX_KERNEL_INLINE as u32 } else { 0 };
         (attr.max_send_sge, attr.max_recv_sge, attr.max_inline, attr.qpn) = (sge, sge, max_inline, qp.handle());
-        Ok(KernelQp {
+        let qp = KernelQp {
             dev,
             conn,
             qp,
@@ -130,7 +194,9 @@ impl KernelQp {
             max_inline,
             unconnected: AtomicU32::new(ffi::IWARP_IB_QPS_RESET),
             posted,
-        })
+            user: attr.user,
+        };
+        Ok((qp, mappings))
     }
 
     /// `modify_qp`: only the state matters to an iWARP QP. Before it connects it moves among
@@ -177,6 +243,10 @@ impl KernelQp {
     /// are checked at its turn, as an RNIC does: a refusal completes it with a local protection
     /// error and ends the QP.
     pub(super) fn post_send(&self, w: &ffi::iwarp_ib_send_wr) -> Result {
+        // A user QP's requests are in its ring (and their addresses are not the kernel's).
+        if self.user {
+            return Err(EINVAL);
+        }
         let wr = self.send_wr(w)?;
         self.qp.check_shape(&wr)?;
         // The QP's state is behind a lock that leaves bottom halves off: not looked at from a
@@ -189,9 +259,26 @@ impl KernelQp {
             return Err(enotconn());
         }
         let fence = w.flags & ffi::IWARP_IB_SEND_FENCE != 0;
-        posted.wrs.push(Some(Queued { wr, fence })).map_err(|_| ENOMEM)?;
+        posted.wrs.push(Some(Queued { wr, fence, refused: None })).map_err(|_| ENOMEM)?;
         // Under `posted`: once `closed` is set, nothing queues the work of a QP being destroyed.
         // SAFETY: the RDMA core's QP lives until its destroy, which settles the work first.
+        unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, false) };
+        Ok(())
+    }
+
+    /// The doorbell of a user QP (`post_send` with no requests): what its send ring holds is
+    /// taken and handed to the engine by the work item (a kernel consumer's QP has no ring:
+    /// nothing to take).
+    pub(super) fn doorbell(&self) -> Result {
+        if !self.user {
+            return Ok(());
+        }
+        let mut posted = self.posted.lock();
+        if posted.closed {
+            return Err(enotconn());
+        }
+        posted.take_from_ring(self.sq_sig_all, self.max_sge, self.max_inline);
+        // SAFETY: as in `post_send`.
         unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, false) };
         Ok(())
     }
@@ -205,10 +292,11 @@ impl KernelQp {
     pub(super) fn hand_over(&self) {
         loop {
             let (wr, freed) = {
-                let posted = self.posted.lock();
+                let mut posted = self.posted.lock();
                 if posted.closed {
                     return;
                 }
+                posted.take_from_ring(self.sq_sig_all, self.max_sge, self.max_inline);
                 if posted.recvs.len() > 0 {
                     // Receives held meanwhile go before the next send request: its answer may
                     // need them.
@@ -218,7 +306,12 @@ impl KernelQp {
                 }
                 (posted.wrs.get(0).copied().flatten(), posted.freed)
             };
-            let Some(Queued { mut wr, fence }) = wr else { return };
+            let Some(Queued { mut wr, fence, refused }) = wr else { return };
+            if let Some(op) = refused {
+                self.posted.lock().wrs.pop();
+                self.refused_at_turn(&self.send_cq, wr.wr_id, op, EINVAL);
+                continue;
+            }
             // The local region a Read or a Local Invalidate invalidates is found by its slot, as
             // in siw, once the Fast Register ahead of it is done: the RDMA core's rdma_rw names it
             // by the key it had before that Fast Register (it steps the key after building the
@@ -269,6 +362,10 @@ impl KernelQp {
     /// to the engine before the next send request goes: its regions are checked then, and one
     /// refused completes with a local protection error and ends the QP.
     pub(super) fn post_recv(&self, w: &ffi::iwarp_ib_recv_wr) -> Result {
+        // A user QP's receives are in its ring.
+        if self.user {
+            return Err(EINVAL);
+        }
         let mut wr = RecvWr { wr_id: w.wr_id, num_sge: w.num_sge, ..RecvWr::default() };
         copy_sges(&mut wr.sge, w.sge, w.num_sge)?;
         let direct = crate::shim::bh_locks_allowed();

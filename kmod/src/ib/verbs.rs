@@ -33,9 +33,11 @@ pub(super) static VERBS: ffi::iwarp_ib_verbs = ffi::iwarp_ib_verbs {
     end_qp: Some(end_qp),
     destroy_qp: Some(destroy_qp),
     post_send: Some(post_send),
+    doorbell: Some(doorbell),
     post_recv: Some(post_recv),
     hand_over: Some(hand_over),
     dev_free: Some(dev_free),
+    ring_put: Some(ring_put),
     dev_mpa: Some(dev_mpa),
     dev_set_mpa: Some(dev_set_mpa),
     iw_get_qp: Some(iw_get_qp),
@@ -174,10 +176,19 @@ unsafe extern "C" fn map_mr(dev: *mut c_void, stag: u32, iova: u64, length: u64,
 /// # Safety
 ///
 /// See above.
-unsafe extern "C" fn create_cq(_dev: *mut c_void, ibcq: *mut ffi::ib_cq, entries: *mut u32, out: *mut *mut c_void) -> c_int {
+unsafe extern "C" fn create_cq(_dev: *mut c_void, ibcq: *mut ffi::ib_cq, entries: *mut u32, ring: *mut ffi::iwarp_mapped_ring, out: *mut *mut c_void) -> c_int {
     // SAFETY: see above.
     let n = unsafe { *entries };
-    match IbCq::new(ibcq, n) {
+    let made = if ring.is_null() {
+        IbCq::new(ibcq, n)
+    } else {
+        IbCq::new_mapped(ibcq, n).map(|(cq, mapping)| {
+            // SAFETY: see above: a user process's CQ, whose ring the shim maps.
+            unsafe { *ring = mapping };
+            cq
+        })
+    };
+    match made {
         Ok(cq) => {
             // SAFETY: see above; the CQ's size is what was asked for.
             unsafe { *out = cq.into_foreign() };
@@ -185,6 +196,14 @@ unsafe extern "C" fn create_cq(_dev: *mut c_void, ibcq: *mut ffi::ib_cq, entries
         }
         Err(e) => e.to_errno(),
     }
+}
+
+/// # Safety
+///
+/// `ring` is the `rust` of an `iwarp_mapped_ring` Rust gave, not put yet.
+unsafe extern "C" fn ring_put(ring: *mut c_void) {
+    // SAFETY: the function's contract: the reference `siw_rings::mapped` made.
+    drop(unsafe { <Arc<crate::ring::SharedRing> as ForeignOwnable>::from_foreign(ring) });
 }
 
 /// # Safety
@@ -234,9 +253,12 @@ unsafe extern "C" fn create_qp(dev: *mut c_void, ibqp: *mut ffi::ib_qp, attr: *m
     // The box first: once made, the QP is listed, and nothing may fail after that.
     let made = KBox::<KernelQp>::new_uninit(GFP_KERNEL)
         .map_err(Error::from)
-        .and_then(|b| KernelQp::new(dev.into(), ibqp, attr, send_cq, recv_cq).map(|q| KBox::write(b, q)));
+        .and_then(|b| KernelQp::new(dev.into(), ibqp, attr, send_cq, recv_cq).map(|(q, mappings)| (KBox::write(b, q), mappings)));
     match made {
-        Ok(q) => {
+        Ok((q, mappings)) => {
+            if let Some(m) = mappings {
+                (attr.sq, attr.rq) = (m.send, m.recv);
+            }
             // SAFETY: see above.
             unsafe { *out = q.into_foreign() };
             0
@@ -284,6 +306,14 @@ unsafe extern "C" fn destroy_qp(qp_ptr: *mut c_void) {
 unsafe extern "C" fn post_send(qp_ptr: *mut c_void, wr: *const ffi::iwarp_ib_send_wr) -> c_int {
     // SAFETY: see above.
     errno(unsafe { qp(qp_ptr).post_send(&*wr) })
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn doorbell(qp_ptr: *mut c_void) -> c_int {
+    // SAFETY: see above.
+    errno(unsafe { qp(qp_ptr) }.doorbell())
 }
 
 /// # Safety

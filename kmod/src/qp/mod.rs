@@ -39,7 +39,8 @@ use outbound::TxSide;
 use receive::RxSide;
 use unacked::Unacked;
 use work_ring::{Heads, WorkRing};
-use wr::{PendingAtomic, PendingRead, PostedRecv};
+use wr::{PendingAtomic, PendingRead};
+pub(crate) use wr::{PostedRecv, Sgl};
 
 /// Queue pairs of all contexts.
 static QUEUE_PAIRS: AtomicU64 = AtomicU64::new(0);
@@ -55,6 +56,18 @@ pub(crate) trait OnEnded: Send + Sync {
 
     /// Called right after, the QP's locks released (in softirq context too: it may not sleep).
     fn after_ended(&self, _event: Option<QpEvent>) {}
+}
+
+/// Receives a front door keeps where its consumer posts them without a system call (siw's
+/// mapped receive ring): the receive side takes them, oldest first, when a message needs one,
+/// and flushes what is left when the QP ends. Called with the QP's receive side locked (in
+/// softirq context too).
+pub(crate) trait RecvSource: Send + Sync {
+    /// The oldest receive not taken yet, its entries checked against `mrs` (at most `max_sge`
+    /// of them, each in a region with local write access), or marked `bad`; None if none waits.
+    fn take(&self, mrs: &Domain<'_>, max_sge: u32) -> Option<PostedRecv>;
+    /// Takes every receive left, calling `flush` with each one's `wr_id`.
+    fn take_rest(&self, flush: &mut dyn FnMut(u64));
 }
 
 /// What the caller asked of the stream beyond what MPA negotiates.
@@ -103,6 +116,8 @@ pub(crate) struct Limits {
     /// Octets of an entry of the send ring and of the receive ring (the front door's types),
     /// for a QP whose owner posts through mapped rings; `None` for one posted to directly.
     pub(crate) ring_entries: Option<(usize, usize)>,
+    /// Where receives come from besides `post_recv` ([`RecvSource`]).
+    pub(crate) recv_source: Option<Arc<dyn RecvSource>>,
 }
 
 /// Why a QP left the connected state (what QUERY_QP and asynchronous events report).
@@ -187,6 +202,8 @@ pub(crate) struct QueuePair {
     recv_cq: Attached,
     /// Send requests queued at once.
     max_send_wr: u32,
+    /// Where receives come from besides `post_recv`, if the front door has such a place.
+    recv_source: Option<Arc<dyn RecvSource>>,
     /// The mapped work rings (send, receive), if the owner posts through them.
     rings: Option<(WorkRing, WorkRing)>,
     _counted: Counted,
@@ -227,6 +244,7 @@ impl QueuePair {
                 send_cq,
                 recv_cq,
                 max_send_wr: limits.max_send_wr,
+                recv_source: limits.recv_source,
                 rings,
                 _counted: Counted::new(),
                 heads <- new_mutex!(Heads::new()),
@@ -419,7 +437,14 @@ impl QueuePair {
         }
         // A full CQ loses these flush entries; the QP is in error either way.
         while let Some(wr) = rx.queues.rq.pop() {
-            let _ = self.recv_cq.push(&self.completion(wr.wr_id, Status::Flushed, CompletionOp::Recv, 0));
+            // One its source could not take (`RecvSource`) says so.
+            let status = if wr.bad { Status::LocalProtection } else { Status::Flushed };
+            let _ = self.recv_cq.push(&self.completion(wr.wr_id, status, CompletionOp::Recv, 0));
+        }
+        if let Some(source) = &self.recv_source {
+            source.take_rest(&mut |wr_id| {
+                let _ = self.recv_cq.push(&self.completion(wr_id, Status::Flushed, CompletionOp::Recv, 0));
+            });
         }
         self.flush_unacked(&mut rx.queues);
         while let Some(r) = rx.queues.reads.pop() {

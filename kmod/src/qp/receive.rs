@@ -214,12 +214,23 @@ struct Placer<'a> {
 }
 
 impl Placer<'_> {
-    fn recv(&self, msn: u32) -> Option<&PostedRecv> {
-        self.q.rq.get(msn.wrapping_sub(self.q.next_recv_msn) as usize)
+    /// The receive message `msn` fills, taking receives from the QP's source as far as it
+    /// needs ([`super::RecvSource`]).
+    fn recv(&mut self, msn: u32) -> Option<&PostedRecv> {
+        let i = msn.wrapping_sub(self.q.next_recv_msn) as usize;
+        if let Some(source) = &self.qp.recv_source {
+            while self.q.rq.len() <= i && self.q.rq.len() < self.q.rq.capacity() {
+                let Some(wr) = source.take(&self.mrs, self.qp.max_sge) else { break };
+                // Room: checked above.
+                let _ = self.q.rq.push(wr);
+            }
+        }
+        self.q.rq.get(i)
     }
 
     /// The oldest posted receive, which the Send or Immediate Data just delivered fills.
     fn take_recv(&mut self) -> Option<PostedRecv> {
+        self.recv(self.q.next_recv_msn)?;
         let wr = self.q.rq.pop()?;
         self.q.next_recv_msn = self.q.next_recv_msn.wrapping_add(1);
         Some(wr)
@@ -270,7 +281,11 @@ impl Sink for Placer<'_> {
                 self.mrs.check(stag, to, u64::from(len), access::LOCAL_WRITE).map_err(|_| Cause::RdmapCatastrophic)
             }
             Target::Untagged { msn, mo } => {
-                let wr = self.recv(msn).ok_or(Cause::DdpNoBuffer)?;
+                let wr = *self.recv(msn).ok_or(Cause::DdpNoBuffer)?;
+                if wr.bad {
+                    // Our consumer's receive, unusable: our failure, not the peer's.
+                    return Err(Cause::RdmapCatastrophic);
+                }
                 wr.sgl.check_place(&self.mrs, mo, len).map_err(|f| match f {
                     Fault::Bounds => Cause::DdpTooLong,
                     _ => Cause::RdmapCatastrophic,
@@ -289,7 +304,7 @@ impl Sink for Placer<'_> {
                 // Where our own Read's response goes: our fault, not the peer's.
                 _ => Cause::RdmapCatastrophic,
             }),
-            Target::Untagged { msn, mo } => match self.recv(msn) {
+            Target::Untagged { msn, mo } => match self.recv(msn).copied() {
                 Some(wr) => wr.sgl.scatter(&self.mrs, mo, bytes).map_err(|_| Cause::RdmapCatastrophic),
                 None => Err(Cause::DdpNoBuffer),
             },
@@ -558,6 +573,6 @@ impl QueuePair {
         if matches!(rx.phase, Phase::Ended(_)) {
             return Err(enotconn());
         }
-        rx.queues.rq.push(PostedRecv { wr_id: req.wr_id, sgl })
+        rx.queues.rq.push(PostedRecv { wr_id: req.wr_id, sgl, bad: false })
     }
 }

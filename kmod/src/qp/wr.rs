@@ -101,6 +101,9 @@ impl Sgl {
 pub(crate) struct PostedRecv {
     pub(crate) wr_id: u64,
     pub(crate) sgl: Sgl,
+    /// Its entries failed their check when taken from a [`super::RecvSource`]: a message that
+    /// needs it ends the QP, and it completes with a local protection error.
+    pub(crate) bad: bool,
 }
 
 /// An RDMA Read of ours the peer has not answered yet.
