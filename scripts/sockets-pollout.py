@@ -141,7 +141,9 @@ def timeouts(c, data):
     print(f"send: SO_RCVTIMEO 0.3 s: EAGAIN after {waited:.2f} s; SO_SNDTIMEO 0.05 s: {went} of {len(data)} octets in {took:.2f} s")
     if not 0.25 <= waited < 5 or not 0 < went < len(data) or took > 5:
         sys.exit("send: the timeouts were not kept")
+    # Both back to none: the final read waits for the slow reader's close, however long.
     c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 0))
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
     return went
 
 

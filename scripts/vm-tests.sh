@@ -441,10 +441,10 @@ ib_link() {
         echo n >${mpa}_crc; [ "$(cat ${mpa}_markers)$(cat ${mpa}_crc)" = 00 ]
         echo 1 >${mpa}_markers; echo y >${mpa}_crc; [ "$(cat ${mpa}_markers)$(cat ${mpa}_crc)" = 11 ]
         echo "MPA revision $(cat ${mpa}_rev), peer-to-peer $(cat ${mpa}_p2p)"
-        [ "$(cat ${mpa}_rev)$(cat ${mpa}_p2p)" = 20 ]
+        [ "$(cat ${mpa}_rev)$(cat ${mpa}_p2p)" = 21 ]
         ! echo 3 2>&1 >${mpa}_rev || { echo "mpa_rev took 3"; exit 1; }
-        echo 1 >${mpa}_rev; echo 1 >${mpa}_p2p; [ "$(cat ${mpa}_rev)$(cat ${mpa}_p2p)$(cat ${mpa}_markers)" = 111 ]
-        echo 2 >${mpa}_rev; echo 0 >${mpa}_p2p; [ "$(cat ${mpa}_rev)$(cat ${mpa}_p2p)" = 20 ]
+        echo 1 >${mpa}_rev; echo 0 >${mpa}_p2p; [ "$(cat ${mpa}_rev)$(cat ${mpa}_p2p)$(cat ${mpa}_markers)" = 101 ]
+        echo 2 >${mpa}_rev; echo 1 >${mpa}_p2p; [ "$(cat ${mpa}_rev)$(cat ${mpa}_p2p)" = 21 ]
         ! rdma link add iw1 type iwarp netdev $IWARP_IF 2>&1 || { echo "a second device on one netdev"; exit 1; }
         ! rdma link add iw1 type iwarp netdev lo 2>&1 || { echo "a device on loopback"; exit 1; }
         ip link add iwbr0 type bridge
@@ -531,6 +531,25 @@ rping_uverbs() {
     vm_served $a rping || rc=1
     vm_run B "$teardown" || rc=1
     vm_run A "echo 1 >$markers" || rc=1
+    return $rc
+}
+
+# perftest, unmodified, with rdma_cm (-R) between iw0 in A (server) and an iw0 in B (client):
+# perftest_uverbs SIZE TOOL...: each TOOL with 100 iterations of SIZE octets; its result line.
+perftest_uverbs() {
+    local rc=0 size=$1 tool
+    shift
+    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" || return 1
+    for tool in "$@"; do
+        local args="-R -d iw0 -s $size -n 100 -F -p $PORT"
+        if vm_serve A perftest "$PORT" "timeout 120 $tool $args"; then
+            vm_run B "out=\$(timeout 120 $tool $args $(vm_ip A) 2>&1); rc=\$?; echo \"$tool: \$(awk '\$1 == $size && NF > 4' <<<\"\$out\" | tail -1)\"; [ \$rc = 0 ] || echo \"\$out\"; exit \$rc" || rc=1
+            vm_served A perftest >/dev/null || rc=1
+        else
+            rc=1
+        fi
+    done
+    vm_run B "rdma link delete iw0 && rmmod iwarp" || rc=1
     return $rc
 }
 
@@ -714,12 +733,14 @@ rdma_cm_between() {
     vm_run B "$4" || rc=1
     return $rc
 }
+# The links' defaults: revision 2, peer-to-peer mode (an RTR message first), as the capture shows.
 ib_rdma_cm() {
+    WIRE_EXPECT=(--mpa-rev 2 --p2p 1)
     rdma_cm_between iw0 iw0 "insmod $ko && $(rdma_link iw0 iwarp)" "rdma link delete iw0 && rmmod iwarp"
 }
 # The same with other MPA options, which the capture shows (WIRE_EXPECT): A's link asks for
 # revision 1, B's for peer-to-peer mode, which needs revision 2 (A's answer wins: revision 1);
-# then both links ask for peer-to-peer mode (an RTR message first). A's link is reset after.
+# then neither link asks for peer-to-peer mode. A's link is reset after.
 ib_rdma_cm_mpa() {
     local rc=0 a=$1 b=$2 undo=$3
     WIRE_EXPECT=("${@:4}")
@@ -1195,6 +1216,8 @@ tests() {
     t ib-uverbs-killed-process-unpins-A ib_uverbs_killed
     t ib-uverbs-rping-64B rping_uverbs iwarp server 64
     t ib-uverbs-rping-64KiB rping_uverbs iwarp client 65535
+    t ib-uverbs-perftest-64KiB perftest_uverbs 65536 ib_write_bw ib_read_bw ib_send_bw
+    t ib-uverbs-perftest-8B perftest_uverbs 8 ib_write_lat ib_read_lat ib_send_lat
     t ib-verbs-A ib_verbs
     t ib-nvme-over-fabrics ib_nvme
     t ib-nvme-target-silent-then-back ib_nvme_outage
@@ -1208,7 +1231,7 @@ tests() {
     t ib-rdma-cm-between-guests ib_rdma_cm
     local iw=/sys/class/infiniband/iw0
     t ib-rdma-cm-mpa-rev1-answers-p2p ib_rdma_cm_mpa "echo 1 >$iw/mpa_rev" "echo 1 >$iw/mpa_p2p" "echo 2 >$iw/mpa_rev" --mpa-rev 1 --p2p 0
-    t ib-rdma-cm-mpa-p2p ib_rdma_cm_mpa "echo 1 >$iw/mpa_p2p" "echo 1 >$iw/mpa_p2p" "echo 0 >$iw/mpa_p2p" --mpa-rev 2 --p2p 1
+    t ib-rdma-cm-mpa-no-p2p ib_rdma_cm_mpa "echo 0 >$iw/mpa_p2p" "echo 0 >$iw/mpa_p2p" "echo 1 >$iw/mpa_p2p" --mpa-rev 2 --p2p 0
     t ib-nvme-host-on-siw ib_nvme_host_on_siw
     t ib-rdma-cm-to-siw ib_rdma_cm_to_siw
     t ib-nvme-target-on-siw ib_nvme_target_on_siw

@@ -72,8 +72,8 @@ module! {
             description: "Connections of the RDMA core (iw_cm) on links made from now on ask for this MPA revision (1 or 2; others count as 2); each link has its own in /sys/class/infiniband/NAME/mpa_rev",
         },
         iw_p2p: u8 {
-            default: 0,
-            description: "Connections of the RDMA core (iw_cm) on links made from now on ask for MPA peer-to-peer mode, an RTR message before the first FPDU (1: they do; revision 2 only); each link has its own in /sys/class/infiniband/NAME/mpa_p2p",
+            default: 1,
+            description: "Connections of the RDMA core (iw_cm) on links made from now on ask for MPA peer-to-peer mode, an RTR message before the first FPDU, so that the responder may send first (0: they do not; revision 2 only); each link has its own in /sys/class/infiniband/NAME/mpa_p2p",
         },
         inject_init_failure: u8 {
             default: 0,

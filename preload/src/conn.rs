@@ -24,6 +24,7 @@
 //! itself while received data waits unread.
 
 use crate::real::real;
+use crate::say;
 use crate::shared::{Holders, Shared, SharedGuard, SharedMutex};
 use libc::{c_int, c_void};
 use libiwarp::{
@@ -222,7 +223,7 @@ impl Stream {
     /// with IWARP_SOCKETS_LOG: an application only sees ECONNRESET or EPIPE).
     fn break_because(&mut self, why: std::fmt::Arguments<'_>) {
         if !self.broken && !self.eof && crate::logging() {
-            eprintln!("iwarp-preload: connection broken: {why}");
+            say!("connection broken: {why}");
         }
         self.broken = true;
     }
@@ -1083,7 +1084,7 @@ impl Conn {
         }
         if crate::logging() {
             let st = self.lock();
-            eprintln!("iwarp-preload: connection closed: {} writes sent in {} data messages", st.writes, st.messages);
+            say!("connection closed: {} writes sent in {} data messages", st.writes, st.messages);
         }
         let _ = self.qp.disconnect();
         // Completed means TCP took it, not that it arrived. Once the connection is closed for
@@ -1094,7 +1095,7 @@ impl Conn {
         while !self.delivered() {
             if waited.elapsed() > Duration::from_secs(5) {
                 if crate::logging() {
-                    eprintln!("iwarp-preload: close: the peer has not acknowledged everything after 5 s; closing anyway");
+                    say!("close: the peer has not acknowledged everything after 5 s; closing anyway");
                 }
                 break;
             }
@@ -1278,7 +1279,7 @@ impl Drop for Conn {
             let dev = unsafe { &*self.owned.dev };
             if let Err(e) = dev.detach() {
                 // Destroying would reach the others' objects: leave them, rings and all.
-                eprintln!("iwarp-preload: leaving a connection to the other processes holding it failed ({e}); its objects are left mapped");
+                say!("leaving a connection to the other processes holding it failed ({e}); its objects are left mapped");
                 return;
             }
         }

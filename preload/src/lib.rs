@@ -82,6 +82,22 @@ pub(crate) fn logging() -> bool {
     std::env::var_os("IWARP_SOCKETS_LOG").is_some()
 }
 
+/// Says a line on stderr, named as ours, in one write: the lines of processes sharing stderr
+/// (a forking server's) never interleave, as `eprintln!`'s pieces did.
+pub(crate) fn say_line(args: std::fmt::Arguments<'_>) {
+    let line = format!("iwarp-preload: {args}\n");
+    // SAFETY: the C library's write with a buffer valid for its length.
+    unsafe { real!(write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t)(2, line.as_ptr().cast(), line.len()) };
+}
+
+/// `say!(format, args…)`: [`say_line`] with `format!`'s arguments.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::say_line(format_args!($($arg)*))
+    };
+}
+pub(crate) use say;
+
 fn set_errno(e: c_int) {
     // SAFETY: the calling thread's errno.
     unsafe { *libc::__errno_location() = e };
@@ -199,7 +215,7 @@ fn upgrade(fd: RawFd, role: Role, nonblocking: bool) -> bool {
     match Conn::upgrade(stream, shadow, role, fd, nonblocking) {
         Ok(c) => {
             if logging() {
-                eprintln!("iwarp-preload: descriptor {fd} upgraded ({})", if role == Role::Initiator { "connected" } else { "accepted" });
+                say!("descriptor {fd} upgraded ({})", if role == Role::Initiator { "connected" } else { "accepted" });
             }
             let c = c.into_shared();
             let old = CONNS.write().unwrap_or_else(|e| e.into_inner()).insert(fd, c);
@@ -209,7 +225,7 @@ fn upgrade(fd: RawFd, role: Role, nonblocking: bool) -> bool {
             true
         }
         Err(e) => {
-            eprintln!("iwarp-preload: upgrading descriptor {fd} failed: {e}");
+            say!("upgrading descriptor {fd} failed: {e}");
             set_errno(libc::ECONNRESET);
             false
         }
@@ -276,15 +292,15 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
         if let Some(at) = sockaddr_of(fd, false).filter(|a| rules::chosen(rules::Side::Listen, *a) && is_tcp(fd)) {
             let open = Arc::new(AtomicBool::new(true));
             if !conn::module_present() {
-                eprintln!("iwarp-preload: no iwarp device: connections to {at} stay plain TCP");
+                say!("no iwarp device: connections to {at} stay plain TCP");
             } else if socket_option(fd, libc::SO_REUSEPORT).is_some_and(|v| v != 0) {
                 // Listeners of a group share the port: the one that answers a question may not
                 // be the one TCP hands the connection to, and their questions are not shared.
-                eprintln!("iwarp-preload: SO_REUSEPORT: connections to {at} stay plain TCP");
+                say!("SO_REUSEPORT: connections to {at} stay plain TCP");
             } else if probe::answer(at, open.clone()) {
                 LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).insert(fd, open);
             } else {
-                eprintln!("iwarp-preload: UDP port {} is taken: connections to {at} stay plain TCP", at.port());
+                say!("UDP port {} is taken: connections to {at} stay plain TCP", at.port());
             }
         }
     }

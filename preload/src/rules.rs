@@ -12,6 +12,7 @@
 //! A bare port or range stands for `iwarp both *:PORTS`. In the variable, rules are separated by
 //! `,` or `;`; in the file, one per line, `#` starting a comment.
 
+use crate::say;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::OnceLock;
 
@@ -47,7 +48,7 @@ fn rules() -> &'static [Rule] {
         if let Some(path) = std::env::var_os("IWARP_SOCKETS_CONF") {
             match std::fs::read_to_string(&path) {
                 Ok(text) => all.extend(parse(&text, '\n', &path.to_string_lossy())),
-                Err(e) => eprintln!("iwarp-preload: IWARP_SOCKETS_CONF: {}: {e}; no rules read from it", path.to_string_lossy()),
+                Err(e) => say!("IWARP_SOCKETS_CONF: {}: {e}; no rules read from it", path.to_string_lossy()),
             }
         }
         all
@@ -61,7 +62,7 @@ pub(crate) fn parse(text: &str, sep: char, origin: &str) -> Vec<Rule> {
     for item in text.split(sep).map(|l| l.split('#').next().unwrap_or("").trim()).filter(|s| !s.is_empty()) {
         match rule(item) {
             Some(r) => out.push(r),
-            None => eprintln!("iwarp-preload: {origin}: '{item}' is not a rule (ACTION SIDE ADDRESS:PORTS, or ports); ignored"),
+            None => say!("{origin}: '{item}' is not a rule (ACTION SIDE ADDRESS:PORTS, or ports); ignored"),
         }
     }
     out
