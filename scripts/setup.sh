@@ -25,7 +25,7 @@ HOST_PKGS=(
     clang-19 lld-19 llvm-19 libclang-19-dev
     flex bison bc libelf-dev libssl-dev cpio kmod make
     qemu-system-x86 iproute2
-    rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest libibverbs-dev librdmacm-dev gcc
+    rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest qperf libibverbs-dev librdmacm-dev gcc
     iperf3 sockperf tcpdump tshark jq linux-perf socat nvme-cli fio
 )
 missing=()

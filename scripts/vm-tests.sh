@@ -553,6 +553,59 @@ perftest_uverbs() {
     return $rc
 }
 
+# qperf, unmodified: it meets its peer over TCP, then connects through rdma_cm (-cm1), between
+# iw0 in A (its server) and an iw0 in B: RC Send and Read bandwidth at 64 KiB, RC latency at 8
+# octets. (Its rc_rdma_write_bw writes with immediate data, which siw's ABI cannot carry:
+# libsiw refuses it, on siw as on us.)
+qperf_uverbs() {
+    local rc=0
+    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" || return 1
+    if vm_serve A qperf "$PORT" "timeout 120 qperf -lp $PORT"; then
+        vm_run B "timeout 100 qperf $(vm_ip A) -lp $PORT -cm1 -t 2 -m 64k rc_bw rc_rdma_read_bw -m 8 rc_lat" || rc=1
+        vm_unserve A qperf >/dev/null
+    else
+        rc=1
+    fi
+    vm_run B "rdma link delete iw0 && rmmod iwarp" || rc=1
+    return $rc
+}
+# A libibverbs program killed mid-transfer (perftest's ib_write_bw in B, writing to A for 20 s,
+# killed after 2): its QP, regions and pins go at once; the server in A ends; nothing is left.
+ib_uverbs_killed_mid_transfer() {
+    local rc=0 args="-R -d iw0 -s 65536 -D 20 -F -p $PORT"
+    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" || return 1
+    vm_serve A perftest "$PORT" "timeout 60 ib_write_bw $args" || rc=1
+    [ $rc = 0 ] && { vm_run B "ib_write_bw $args $(vm_ip A) >/tmp/bw.out 2>&1 & pid=\$!
+        for i in \$(seq 300); do rdma resource show qp 2>/dev/null | grep -q ib_write_bw && break; sleep 0.1; done
+        sleep 2
+        rdma resource show qp | grep -w ib_write_bw
+        $check stats-zero >/dev/null 2>&1 && { echo 'nothing pinned mid-transfer'; kill -9 \$pid; exit 1; }
+        kill -9 \$pid; wait \$pid; echo \"ib_write_bw killed (status \$?)\"
+        ! rdma resource show qp | grep -w ib_write_bw || { echo 'its QP outlived it'; exit 1; }
+        ! rdma resource show mr | grep -w ib_write_bw || { echo 'its regions outlived it'; exit 1; }
+        $check stats-zero" || rc=1; }
+    # The server's peer is gone: it ends, however it reports it.
+    vm_served A perftest 60 | tail -3
+    vm_run A "$check stats-zero" || rc=1
+    vm_run B "rdma link delete iw0 && rmmod iwarp" || rc=1
+    return $rc
+}
+
+# A libibverbs program that never polls its CQ (tools/uverbs-check overrun, in B, sending to a
+# sink in A): its CQ overflows and reports CQ_ERR once, its QP ends in error, the sink's receives
+# all end (received, or flushed once the QP that overran terminated the connection), and nothing
+# is left pinned on either side.
+ib_uverbs_overrun() {
+    local rc=0
+    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" || return 1
+    vm_serve A sink "$PORT" "$here/target/uverbs-check sink $PORT" || rc=1
+    [ $rc = 0 ] && { vm_run B "$here/target/uverbs-check overrun $(vm_ip A) $PORT && $check stats-zero" || rc=1; }
+    vm_served A sink || rc=1
+    vm_run A "$check stats-zero" || rc=1
+    vm_run B "rdma link delete iw0 && rmmod iwarp" || rc=1
+    return $rc
+}
+
 # The kernel verbs and connections through iw_cm, through the RDMA core, on ib-link-A's device
 # (kmod/check/verbs_check.c): its QPs connect to its own address.
 ib_verbs() {
@@ -1218,6 +1271,9 @@ tests() {
     t ib-uverbs-rping-64KiB rping_uverbs iwarp client 65535
     t ib-uverbs-perftest-64KiB perftest_uverbs 65536 ib_write_bw ib_read_bw ib_send_bw
     t ib-uverbs-perftest-8B perftest_uverbs 8 ib_write_lat ib_read_lat ib_send_lat
+    t ib-uverbs-qperf qperf_uverbs
+    t ib-uverbs-killed-mid-transfer ib_uverbs_killed_mid_transfer
+    t ib-uverbs-cq-overrun ib_uverbs_overrun
     t ib-verbs-A ib_verbs
     t ib-nvme-over-fabrics ib_nvme
     t ib-nvme-target-silent-then-back ib_nvme_outage
@@ -1281,6 +1337,7 @@ WIRE_UNCHECKED=(
     ib-nvme-under-net-corrupt-0.1pct # the same (--full)
     fault-forged-segment-with-crc    # a segment forged on purpose
     fault-forged-segment-without-crc # the same
+    ib-uverbs-qperf                  # qperf's rdma_cm listens on a port of its own choosing, not the test's
     dmesg-clean
 )
 # Tests in which no iWARP connection between the guests reaches full operation: no traffic

@@ -25,7 +25,7 @@ pub fn cargo(args: &[&str]) -> bool {
 
 /// Compiles the test tools written in C: `tools/siw-peer/siw-peer.c` (libibverbs, librdmacm) to
 /// `target/siw-peer`, the far end of the interop tests, run in the guest that has siw;
-/// `tools/uverbs-check/uverbs-check.c` (libibverbs) to `target/uverbs-check`, our devices as
+/// `tools/uverbs-check/uverbs-check.c` (libibverbs, librdmacm) to `target/uverbs-check`, our devices as
 /// rdma-core sees them; and `tools/sockets-fortified/sockets-fortified.c` to
 /// `target/sockets-fortified`, a reader built with `_FORTIFY_SOURCE` as Debian builds programs,
 /// for the sockets tests.
@@ -36,7 +36,9 @@ pub fn c_tools() -> bool {
         cc.args(["-O2", "-Wall", "-Wextra", "-Werror"]).args(flags).arg("-o").arg(root().join("target").join(name)).arg(src).args(libs);
         exit_code(&mut cc) == 0
     };
-    cc("siw-peer", &[], &["-libverbs", "-lrdmacm"]) && cc("uverbs-check", &[], &["-libverbs"]) && cc("sockets-fortified", &["-D_FORTIFY_SOURCE=2"], &[])
+    cc("siw-peer", &[], &["-libverbs", "-lrdmacm"])
+        && cc("uverbs-check", &[], &["-libverbs", "-lrdmacm"])
+        && cc("sockets-fortified", &["-D_FORTIFY_SOURCE=2"], &[])
 }
 
 /// Runs `cmd`, echoing it first; its exit status (1 if it could not run or was killed).

@@ -151,12 +151,10 @@ impl KernelQp {
             attr.max_recv_wr = attr.max_recv_wr.max(1);
         }
         let sge = attr.max_send_sge.max(attr.max_recv_sge);
-        // A QP may take no receives; it sends at least one request at a time.
-        if !(1..=MAX_QP_WR).contains(&attr.max_send_wr)
-            || attr.max_recv_wr > MAX_QP_WR
-            || sge as usize > MAX_SGE
-            || attr.max_inline as usize > MAX_KERNEL_INLINE
-        {
+        // A QP may take no receives; one asking to send nothing (qperf's passive side) gets
+        // room for one request, as the engine sends at least one at a time.
+        attr.max_send_wr = attr.max_send_wr.max(1);
+        if attr.max_send_wr > MAX_QP_WR || attr.max_recv_wr > MAX_QP_WR || sge as usize > MAX_SGE || attr.max_inline as usize > MAX_KERNEL_INLINE {
             return Err(EINVAL);
         }
         if !dev.mrs.lock().has_pd(attr.pd) {
