@@ -25,8 +25,8 @@ examples="$here/target/release/examples"
 B=$(vm_ip B)
 # Streams of the hostile peer's smoke run, connect/disconnect cycles, fuzzed ioctls and STag
 # guesses of the local attacker, MiB through the sockets library (KASAN guests are slower).
-MUTATED=300 CYCLES=10000 CALLS=300000 GUESSES=1000000 SOCK_MIB=64 RACES=20000
-[ "${IWARP_VM_FULL:-0}" = 1 ] && CALLS=1000000
+MUTATED=300 CYCLES=5000 CALLS=150000 GUESSES=1000000 SOCK_MIB=64 RACES=20000
+[ "${IWARP_VM_FULL:-0}" = 1 ] && CYCLES=10000 CALLS=1000000
 NVME_MIB=16
 [ "$flavour" = debug ] && MUTATED=70 CYCLES=200 CALLS=50000 GUESSES=100000 SOCK_MIB=4 RACES=2000 NVME_MIB=2
 # The debug kernel (KASAN, lockdep, kmemleak, KFENCE) is there for what its checkers catch on
@@ -36,9 +36,15 @@ NVME_MIB=16
 # on the release kernel only; interop with siw too (see interop_tests). So do the sockets
 # library's tests but one stream (the module sees an adopted connection, as in qp-adopt-errors),
 # the waits of qp-responder-*, and NVMe through its target's outage (its teardown with the peer
-# silent is the host's nvme-rdma's; ours is the rmmod and fault-peer tests').
+# silent is the host's nvme-rdma's; ours is the rmmod and fault-peer tests'). Volume is the
+# release kernel's too: the size sweeps (verbs-markers-crc-1B-to-4MiB, verbs-plain-mpa-v1; the
+# debug kernel sees markers, CRCs and revision 1 in the qp-* and fault-* tests), 64 QPs at
+# once (local-qps-destroyed-while-in-use-A races QPs there), and user space's benchmarks
+# (perftest, qperf) and large rping (the debug kernel runs the user rings in rping-64B, a kill
+# and an overrun).
 RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-segments|verbs-p2p-rtr-[wr]|verbs-post-to-a-stalled-peer|example-.*|net-reorder-25pct-ipv6|fault-peer-guest-killed)$'
 RELEASE_ONLY+='|^(qp-responder-waits-for-the-first-fpdu|qp-p2p-responder-waits-for-the-rtr|verbs-read-while-the-owner-writes)$'
+RELEASE_ONLY+='|^(verbs-markers-crc-1B-to-4MiB|verbs-plain-mpa-v1|verbs-64-qps-at-once|ib-uverbs-rping-64KiB|ib-uverbs-perftest-.*|ib-uverbs-qperf)$'
 RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-uverbs-rping-(server-to|client-of)-siw-|^ib-rdma-cm-to-siw$|^ib-nvme-target-(silent-then-back|guest-killed)$|^ib-nvme-under-net-|^ib-rdma-cm-mpa-'
 RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|reuseport|stdio|duplicated|prefork|calls)'
 
@@ -126,11 +132,11 @@ example() {
 # under reordering alone, are captured and checked on the wire).
 net_fault() {
     local rounds rc=0 t=$SECONDS marker= aligned=
-    rounds=$(seq -s, 2097152 -4093 2031664)
+    rounds=$(seq -s, 2097152 -8191 2031664)
     # Every fault at once (SHORT=1) repeats what each fault alone checked: 4 rounds. The debug
-    # kernel (KASAN, lockdep) is there for what it catches on each path, not for volume: 2.
+    # kernel (KASAN, lockdep) is there for what it catches on each path, not for volume: 1.
     [ "${SHORT:-0}" = 1 ] && rounds=$(seq -s, 2097152 -16381 2048009)
-    [ "$flavour" = debug ] && rounds=$(seq -s, 2097152 -16381 2080771)
+    [ "$flavour" = debug ] && rounds=2097152
     # IWARP_VM_FULL=1 (cargo xtask test --full), release: 512 rounds of 2 to 2.5 MiB, 1.1 GiB of
     # Writes, of Sends and of Reads (each read back) per pass.
     local VERBS_SECS=600
@@ -1055,7 +1061,7 @@ sock_fortified() {
     local bin=$here/target/sockets-fortified out
     nm -D "$bin" | grep -qw __read_chk && nm -D "$bin" | grep -qw __recv_chk && nm -D "$bin" | grep -qw __poll_chk ||
         { echo "$bin does not call the fortified functions"; return 1; }
-    vm_run B "head -c 32M /dev/urandom >/tmp/fortified.bin && sha256sum </tmp/fortified.bin" >/dev/null || return 1
+    vm_run B "head -c 16M /dev/urandom >/tmp/fortified.bin && sha256sum </tmp/fortified.bin" >/dev/null || return 1
     vm_serve B fortified "$PORT" "$(socks) exec socat -u OPEN:/tmp/fortified.bin TCP-LISTEN:$PORT,reuseaddr" || return 1
     out=$(vm_run A "$(socks) timeout 300 $bin $B $PORT 1000 | sha256sum" 400)
     echo "$out"
