@@ -516,38 +516,44 @@ ib_uverbs_killed() {
         $check stats-zero && exit \$rc"
 }
 
-# Linux's own rping (librdmacm's example), unmodified, on iw0 in A (ib-link-A's), driven by
-# rdma-core's siw provider, against rping in B on B's own iw0 (PEER iwarp) or on siw (PEER siw,
-# which has no markers: A's link goes without for the test): rping_uverbs PEER A-ROLE SIZE,
-# A-ROLE server or client; 100 pings, every echo compared (-V).
-rping_uverbs() {
-    local rc=0 setup teardown markers=/sys/class/infiniband/iw0/mpa_markers
+# peer_begin PEER: B gets the one RDMA device its programs meet A's iw0 (ib-link-A's) with:
+# an iw0 of its own (PEER iwarp) or siw0 (PEER siw, which has no markers: A's link goes
+# without until peer_end PEER takes B's device away).
+peer_begin() {
     case $1 in
-        iwarp) setup="insmod $ko && $(rdma_link iw0 iwarp)" teardown="rdma link delete iw0 && rmmod iwarp" ;;
-        siw)
-            setup="modprobe siw && $(rdma_link siw0 siw)" teardown="rmmod siw"
-            vm_run A "echo 0 >$markers" || return 1
-            ;;
+        iwarp) vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" ;;
+        siw) vm_run A "echo 0 >/sys/class/infiniband/iw0/mpa_markers" && vm_run B "modprobe siw && $(rdma_link siw0 siw)" ;;
     esac
-    local a=A b=B
+}
+peer_end() {
+    case $1 in
+        iwarp) vm_run B "rdma link delete iw0 && rmmod iwarp" ;;
+        siw) vm_run B "rmmod siw" && vm_run A "echo 1 >/sys/class/infiniband/iw0/mpa_markers" ;;
+    esac
+}
+# Linux's own rping (librdmacm's example), unmodified, on iw0 in A, driven by rdma-core's siw
+# provider, against rping in B on PEER's device: rping_uverbs PEER A-ROLE SIZE, A-ROLE server
+# or client; 100 pings, every echo compared (-V).
+rping_uverbs() {
+    local rc=0 a=A b=B
     [ "$2" = client ] && a=B b=A
-    vm_run B "$setup" || return 1
+    peer_begin "$1" || return 1
     vm_serve $a rping "$PORT" "rping -s -a $(vm_ip $a) -p $PORT -S $3 -C 100 -V" || rc=1
     [ $rc = 0 ] && { vm_run $b "rping -c -a $(vm_ip $a) -p $PORT -S $3 -C 100 -V" || rc=1; }
     vm_served $a rping || rc=1
-    vm_run B "$teardown" || rc=1
-    vm_run A "echo 1 >$markers" || rc=1
+    peer_end "$1" || rc=1
     return $rc
 }
 
-# perftest, unmodified, with rdma_cm (-R) between iw0 in A (server) and an iw0 in B (client):
-# perftest_uverbs SIZE TOOL...: each TOOL with 100 iterations of SIZE octets; its result line.
+# perftest, unmodified, with rdma_cm (-R), its server on iw0 in A, its client in B on PEER's
+# device: perftest_uverbs PEER SIZE TOOL...: each TOOL with 100 iterations of SIZE octets; its
+# result line.
 perftest_uverbs() {
-    local rc=0 size=$1 tool
-    shift
-    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" || return 1
+    local rc=0 peer=$1 size=$2 tool
+    shift 2
+    peer_begin "$peer" || return 1
     for tool in "$@"; do
-        local args="-R -d iw0 -s $size -n 100 -F -p $PORT"
+        local args="-R -s $size -n 100 -F -p $PORT"
         if vm_serve A perftest "$PORT" "timeout 120 $tool $args"; then
             vm_run B "out=\$(timeout 120 $tool $args $(vm_ip A) 2>&1); rc=\$?; echo \"$tool: \$(awk '\$1 == $size && NF > 4' <<<\"\$out\" | tail -1)\"; [ \$rc = 0 ] || echo \"\$out\"; exit \$rc" || rc=1
             vm_served A perftest >/dev/null || rc=1
@@ -555,7 +561,7 @@ perftest_uverbs() {
             rc=1
         fi
     done
-    vm_run B "rdma link delete iw0 && rmmod iwarp" || rc=1
+    peer_end "$peer" || rc=1
     return $rc
 }
 
@@ -565,21 +571,21 @@ perftest_uverbs() {
 # libsiw refuses it, on siw as on us.)
 qperf_uverbs() {
     local rc=0
-    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" || return 1
+    peer_begin iwarp || return 1
     if vm_serve A qperf "$PORT" "timeout 120 qperf -lp $PORT"; then
         vm_run B "timeout 100 qperf $(vm_ip A) -lp $PORT -cm1 -t 2 -m 64k rc_bw rc_rdma_read_bw -m 8 rc_lat" || rc=1
         vm_unserve A qperf >/dev/null
     else
         rc=1
     fi
-    vm_run B "rdma link delete iw0 && rmmod iwarp" || rc=1
+    peer_end iwarp || rc=1
     return $rc
 }
-# A libibverbs program killed mid-transfer (perftest's ib_write_bw in B, writing to A for 20 s,
+# A libibverbs program killed mid-transfer (perftest's ib_write_bw in B, writing to A for 8 s,
 # killed after 2): its QP, regions and pins go at once; the server in A ends; nothing is left.
 ib_uverbs_killed_mid_transfer() {
-    local rc=0 args="-R -d iw0 -s 65536 -D 20 -F -p $PORT"
-    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" || return 1
+    local rc=0 args="-R -d iw0 -s 65536 -D 8 -F -p $PORT"
+    peer_begin iwarp || return 1
     vm_serve A perftest "$PORT" "timeout 60 ib_write_bw $args" || rc=1
     [ $rc = 0 ] && { vm_run B "ib_write_bw $args $(vm_ip A) >/tmp/bw.out 2>&1 & pid=\$!
         for i in \$(seq 300); do rdma resource show qp 2>/dev/null | grep -q ib_write_bw && break; sleep 0.1; done
@@ -593,7 +599,7 @@ ib_uverbs_killed_mid_transfer() {
     # The server's peer is gone: it ends, however it reports it.
     vm_served A perftest 60 | tail -3
     vm_run A "$check stats-zero" || rc=1
-    vm_run B "rdma link delete iw0 && rmmod iwarp" || rc=1
+    peer_end iwarp || rc=1
     return $rc
 }
 
@@ -603,12 +609,12 @@ ib_uverbs_killed_mid_transfer() {
 # is left pinned on either side.
 ib_uverbs_overrun() {
     local rc=0
-    vm_run B "insmod $ko && $(rdma_link iw0 iwarp)" || return 1
+    peer_begin iwarp || return 1
     vm_serve A sink "$PORT" "$here/target/uverbs-check sink $PORT" || rc=1
     [ $rc = 0 ] && { vm_run B "$here/target/uverbs-check overrun $(vm_ip A) $PORT && $check stats-zero" || rc=1; }
     vm_served A sink || rc=1
     vm_run A "$check stats-zero" || rc=1
-    vm_run B "rdma link delete iw0 && rmmod iwarp" || rc=1
+    peer_end iwarp || rc=1
     return $rc
 }
 
@@ -1275,8 +1281,8 @@ tests() {
     t ib-uverbs-killed-process-unpins-A ib_uverbs_killed
     t ib-uverbs-rping-64B rping_uverbs iwarp server 64
     t ib-uverbs-rping-64KiB rping_uverbs iwarp client 65535
-    t ib-uverbs-perftest-64KiB perftest_uverbs 65536 ib_write_bw ib_read_bw ib_send_bw
-    t ib-uverbs-perftest-8B perftest_uverbs 8 ib_write_lat ib_read_lat ib_send_lat
+    t ib-uverbs-perftest-64KiB perftest_uverbs iwarp 65536 ib_write_bw ib_read_bw ib_send_bw
+    t ib-uverbs-perftest-8B perftest_uverbs iwarp 8 ib_write_lat ib_read_lat ib_send_lat
     t ib-uverbs-qperf qperf_uverbs
     t ib-uverbs-killed-mid-transfer ib_uverbs_killed_mid_transfer
     t ib-uverbs-cq-overrun ib_uverbs_overrun

@@ -212,7 +212,14 @@ impl KernelQp {
                 Ok(())
             }
             ffi::IWARP_IB_QPS_RTS if now == QpState::Rts => Ok(()),
-            ffi::IWARP_IB_QPS_SQD if now == QpState::Rts => self.qp.disconnect(),
+            // A connection already over (the peer's close or a Terminate got there first, and
+            // iw_cm has not heard yet) leaves a disconnect nothing to do: rdma_disconnect then
+            // succeeds, as on siw.
+            ffi::IWARP_IB_QPS_SQD if now == QpState::Error => Ok(()),
+            ffi::IWARP_IB_QPS_SQD if now == QpState::Rts => match self.qp.disconnect() {
+                Err(_) if self.qp.state() == QpState::Error => Ok(()),
+                done => done,
+            },
             ffi::IWARP_IB_QPS_ERR => {
                 self.qp.close();
                 Ok(())
