@@ -134,9 +134,10 @@ net_fault() {
     local rounds rc=0 t=$SECONDS marker= aligned=
     rounds=$(seq -s, 2097152 -8191 2031664)
     # Every fault at once (SHORT=1) repeats what each fault alone checked: 4 rounds. The debug
-    # kernel (KASAN, lockdep) is there for what it catches on each path, not for volume: 1.
+    # kernel (KASAN, lockdep) is there for what it catches on each path, not for volume: 2 (1
+    # left the wire check of the aligned pass too few segments: 97.8 % once, against 99 %).
     [ "${SHORT:-0}" = 1 ] && rounds=$(seq -s, 2097152 -16381 2048009)
-    [ "$flavour" = debug ] && rounds=2097152
+    [ "$flavour" = debug ] && rounds=$(seq -s, 2097152 -16381 2080771)
     # IWARP_VM_FULL=1 (cargo xtask test --full), release: 512 rounds of 2 to 2.5 MiB, 1.1 GiB of
     # Writes, of Sends and of Reads (each read back) per pass.
     local VERBS_SECS=600
