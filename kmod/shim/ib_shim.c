@@ -310,45 +310,39 @@ static int iwarp_dealloc_pd(struct ib_pd *pd, struct ib_udata *udata)
 	return iwarp_verbs->dealloc_pd(dev_rust(pd->device), pd_handle(pd));
 }
 
-static struct ib_mr *iwarp_get_dma_mr(struct ib_pd *pd, int access)
+/* The container of the region Rust registered as @stag, with room for @max pages (else it goes). */
+static struct ib_mr *new_mr(struct ib_pd *pd, u32 stag, u32 max)
 {
-	struct iwarp_ibmr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
-	u32 stag;
-	int rv;
+	struct iwarp_ibmr *mr = kzalloc(struct_size(mr, pages, max), GFP_KERNEL);
 
-	if (!mr)
+	if (!mr) {
+		iwarp_verbs->dereg_mr(dev_rust(pd->device), stag);
 		return ERR_PTR(-ENOMEM);
-	rv = iwarp_verbs->dma_mr(dev_rust(pd->device), pd_handle(pd), access, &stag);
-	if (rv) {
-		kfree(mr);
-		return ERR_PTR(rv);
 	}
+	mr->max = max;
 	mr->base.lkey = stag;
 	mr->base.rkey = stag;
 	return &mr->base;
 }
 
+static struct ib_mr *iwarp_get_dma_mr(struct ib_pd *pd, int access)
+{
+	u32 stag;
+	int rv = iwarp_verbs->dma_mr(dev_rust(pd->device), pd_handle(pd), access, &stag);
+
+	return rv ? ERR_PTR(rv) : new_mr(pd, stag, 0);
+}
+
 static struct ib_mr *iwarp_alloc_mr(struct ib_pd *pd, enum ib_mr_type type, u32 max_num_sg)
 {
-	struct iwarp_ibmr *mr;
 	u32 stag;
 	int rv;
 
 	if (type != IB_MR_TYPE_MEM_REG)
 		return ERR_PTR(-EOPNOTSUPP);
 	rv = iwarp_verbs->alloc_mr(dev_rust(pd->device), pd_handle(pd), max_num_sg, &stag);
-	if (rv)
-		return ERR_PTR(rv);
 	/* max_num_sg is bounded by now (the device's max_fast_reg_page_list_len). */
-	mr = kzalloc(struct_size(mr, pages, max_num_sg), GFP_KERNEL);
-	if (!mr) {
-		iwarp_verbs->dereg_mr(dev_rust(pd->device), stag);
-		return ERR_PTR(-ENOMEM);
-	}
-	mr->max = max_num_sg;
-	mr->base.lkey = stag;
-	mr->base.rkey = stag;
-	return &mr->base;
+	return rv ? ERR_PTR(rv) : new_mr(pd, stag, max_num_sg);
 }
 
 /*
@@ -359,7 +353,6 @@ static struct ib_mr *iwarp_alloc_mr(struct ib_pd *pd, enum ib_mr_type type, u32 
 static struct ib_mr *iwarp_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 virt, int access,
 				       struct ib_dmah *dmah, struct ib_udata *udata)
 {
-	struct iwarp_ibmr *mr;
 	u32 stag;
 	int rv;
 
@@ -374,24 +367,19 @@ static struct ib_mr *iwarp_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, 
 		if (ureq.stag_key || udata->outlen < sizeof(struct siw_uresp_reg_mr))
 			return ERR_PTR(-EINVAL);
 	}
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
-	if (!mr)
-		return ERR_PTR(-ENOMEM);
 	rv = iwarp_verbs->user_mr(dev_rust(pd->device), pd_handle(pd), start, length, virt, access, &stag);
-	if (!rv && udata) {
+	if (rv)
+		return ERR_PTR(rv);
+	if (udata) {
 		struct siw_uresp_reg_mr uresp = { .stag = stag };
 
 		rv = ib_respond_udata(udata, uresp);
-		if (rv)
+		if (rv) {
 			iwarp_verbs->dereg_mr(dev_rust(pd->device), stag);
+			return ERR_PTR(rv);
+		}
 	}
-	if (rv) {
-		kfree(mr);
-		return ERR_PTR(rv);
-	}
-	mr->base.lkey = stag;
-	mr->base.rkey = stag;
-	return &mr->base;
+	return new_mr(pd, stag, 0);
 }
 
 static int iwarp_set_page(struct ib_mr *ibmr, u64 addr)

@@ -13,7 +13,7 @@
 
 use super::events;
 use super::qp::Posted;
-use super::siw_rings::MappedCq;
+use super::siw_rings::{MappedCq, Mapping};
 use crate::cq::{CompletionQueue, Overrun};
 use crate::ffi;
 use crate::fifo::Fifo;
@@ -68,24 +68,19 @@ pub(crate) struct IbCq {
 impl IbCq {
     /// A CQ of `entries` (1 to [`MAX_CQE`]) for the RDMA core's `ibcq`.
     pub(super) fn new(ibcq: *mut ffi::ib_cq, entries: u32) -> Result<Arc<IbCq>> {
-        Self::make(ibcq, entries, false)
+        check_entries(entries)?;
+        Self::with(ibcq, Store::Kernel { entries: Fifo::new(entries as usize)?, armed: Armed::No })
     }
 
     /// A user process's CQ of `entries` for the RDMA core's `ibcq`, and its ring to map.
-    pub(super) fn new_mapped(ibcq: *mut ffi::ib_cq, entries: u32) -> Result<(Arc<IbCq>, ffi::iwarp_mapped_ring)> {
-        let cq = Self::make(ibcq, entries, true)?;
-        let mapping = match &cq.state.lock().store {
-            Store::Mapped(ring) => ring.mapping()?,
-            Store::Kernel { .. } => return Err(EINVAL),
-        };
-        Ok((cq, mapping))
+    pub(super) fn new_mapped(ibcq: *mut ffi::ib_cq, entries: u32) -> Result<(Arc<IbCq>, Mapping)> {
+        check_entries(entries)?;
+        let ring = MappedCq::new(entries)?;
+        let mapping = ring.mapping();
+        Ok((Self::with(ibcq, Store::Mapped(ring))?, mapping))
     }
 
-    fn make(ibcq: *mut ffi::ib_cq, entries: u32, mapped: bool) -> Result<Arc<IbCq>> {
-        if entries == 0 || entries > MAX_CQE {
-            return Err(EINVAL);
-        }
-        let store = if mapped { Store::Mapped(MappedCq::new(entries)?) } else { Store::Kernel { entries: Fifo::new(entries as usize)?, armed: Armed::No } };
+    fn with(ibcq: *mut ffi::ib_cq, store: Store) -> Result<Arc<IbCq>> {
         Arc::pin_init(
             pin_init!(IbCq { ibcq: ibcq as usize, users: AtomicU32::new(0), state <- new_spinlock_irq!(State { store, overflowed: false, destroyed: false }, "IbCq::state") }),
             GFP_KERNEL,
@@ -181,6 +176,14 @@ impl IbCq {
         *armed = if flags & ffi::IWARP_IB_CQ_SOLICITED_MASK == ffi::IWARP_IB_CQ_SOLICITED { Armed::Solicited } else { Armed::Any };
         i32::from(flags & ffi::IWARP_IB_CQ_REPORT_MISSED_EVENTS != 0 && entries.len() > 0)
     }
+}
+
+/// EINVAL unless a CQ may have `entries` (1 to [`MAX_CQE`]).
+fn check_entries(entries: u32) -> Result {
+    if entries == 0 || entries > MAX_CQE {
+        return Err(EINVAL);
+    }
+    Ok(())
 }
 
 /// `c` as the RDMA core's completion.

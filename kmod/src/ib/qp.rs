@@ -16,7 +16,7 @@
 use super::cm::QpConnection;
 use super::cq::{IbCq, QpCq};
 use super::device::IbDevice;
-use super::siw_rings::{RecvRing, SendRing, TakenSend};
+use super::siw_rings::{Mapping, RecvRing, SendRing, TakenSend};
 use crate::cq::Attached;
 use crate::error::{enotconn, eopnotsupp};
 use crate::ffi;
@@ -113,8 +113,8 @@ impl Posted {
 
 /// A user process's rings, for the RDMA core to map.
 pub(super) struct Mappings {
-    pub(super) send: ffi::iwarp_mapped_ring,
-    pub(super) recv: ffi::iwarp_mapped_ring,
+    pub(super) send: Mapping,
+    pub(super) recv: Mapping,
 }
 
 /// The engine freed room on `ibqp`'s send side: its work item runs again at once if its oldest
@@ -162,7 +162,7 @@ impl KernelQp {
         }
         let (ring, recv_ring) = if attr.user { (Some(SendRing::new(attr.max_send_wr)?), Some(RecvRing::new(attr.max_recv_wr)?)) } else { (None, None) };
         let mappings = match (&ring, &recv_ring) {
-            (Some(send), Some(recv)) => Some(Mappings { send: send.mapping()?, recv: recv.mapping()? }),
+            (Some(send), Some(recv)) => Some(Mappings { send: send.mapping(), recv: recv.mapping() }),
             _ => None,
         };
         let posted =

@@ -89,11 +89,20 @@ impl Ring {
     }
 }
 
-/// The mapping to hand the RDMA core for `ring`.
-fn mapped(ring: &Arc<SharedRing>) -> Result<ffi::iwarp_mapped_ring> {
-    let addr = ring.as_ptr().cast();
-    let bytes = ring.len();
-    Ok(ffi::iwarp_mapped_ring { rust: ring.clone().into_foreign().cast(), addr, bytes })
+/// A ring for the RDMA core to map: a reference to it, handed over only once the object that
+/// has the ring is made (until then, dropping it is all that failing takes).
+pub(super) struct Mapping(Arc<SharedRing>);
+
+impl Mapping {
+    /// What the shim maps; its `rust` reference is dropped through `ring_put`.
+    pub(super) fn into_ffi(self) -> ffi::iwarp_mapped_ring {
+        let (addr, bytes) = (self.0.as_ptr().cast(), self.0.len());
+        ffi::iwarp_mapped_ring { rust: self.0.into_foreign().cast(), addr, bytes }
+    }
+}
+
+fn mapped(ring: &Arc<SharedRing>) -> Mapping {
+    Mapping(ring.clone())
 }
 
 /// A user CQ's ring.
@@ -107,7 +116,7 @@ impl MappedCq {
     }
 
     /// The ring for the RDMA core to map (it holds a reference until unmapped and removed).
-    pub(super) fn mapping(&self) -> Result<ffi::iwarp_mapped_ring> {
+    pub(super) fn mapping(&self) -> Mapping {
         mapped(&self.ring.ring)
     }
 
@@ -179,7 +188,7 @@ impl SendRing {
         Ok(SendRing { ring: Ring::new(entries, SQE, 0)? })
     }
 
-    pub(super) fn mapping(&self) -> Result<ffi::iwarp_mapped_ring> {
+    pub(super) fn mapping(&self) -> Mapping {
         mapped(&self.ring.ring)
     }
 
@@ -245,7 +254,7 @@ impl RecvRing {
         Arc::pin_init(pin_init!(RecvRing { ring <- new_spinlock_bh!(ring, "RecvRing::ring") }), GFP_KERNEL)
     }
 
-    pub(super) fn mapping(&self) -> Result<ffi::iwarp_mapped_ring> {
+    pub(super) fn mapping(&self) -> Mapping {
         mapped(&self.ring.lock().ring)
     }
 }

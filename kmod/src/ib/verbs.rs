@@ -184,7 +184,7 @@ unsafe extern "C" fn create_cq(_dev: *mut c_void, ibcq: *mut ffi::ib_cq, entries
     } else {
         IbCq::new_mapped(ibcq, n).map(|(cq, mapping)| {
             // SAFETY: see above: a user process's CQ, whose ring the shim maps.
-            unsafe { *ring = mapping };
+            unsafe { *ring = mapping.into_ffi() };
             cq
         })
     };
@@ -257,7 +257,7 @@ unsafe extern "C" fn create_qp(dev: *mut c_void, ibqp: *mut ffi::ib_qp, attr: *m
     match made {
         Ok((q, mappings)) => {
             if let Some(m) = mappings {
-                (attr.sq, attr.rq) = (m.send, m.recv);
+                (attr.sq, attr.rq) = (m.send.into_ffi(), m.recv.into_ffi());
             }
             // SAFETY: see above.
             unsafe { *out = q.into_foreign() };

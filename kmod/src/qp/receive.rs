@@ -214,23 +214,26 @@ struct Placer<'a> {
 }
 
 impl Placer<'_> {
-    /// The receive message `msn` fills, taking receives from the QP's source as far as it
-    /// needs ([`super::RecvSource`]).
-    fn recv(&mut self, msn: u32) -> Option<&PostedRecv> {
+    /// Takes receives from the QP's source ([`super::RecvSource`]), if it has one, until the
+    /// one message `msn` fills is posted (or none is left, or the queue is full).
+    fn fill(&mut self, msn: u32) {
+        let Some(source) = &self.qp.recv_source else { return };
         let i = msn.wrapping_sub(self.q.next_recv_msn) as usize;
-        if let Some(source) = &self.qp.recv_source {
-            while self.q.rq.len() <= i && self.q.rq.len() < self.q.rq.capacity() {
-                let Some(wr) = source.take(&self.mrs, self.qp.max_sge) else { break };
-                // Room: checked above.
-                let _ = self.q.rq.push(wr);
-            }
+        while self.q.rq.len() <= i && self.q.rq.len() < self.q.rq.capacity() {
+            let Some(wr) = source.take(&self.mrs, self.qp.max_sge) else { break };
+            // Room: checked above.
+            let _ = self.q.rq.push(wr);
         }
-        self.q.rq.get(i)
+    }
+
+    /// The receive message `msn` fills (`fill` took it from the source, if it was there).
+    fn recv(&self, msn: u32) -> Option<&PostedRecv> {
+        self.q.rq.get(msn.wrapping_sub(self.q.next_recv_msn) as usize)
     }
 
     /// The oldest posted receive, which the Send or Immediate Data just delivered fills.
     fn take_recv(&mut self) -> Option<PostedRecv> {
-        self.recv(self.q.next_recv_msn)?;
+        self.fill(self.q.next_recv_msn);
         let wr = self.q.rq.pop()?;
         self.q.next_recv_msn = self.q.next_recv_msn.wrapping_add(1);
         Some(wr)
@@ -281,7 +284,8 @@ impl Sink for Placer<'_> {
                 self.mrs.check(stag, to, u64::from(len), access::LOCAL_WRITE).map_err(|_| Cause::RdmapCatastrophic)
             }
             Target::Untagged { msn, mo } => {
-                let wr = *self.recv(msn).ok_or(Cause::DdpNoBuffer)?;
+                self.fill(msn);
+                let wr = self.recv(msn).ok_or(Cause::DdpNoBuffer)?;
                 if wr.bad {
                     // Our consumer's receive, unusable: our failure, not the peer's.
                     return Err(Cause::RdmapCatastrophic);
@@ -304,7 +308,8 @@ impl Sink for Placer<'_> {
                 // Where our own Read's response goes: our fault, not the peer's.
                 _ => Cause::RdmapCatastrophic,
             }),
-            Target::Untagged { msn, mo } => match self.recv(msn).copied() {
+            // check() took the receive from the source already.
+            Target::Untagged { msn, mo } => match self.recv(msn) {
                 Some(wr) => wr.sgl.scatter(&self.mrs, mo, bytes).map_err(|_| Cause::RdmapCatastrophic),
                 None => Err(Cause::DdpNoBuffer),
             },
