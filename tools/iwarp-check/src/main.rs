@@ -615,14 +615,19 @@ fn filled_connection() -> Result<(TcpStream, TcpStream, usize), String> {
     client.set_nonblocking(true).map_err(err)?;
     let chunk = vec![0u8; 1 << 16];
     let mut queued = 0usize;
-    // Full when a write would still block after TCP had time to move what it could.
+    // Full when a write still blocks three times in a row, 200 ms apart: TCP had time to move
+    // what it could, and the peer to compact what it holds and open its window again (a slow
+    // debug kernel did that after two blocks 100 ms apart, not counted in a row).
     let mut blocked = 0;
-    while blocked < 2 {
+    while blocked < 3 {
         match client.write(&chunk) {
-            Ok(n) => queued += n,
+            Ok(n) => {
+                queued += n;
+                blocked = 0;
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 blocked += 1;
-                std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(Duration::from_millis(200));
             }
             Err(e) => return Err(format!("filling the send buffer: {e}")),
         }
