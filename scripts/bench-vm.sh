@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cargo xtask bench verbs: in one run between the same two guests, iwarp.ko (iwarp-bench) beside
-# siw (perftest with rdma_cm, -R) and plain TCP (iperf3, sockperf ping-pong); prints each
-# figure and the ratios. Usage: bench-vm.sh [--quick] [--faults | --sweep]
+# siw (perftest with rdma_cm, -R) and plain TCP (iperf3, sockperf ping-pong), and last the same
+# perftest runs on iwarp.ko's RDMA core device (iw0) in siw's place; prints each figure and the
+# ratios. Usage: bench-vm.sh [--quick] [--faults | --sweep]
 # The default run: 64 KiB write_bw and 8 B write_lat/send_lat (median, mean, 99th percentile of
 # the same number of exchanges for every stack) of our configurations (markers and CRC,
 # blocking and polling; receiving in a work item; plain, blocking and polling; copied), siw
@@ -120,10 +121,10 @@ CPU_MIN_TICKS=5
 # The runs cpu_cost compares, each taking the number of messages last.
 ours_bw_n() { local bw_iters=$2; ours cpu-ours-64k "$1" bw; }
 ours_lat_n() { local lat_iters=$2; ours cpu-ours-8 "$1" send_lat; }
-siw_bw_n() { siw_bw cpu-siw-64k 65536 "$1"; }
+perftest_bw_n() { perftest_bw "cpu-$pt_dev-64k" 65536 "$1"; }
 # Blocking, as ours and TCP wait in these runs: a polling perftest would bill its spinning as
 # the message's cost.
-siw_lat_n() { perftest cpu-siw-8 ib_send_lat 8 "$1" 5 1 -e; }
+perftest_lat_n() { perftest "cpu-$pt_dev-8" ib_send_lat 8 "$1" 5 1 -e; }
 # tcp_stream N: iperf3 sending N writes of 64 KiB.
 tcp_stream() { cell TCP cpu-tcp-64k 5201 "iperf3 -s -1 -p 5201" "iperf3 -c $B -p 5201 -n $(($1 * 65536)) -l 65536"; }
 # tcp_pingpong SECS: sockperf's ping-pong of 14 B for SECS; MESSAGES: the exchanges it made (its
@@ -217,22 +218,25 @@ figure() {
     R[$1]=$(awk -v c="$3" -v k="$4" '$c ~ /^[0-9]+(\.[0-9]+)?$/ && $c + 0 > 0 {printf "%.1f", $c * k}' <<<"$2")
     [ -n "${R[$1]}" ] || [ -n "${MISSING[$1]:-}" ] || MISSING[$1]="no figure in its output: '$(tail -1 <<<"$OUT")'"
 }
-# perftest NAME TOOL SIZE ITERS COLUMN SCALE [ARGS]: siw through rdma_cm (port 18515), perftest
-# polling its CQ unless ARGS say -e. The result line is kept in LINE for more columns.
+# The RDMA core device perftest runs on, and the stack its figures count for: siw's siw0 until
+# the last phase, then iw0, ours, driven by the same binaries through rdma-core's siw provider.
+pt_dev=siw0 pt_stack=siw
+# perftest NAME TOOL SIZE ITERS COLUMN SCALE [ARGS]: perftest on PT_DEV through rdma_cm (port
+# 18515), polling its CQ unless ARGS say -e. The result line is kept in LINE for more columns.
 perftest() {
-    local args="-R -d siw0 -s $3 -n $4 -F ${7:-}"
+    local args="-R -d $pt_dev -s $3 -n $4 -F ${7:-}"
     # A crashed perftest leaves rdma_cm ids behind for a moment: wait until none is left.
     SETTLE='for i in $(seq 50); do [ -z "$(rdma resource show cm_id 2>/dev/null)" ] && exit 0; sleep 0.2; done' \
-        cell siw "$1" 18515 "timeout 60 $2 $args" "timeout 60 $2 $args $B"
+        cell $pt_stack "$1" 18515 "timeout 60 $2 $args" "timeout 60 $2 $args $B"
     LINE=$(awk -v s="$3" '$1 == s && NF > 4' <<<"$OUT" | tail -1)
     figure "$1" "$LINE" "$5" "$6"
-    echo "siw $2${7:+ $7} $3 B: ${R[$1]:-not measured}"
+    echo "$pt_dev $2${7:+ $7} $3 B: ${R[$1]:-not measured}"
     [ -n "${R[$1]:-}" ]
 }
-# siw_bw NAME SIZE ITERS: perftest's write_bw in MB/s (it reports Gbit/s), BW_DEPTH Writes in
+# perftest_bw NAME SIZE ITERS: perftest's write_bw in MB/s (it reports Gbit/s), BW_DEPTH Writes in
 # flight, each completion signalled as ours are (-Q 1; up to 8 KiB perftest signals only one in
 # 100 unless told). It polls its CQ: perftest refuses -e for Write.
-siw_bw() { perftest "$1" ib_write_bw "$2" "$3" 4 125 "--report_gbits -t $bw_depth -Q 1"; }
+perftest_bw() { perftest "$1" ib_write_bw "$2" "$3" 4 125 "--report_gbits -t $bw_depth -Q 1"; }
 # perftest_lat NAME TOOL [ARGS]: 8 B latency over LAT_ITERS exchanges, as perftest reports it
 # (half the round trip): t_typical (its median), t_avg, 99% percentile.
 perftest_lat() {
@@ -240,13 +244,13 @@ perftest_lat() {
     figure "$1/mean" "$LINE" 6 1
     figure "$1/p99" "$LINE" 8 1
 }
-# siw: polling, as perftest runs by default, in every test; send_lat also sleeping on CQ events
-# (siw-events), the one of the three that perftest lets block.
-siw() {
-    siw_bw siw/write_bw "$bw_size" "$bw_iters"
-    perftest_lat siw/write_lat ib_write_lat
-    perftest_lat siw/send_lat ib_send_lat
-    perftest_lat siw-events/send_lat ib_send_lat -e
+# perftest_all NAME: perftest on PT_DEV polling, as it runs by default, in every test (NAME);
+# send_lat also sleeping on CQ events (NAME-events), the one of the three that perftest lets block.
+perftest_all() {
+    perftest_bw "$1/write_bw" "$bw_size" "$bw_iters"
+    perftest_lat "$1/write_lat" ib_write_lat
+    perftest_lat "$1/send_lat" ib_send_lat
+    perftest_lat "$1-events/send_lat" ib_send_lat -e
 }
 # iperf3_bw NAME: TCP's bandwidth (iperf3) in MB/s, in writes of BW_SIZE (at most its largest, 1 MiB).
 iperf3_bw() {
@@ -364,7 +368,7 @@ if [ $sweep = 1 ]; then
         lat_iters=$((lat_iters > most ? most : lat_iters < 20 ? 20 : lat_iters))
         ours "size/$1/mc" "--markers 1 --crc 1" write || status=1
         ours "size/$1/plain" "--markers 0 --crc 0" write || status=1
-        siw_bw "size/$1/siw/write_bw" "$1" "$bw_iters"
+        perftest_bw "size/$1/siw/write_bw" "$1" "$bw_iters"
         perftest "size/$1/siw/write_lat/p50" ib_write_lat "$1" "$lat_iters" 5 1
         iperf3_bw "size/$1/tcp/write_bw"
         (($1 > 65536)) || sockperf_lat "size/$1/tcp/write_lat"
@@ -393,7 +397,7 @@ if [ $sweep = 1 ]; then
             vm_netem A "${f#*|}" && vm_netem B "${f#*|}" || { echo "FAILED: netem ${f#*|}"; status=1; continue; }
             for ((k = 1; k <= reps; k++)); do
                 for c in "${configs[@]}"; do ours "$n/${c%%|*}#$k" "${c#*|}" bw || status=1; done
-                siw_bw "$n/siw#$k" "$bw_size" "$bw_iters"
+                perftest_bw "$n/siw#$k" "$bw_size" "$bw_iters"
                 iperf3_bw "$n/tcp#$k"
             done
             for m in "${configs[@]%%|*}" siw tcp; do
@@ -535,21 +539,24 @@ ours plain "--markers 0 --crc 0" || status=1
 echo "---- iwarp.ko, markers and CRC off, polling (--poll 1): the headline beside siw's polling perftest"
 ours plain-poll "--markers 0 --crc 0 --poll 1" || status=1
 # Many QPs (CLAN's shared queues): the aggregate over QPs sharing one CQ, and one QP's latency
-# while many others are connected and idle (no per-QP scan may be on the hot path).
+# while many others are connected and idle (no per-QP scan may be on the hot path). A study of
+# our own design: the full run only.
 qp_counts=(1 4 16 64)
+((quick)) && qp_counts=()
 idle_qps=1000
-((quick)) && qp_counts=(1 16)
 for q in "${qp_counts[@]}"; do
     echo "---- iwarp.ko, markers and CRC on, blocking: 64 KiB write_bw over $q QP(s) sharing one CQ"
     ours "qps$q" "--markers 1 --crc 1" bw "--qps $q" || status=1
 done
-echo "---- iwarp.ko, markers and CRC on, blocking: 8 B latency alone, then with $idle_qps idle QPs connected"
-ours alone "--markers 1 --crc 1" lat || status=1
-ours idle "--markers 1 --crc 1" lat "--idle $idle_qps" || status=1
+if ((!quick)); then
+    echo "---- iwarp.ko, markers and CRC on, blocking: 8 B latency alone, then with $idle_qps idle QPs connected"
+    ours alone "--markers 1 --crc 1" lat || status=1
+    ours idle "--markers 1 --crc 1" lat "--idle $idle_qps" || status=1
+fi
 echo "---- iwarp.ko, markers and CRC off, every payload copied (no zero copy), blocking"
 ours plain-copy "--markers 0 --crc 0 --copy 1" || status=1
 echo "---- siw (perftest -R): polling; send_lat also on CQ events (-e)"
-siw
+perftest_all siw
 echo "---- TCP (iperf3, sockperf): blocking"
 tcp
 # What a message costs the hosts (the headline of Kim et al.'s QPIP: host overhead, not wire
@@ -567,10 +574,31 @@ if ((!quick)); then
     cpu_cost cpu/markers/64k 100 $cpu_bw_n2 ours_bw_n "--markers 1 --crc 0" || status=1
     cpu_cost cpu/crc/64k 100 $cpu_bw_n2 ours_bw_n "--markers 0 --crc 1" || status=1
 fi
-cpu_cost cpu/siw/64k 100 $cpu_bw_n2 siw_bw_n
-cpu_cost cpu/siw/8 100 $cpu_lat_n2 siw_lat_n
+cpu_cost cpu/siw/64k 100 $cpu_bw_n2 perftest_bw_n
+cpu_cost cpu/siw/8 100 $cpu_lat_n2 perftest_lat_n
 cpu_cost cpu/tcp/64k 100 $cpu_bw_n2 tcp_stream
 cpu_cost cpu/tcp/8 1 $((1 + 2 * secs)) tcp_pingpong
+# The fairest comparison with siw: the same perftest binaries, flags and iterations on iw0, our
+# RDMA core device, which rdma-core's siw provider drives as it drives siw0. siw and our devices
+# never run side by side (docs/device-model.md), so siw goes first. MPA as siw runs by default
+# (neither markers nor CRC), then our defaults (both).
+echo "---- perftest (-R) on iwarp.ko's iw0, the same binaries and flags as on siw: markers and CRC off"
+to_iw0='rdma link delete siw0 && rmmod siw && rdma link add iw0 type iwarp netdev $IWARP_IF'
+mpa() { vm_run A "$1" >/dev/null && vm_run B "$1" >/dev/null; }
+if mpa "$to_iw0" && mpa 'echo 0 >/sys/class/infiniband/iw0/mpa_markers && echo 0 >/sys/class/infiniband/iw0/mpa_crc'; then
+    pt_dev=iw0 pt_stack=iwarp.ko
+    perftest_all pt-plain
+    cpu_cost cpu/pt-plain/64k 100 $cpu_bw_n2 perftest_bw_n || status=1
+    cpu_cost cpu/pt-plain/8 100 $cpu_lat_n2 perftest_lat_n || status=1
+    if ((!quick)); then
+        echo "---- perftest (-R) on iw0: markers and CRC on"
+        mpa 'echo 1 >/sys/class/infiniband/iw0/mpa_markers && echo 1 >/sys/class/infiniband/iw0/mpa_crc' || status=1
+        perftest_all pt-mc
+    fi
+else
+    echo "FAILED: iw0 in place of siw0"
+    status=1
+fi
 vm_stop || status=1
 
 # at STACK TEST [STAT]: a figure of the main run, empty if not measured (TCP's one ping-pong
@@ -628,22 +656,29 @@ echo "   events (send_lat only: perftest refuses -e for Write); TCP sleeps in re
 rx_col=()
 ((rx_work)) && rx_col=("mc-work|M+C rx work, blocking")
 table "mc|M+C, blocking" "${rx_col[@]}" "plain|plain, blocking" "plain-copy|plain copy, blocking" "siw-events|siw -e, blocking" \
-    "tcp|TCP, blocking"
+    "pt-plain-events|iw0 plain -e, blocking" "tcp|TCP, blocking"
 echo "-- polling: ours --poll 1 (spins on the CQ, never sleeps); perftest as it runs by default (polls its CQ)"
-table "mc-poll|M+C, polling" "plain-poll|plain, polling" "siw|siw, polling"
+pt_mc_col=()
+((quick)) || pt_mc_col=("pt-mc|iw0 M+C, polling")
+table "mc-poll|M+C, polling" "plain-poll|plain, polling" "siw|siw, polling" "pt-plain|iw0 plain, polling" "${pt_mc_col[@]}"
 echo "(M+C: markers and CRC, our default; plain: neither, as siw runs by default; rx work: receiving in a work item;"
+echo " iw0: perftest with the same flags as siw's, on iwarp.ko through rdma-core's siw provider, the others iwarp-bench;"
 echo " TCP: iperf3 and sockperf ping-pong of 14 B, its smallest; write_lat watches the buffer in both modes, as perftest's"
 echo " does: ours yields the CPU between looks when blocking, not when polling)"
 echo
 echo "==== ratios, each between two stacks waiting alike (bandwidth: higher is better for us; latency: lower is better"
-echo "     for us; medians, then means). Headline: iwarp plain ÷ siw, both polling (the one mode perftest runs every"
-echo "     test in); ÷ TCP, both blocking"
-versus "plain, polling ÷ siw, polling (headline)" plain-poll siw write_bw write_lat send_lat
+echo "     for us; medians, then means). Headline: the same perftest on iw0 ÷ on siw, plain, both polling (the one mode"
+echo "     perftest runs every test in); iwarp-bench plain ÷ TCP, both blocking"
+versus "perftest on iw0 ÷ on siw, plain, polling (headline)" pt-plain siw write_bw write_lat send_lat
+versus "perftest on iw0 ÷ on siw, plain, -e" pt-plain-events siw-events send_lat
+((quick)) || versus "perftest on iw0 ÷ on siw, M+C, polling" pt-mc siw write_bw write_lat send_lat
+versus "plain, polling ÷ siw, polling" plain-poll siw write_bw write_lat send_lat
 versus "plain, blocking ÷ siw -e, blocking" plain siw-events send_lat
 versus "plain, blocking ÷ TCP, blocking (headline)" plain tcp write_bw write_lat send_lat
 versus "M+C, polling ÷ siw, polling" mc-poll siw write_bw write_lat send_lat
 versus "M+C, blocking ÷ siw -e, blocking" mc siw-events send_lat
 versus "M+C, blocking ÷ TCP, blocking" mc tcp write_bw write_lat send_lat
+versus "perftest on iw0 ÷ iwarp-bench, plain, polling" pt-plain plain-poll write_bw write_lat send_lat
 versus "ours polling ÷ blocking, plain" plain-poll plain write_bw write_lat send_lat
 versus "ours polling ÷ blocking, M+C" mc-poll mc write_bw write_lat send_lat
 versus "M+C ÷ plain, both blocking" mc plain write_bw
@@ -656,25 +691,27 @@ echo "     64 KiB: an RDMA Write (TCP: a 64 KiB write); 8 B: a ping-pong exchang
 echo "     from the difference of a short and a long run, so what any run costs once cancels out;"
 echo "     every stack blocking (ours' default wait, perftest -e, TCP) but siw at 64 KiB, which polls (perftest has no -e for Write)"
 cpu() { echo "${R[cpu/$1/$2/cpu_a]:-n/a} / ${R[cpu/$1/$2/cpu_b]:-n/a}"; }
-printf '%-8s %22s %22s %22s %22s\n' "" "iwarp M+C, blocking" "iwarp plain, blocking" "siw: 64k polls, 8 -e" "TCP, blocking"
-for m in 64k 8; do printf '%-8s %22s %22s %22s %22s\n' "$m" "$(cpu ours $m)" "$(cpu plain $m)" "$(cpu siw $m)" "$(cpu tcp $m)"; done
+printf '%-8s %22s %22s %22s %22s %22s\n' "" "iwarp M+C, blocking" "iwarp plain, blocking" "siw: 64k polls, 8 -e" "iw0 plain: as siw" "TCP, blocking"
+for m in 64k 8; do printf '%-8s %22s %22s %22s %22s %22s\n' "$m" "$(cpu ours $m)" "$(cpu plain $m)" "$(cpu siw $m)" "$(cpu pt-plain $m)" "$(cpu tcp $m)"; done
 ((quick)) || echo "64k, markers only: $(cpu markers 64k); CRC only: $(cpu crc 64k) (blocking)"
 for m in 64k 8; do
     for side in a b; do
         line="$m, guest ${side^^}:"
-        for cfg in ours plain; do
+        for cfg in ours plain pt-plain; do
             line+=" $cfg ÷ TCP $(ratio "${R[cpu/$cfg/$m/cpu_$side]:-}" "${R[cpu/tcp/$m/cpu_$side]:-}"), ÷ siw $(ratio "${R[cpu/$cfg/$m/cpu_$side]:-}" "${R[cpu/siw/$m/cpu_$side]:-}");"
         done
         echo "$line"
     done
 done
-echo
-echo "==== many QPs (markers and CRC, blocking): 64 KiB write_bw in all, MB/s (÷ one QP)"
-for q in "${qp_counts[@]}"; do printf '%s QPs: %s (%s)   ' "$q" "${R[qps$q/write_bw]:-n/a}" "$(ratio "${R[qps$q/write_bw]:-}" "${R[qps1/write_bw]:-}")"; done
-echo
-for t in write_lat send_lat; do
-    echo "$t 8 B with $idle_qps idle QPs ÷ alone (blocking): median $(ratio "${R[idle/$t/p50]:-}" "${R[alone/$t/p50]:-}"), mean $(ratio "${R[idle/$t/mean]:-}" "${R[alone/$t/mean]:-}")  (${R[idle/$t/p50]:-n/a} vs ${R[alone/$t/p50]:-n/a} us)"
-done
+if ((!quick)); then
+    echo
+    echo "==== many QPs (markers and CRC, blocking): 64 KiB write_bw in all, MB/s (÷ one QP)"
+    for q in "${qp_counts[@]}"; do printf '%s QPs: %s (%s)   ' "$q" "${R[qps$q/write_bw]:-n/a}" "$(ratio "${R[qps$q/write_bw]:-}" "${R[qps1/write_bw]:-}")"; done
+    echo
+    for t in write_lat send_lat; do
+        echo "$t 8 B with $idle_qps idle QPs ÷ alone (blocking): median $(ratio "${R[idle/$t/p50]:-}" "${R[alone/$t/p50]:-}"), mean $(ratio "${R[idle/$t/mean]:-}" "${R[alone/$t/mean]:-}")  (${R[idle/$t/p50]:-n/a} vs ${R[alone/$t/p50]:-n/a} us)"
+    done
+fi
 echo
 for k in siw/write_bw siw/write_lat/p50 siw/send_lat/p50 siw-events/send_lat/p50 tcp/write_bw tcp/lat/p50; do
     [ -n "${R[$k]:-}" ] || echo "${k%%/*} ${k#*/}: NOT MEASURED: ${MISSING[$k]:-unknown} (its ratios are n/a)"
@@ -684,7 +721,10 @@ attempts
 mine=()
 for cfg in mc mc-poll ${rx_col:+mc-work} plain plain-poll plain-copy; do mine+=("$cfg/write_bw" "$cfg/write_lat/p50" "$cfg/send_lat/p50"); done
 for q in "${qp_counts[@]}"; do mine+=("qps$q/write_bw"); done
-mine+=(alone/write_lat/p50 alone/send_lat/p50 idle/write_lat/p50 idle/send_lat/p50)
+((quick)) || mine+=(alone/write_lat/p50 alone/send_lat/p50 idle/write_lat/p50 idle/send_lat/p50)
+# perftest on iw0 is ours too: iwarp.ko under rdma-core's siw provider.
+for cfg in pt-plain ${pt_mc_col:+pt-mc}; do mine+=("$cfg/write_bw" "$cfg/write_lat/p50" "$cfg/send_lat/p50"); done
+mine+=(pt-plain-events/send_lat/p50)
 for m in "${mine[@]}"; do
     c=${m%%/*}
     awk -v x="${R[$m]:-}" 'BEGIN { exit !(x + 0 > 0) }' || { echo "FAILED: our $c ${m#*/} figure is missing${MISSING[$c]:+: ${MISSING[$c]}}"; status=1; }
