@@ -275,7 +275,7 @@ pub(crate) fn drip(host: &str, port: &str) -> Check {
 }
 
 /// How long the stalled peer reads nothing.
-const STALL: Duration = Duration::from_secs(30);
+const STALL: Duration = Duration::from_secs(8);
 
 /// Guest B: accepts, answers the MPA request, then reads nothing for [`STALL`] and closes, so
 /// the module's side cannot send more than the two socket buffers hold.
