@@ -194,31 +194,36 @@ capture() {
     # before it does leaves an empty capture (a CI run failed so), hence the generous bound.
     for _ in $(seq 300); do grep -q "listening on" "$pcap.log" && break; sleep 0.1; done
 }
-# checked PID FILE PORTS [OPTION...]: stops the capture tcpdump PID makes into FILE (0.5 s
-# after the test: in immediate mode libpcap hands each packet over as it comes, not in ring
-# blocks that retire after a second, which left short tests empty captures when stopped
-# sooner) and checks it with
-# tools/wire-check (every FPDU of every connection on PORTS, markers and CRCs, and Wireshark's
-# dissectors on every segment that holds whole FPDUs), passing OPTIONs on; --cut when tcpdump had stopped by itself at its
-# packet bound. IWARP_WIRE_KEEP=DIR keeps there the captures that fail.
-checked() {
-    local pid=$1 pcap=$2 ports=$3 cut= rc=0
-    shift 3
+# capture_stop PID: stops tcpdump PID 0.5 s after the test (in immediate mode libpcap hands
+# each packet over as it comes, not in ring blocks that retire after a second, which left short
+# tests empty captures when stopped sooner); CUT is --cut if it had stopped by itself at its
+# packet bound.
+capture_stop() {
+    CUT=
     sleep 0.5
-    kill "$pid" 2>/dev/null || cut=--cut
-    wait "$pid"
-    if ! "$wirecheck" "$pcap" "$ports" --tshark $cut "$@"; then
+    kill "$1" 2>/dev/null || CUT=--cut
+    wait "$1"
+}
+# wire_check FILE PORTS [OPTION...]: tools/wire-check on the stopped capture FILE (every FPDU
+# of every connection on PORTS, markers and CRCs, and Wireshark's dissectors on every segment
+# that holds whole FPDUs), passing OPTIONs on. The capture goes once checked;
+# IWARP_WIRE_KEEP=DIR keeps there the captures that fail.
+wire_check() {
+    local pcap=$1 ports=$2 rc=0
+    shift 2
+    if ! "$wirecheck" "$pcap" "$ports" --tshark "$@"; then
         rc=1
         [ -n "${IWARP_WIRE_KEEP:-}" ] && mkdir -p "$IWARP_WIRE_KEEP" && mv "$pcap" "$IWARP_WIRE_KEEP/"
     fi
     rm -f "$pcap" "$pcap.log"
     return $rc
 }
-# captured FILE PORT NEED [SENDER SENDER-NEED]: checks the capture capture() began (checked
-# above); at least NEED % of the data segments must hold whole FPDUs from their first octet, and
+# captured FILE PORT NEED [SENDER SENDER-NEED]: stops and checks the capture capture() began
+# (above); at least NEED % of the data segments must hold whole FPDUs from their first octet, and
 # SENDER-NEED % of those address SENDER sent.
 captured() {
-    checked "$CAPTURE_PID" "$1" "$2" --aligned "$3" ${4:+--aligned-from "$4" "$5"}
+    capture_stop "$CAPTURE_PID"
+    wire_check "$1" "$2" $CUT --aligned "$3" ${4:+--aligned-from "$4" "$5"}
 }
 # On the wire, FPDUs start TCP segments: the bridge is captured while verbs rounds run with CRC
 # only. Aligned (aligned=1), at least WIRE_MIN % of the segments must hold whole FPDUs; the same
@@ -1384,6 +1389,7 @@ t() {
     shift
     on_this_kernel "$name" || return 0
     if [ -n "${IWARP_VM_TESTS:-}" ] && ! [[ $name =~ $IWARP_VM_TESTS ]]; then
+        report
         ktap_skip "$flavour/$name" "not selected by IWARP_VM_TESTS"
         PORT=$((PORT + 10))
         return
@@ -1396,19 +1402,40 @@ t() {
         wire_pid=$CAPTURE_PID
     fi
     "$@" >"$out"
-    local status=$?
+    local status=$? job=
+    echo "took $((SECONDS - t0)) s" >>"$out"
+    # The capture is checked in the background while the next test runs; this test's result is
+    # printed once its check is done, after the next test (results stay in order).
     if [ -n "$pcap" ]; then
-        local need=1 t1=$SECONDS
+        local need=1
         [[ $name =~ $WIRE_NO_CONNECTION ]] && need=0
-        checked "$wire_pid" "$pcap" "$PORT-$((PORT + 9))" --connections $need "${WIRE_EXPECT[@]}" >>"$out" 2>&1 || status=1
-        echo "wire check: $((SECONDS - t1)) s" >>"$out"
+        capture_stop "$wire_pid"
+        wire_check "$pcap" "$PORT-$((PORT + 9))" $CUT --connections $need "${WIRE_EXPECT[@]}" >"$out.wire" 2>&1 &
+        job=$!
     fi
     WIRE_EXPECT=()
-    sed 's/^/# /' "$out"
-    echo "# took $((SECONDS - t0)) s"
-    if [ $status = 0 ]; then ktap_pass "$flavour/$name"; else ktap_fail "$flavour/$name"; fi
+    report
+    mv "$out" "$out.pending"
+    [ -n "$job" ] && mv "$out.wire" "$out.pending.wire"
+    PENDING=("$flavour/$name" "$status" "$job")
     PORT=$((PORT + 10))
 }
+# report: prints the result of the test before (PENDING: name, status, wire check's job), its
+# output and its wire check's.
+PENDING=()
+report() {
+    [ ${#PENDING[@]} = 0 ] && return
+    local name=${PENDING[0]} status=${PENDING[1]} job=${PENDING[2]}
+    if [ -n "$job" ]; then
+        wait "$job" || status=1
+        cat "$out.pending.wire" >>"$out.pending"
+        rm -f "$out.pending.wire"
+    fi
+    sed 's/^/# /' "$out.pending"
+    if [ "$status" = 0 ]; then ktap_pass "$name"; else ktap_fail "$name"; fi
+    PENDING=()
+}
 tests
-rm -f "$out"
+report
+rm -f "$out" "$out.pending"
 ! ktap_failed
