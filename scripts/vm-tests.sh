@@ -188,19 +188,19 @@ capture() {
     [ -n "${3:-}" ] && count=(-c "$3")
     # A log left by an earlier capture into FILE would pass for this one's "listening on".
     rm -f "$pcap.log"
-    ip netns exec "$VM_NS" tcpdump -i br0 -U --immediate-mode -B 8192 "${count[@]}" -w "$pcap" "$2" 2>"$pcap.log" &
+    ip netns exec "$VM_NS" tcpdump -i br0 -U -B 8192 "${count[@]}" -w "$pcap" "$2" 2>"$pcap.log" &
     CAPTURE_PID=$!
     # Under load (CI's two cores busy) tcpdump can take seconds to listen; a test that starts
     # before it does leaves an empty capture (a CI run failed so), hence the generous bound.
     for _ in $(seq 300); do grep -q "listening on" "$pcap.log" && break; sleep 0.1; done
 }
-# capture_stop PID: stops tcpdump PID 0.5 s after the test (in immediate mode libpcap hands
-# each packet over as it comes, not in ring blocks that retire after a second, which left short
-# tests empty captures when stopped sooner); CUT is --cut if it had stopped by itself at its
-# packet bound.
+# capture_stop PID: stops tcpdump PID 1.2 s after the test (libpcap hands packets over in ring
+# blocks that retire after a second, and a short test stopped sooner left an empty capture twice
+# in CI; immediate mode, which hands each packet over as it comes, lost packets of 1 MiB
+# transfers under CI's load); CUT is --cut if it had stopped by itself at its packet bound.
 capture_stop() {
     CUT=
-    sleep 0.5
+    sleep 1.2
     kill "$1" 2>/dev/null || CUT=--cut
     wait "$1"
 }
