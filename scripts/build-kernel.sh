@@ -9,11 +9,6 @@ src=$(kernel_source)
 out=$(kernel_build_dir "$flavour")
 say() { printf '==> kernel(%s): %s\n' "$flavour" "$*"; }
 
-# One build of a flavour at a time: CI builds the debug kernel in the background while the tests
-# run (ci/run.sh), and the debug suite's own call waits here until that build is done.
-mkdir -p "$(dirname "$out")"
-exec 9>"$out.lock"
-flock 9
 if [ -f "$out/.built" ]; then
     say "cached: $out"
     exit 0
