@@ -592,15 +592,19 @@ qperf_uverbs() {
     return $rc
 }
 # A libibverbs program killed mid-transfer (perftest's ib_write_bw in B, writing to A for 8 s,
-# killed after 2): its QP, regions and pins go at once; the server in A ends; nothing is left.
+# killed a second after its regions are pinned): its QP, regions and pins go at once; the
+# server in A ends; nothing is left.
 ib_uverbs_killed_mid_transfer() {
     local rc=0 args="-R -d iw0 -s 65536 -D 8 -F -p $PORT"
     peer_begin iwarp || return 1
     vm_serve A perftest "$PORT" "timeout 60 ib_write_bw $args" || rc=1
     [ $rc = 0 ] && { vm_run B "ib_write_bw $args $(vm_ip A) >/tmp/bw.out 2>&1 & pid=\$!
         for i in \$(seq 300); do rdma resource show qp 2>/dev/null | grep -q ib_write_bw && break; sleep 0.1; done
-        sleep 2
+        # Its regions are pinned once it has connected (seconds later on the debug kernel).
+        for i in \$(seq 300); do $check stats-zero >/dev/null 2>&1 || break; kill -0 \$pid || break; sleep 0.1; done
+        sleep 1
         rdma resource show qp | grep -w ib_write_bw
+        kill -0 \$pid || { echo 'the transfer ended before the kill'; exit 1; }
         $check stats-zero >/dev/null 2>&1 && { echo 'nothing pinned mid-transfer'; kill -9 \$pid; exit 1; }
         kill -9 \$pid; wait \$pid; echo \"ib_write_bw killed (status \$?)\"
         ! rdma resource show qp | grep -w ib_write_bw || { echo 'its QP outlived it'; exit 1; }
