@@ -48,8 +48,9 @@ bw_depth=128
 vm_start 2 release || exit $?
 B=$(vm_ip B)
 status=0
-setup='insmod '"$ko"' && modprobe siw && rdma link add siw0 type siw netdev $IWARP_IF'
-vm_run A "$setup" >/dev/null && vm_run B "$setup" >/dev/null || { vm_stop; echo "FATAL: guest setup failed" >&2; exit 1; }
+# both CMD: CMD in guest A, then (if it succeeded) in guest B.
+both() { vm_run A "$1" >/dev/null && vm_run B "$1" >/dev/null; }
+both 'insmod '"$ko"' && modprobe siw && rdma link add siw0 type siw netdev $IWARP_IF' || { vm_stop; echo "FATAL: guest setup failed" >&2; exit 1; }
 
 declare -A R
 # ours NAME OPTS [WHAT [CLIENT]]: through iwarp.ko (iwarp-bench, OPTS on both sides, CLIENT on
@@ -135,9 +136,7 @@ tcp_pingpong() {
 }
 
 # reload OPTS: iwarp.ko loaded again in both guests with module parameters OPTS.
-reload() {
-    vm_run A "rmmod iwarp && insmod $ko $1" >/dev/null && vm_run B "rmmod iwarp && insmod $ko $1" >/dev/null
-}
+reload() { both "rmmod iwarp && insmod $ko $1"; }
 # pick JSON TEST EXPR: EXPR of the first result of TEST in iwarp-bench's JSON (one array per
 # client run).
 pick() { jq -rs --arg t "$2" "[.[][] | select(.test == \$t)][0] // empty | $3" <<<"$1"; }
@@ -536,7 +535,7 @@ if ((rx_work)); then
 fi
 echo "---- iwarp.ko, markers and CRC off (as siw runs by default), blocking"
 ours plain "--markers 0 --crc 0" || status=1
-echo "---- iwarp.ko, markers and CRC off, polling (--poll 1): the headline beside siw's polling perftest"
+echo "---- iwarp.ko, markers and CRC off, polling (--poll 1): beside siw's polling perftest"
 ours plain-poll "--markers 0 --crc 0 --poll 1" || status=1
 # Many QPs (CLAN's shared queues): the aggregate over QPs sharing one CQ, and one QP's latency
 # while many others are connected and idle (no per-QP scan may be on the hot path). A study of
@@ -584,15 +583,14 @@ cpu_cost cpu/tcp/8 1 $((1 + 2 * secs)) tcp_pingpong
 # (neither markers nor CRC), then our defaults (both).
 echo "---- perftest (-R) on iwarp.ko's iw0, the same binaries and flags as on siw: markers and CRC off"
 to_iw0='rdma link delete siw0 && rmmod siw && rdma link add iw0 type iwarp netdev $IWARP_IF'
-mpa() { vm_run A "$1" >/dev/null && vm_run B "$1" >/dev/null; }
-if mpa "$to_iw0" && mpa 'echo 0 >/sys/class/infiniband/iw0/mpa_markers && echo 0 >/sys/class/infiniband/iw0/mpa_crc'; then
+if both "$to_iw0" && both 'echo 0 >/sys/class/infiniband/iw0/mpa_markers && echo 0 >/sys/class/infiniband/iw0/mpa_crc'; then
     pt_dev=iw0 pt_stack=iwarp.ko
     perftest_all pt-plain
     cpu_cost cpu/pt-plain/64k 100 $cpu_bw_n2 perftest_bw_n || status=1
     cpu_cost cpu/pt-plain/8 100 $cpu_lat_n2 perftest_lat_n || status=1
     if ((!quick)); then
         echo "---- perftest (-R) on iw0: markers and CRC on"
-        mpa 'echo 1 >/sys/class/infiniband/iw0/mpa_markers && echo 1 >/sys/class/infiniband/iw0/mpa_crc' || status=1
+        both 'echo 1 >/sys/class/infiniband/iw0/mpa_markers && echo 1 >/sys/class/infiniband/iw0/mpa_crc' || status=1
         perftest_all pt-mc
     fi
 else
@@ -723,7 +721,7 @@ for cfg in mc mc-poll ${rx_col:+mc-work} plain plain-poll plain-copy; do mine+=(
 for q in "${qp_counts[@]}"; do mine+=("qps$q/write_bw"); done
 ((quick)) || mine+=(alone/write_lat/p50 alone/send_lat/p50 idle/write_lat/p50 idle/send_lat/p50)
 # perftest on iw0 is ours too: iwarp.ko under rdma-core's siw provider.
-for cfg in pt-plain ${pt_mc_col:+pt-mc}; do mine+=("$cfg/write_bw" "$cfg/write_lat/p50" "$cfg/send_lat/p50"); done
+for cfg in pt-plain $( ((quick)) || echo pt-mc); do mine+=("$cfg/write_bw" "$cfg/write_lat/p50" "$cfg/send_lat/p50"); done
 mine+=(pt-plain-events/send_lat/p50)
 for m in "${mine[@]}"; do
     c=${m%%/*}

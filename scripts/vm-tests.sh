@@ -1408,19 +1408,18 @@ t() {
     "$@" >"$out"
     local status=$? job=
     echo "took $((SECONDS - t0)) s" >>"$out"
-    # The capture is checked in the background while the next test runs; this test's result is
-    # printed once its check is done, after the next test (results stay in order).
+    # The test before is reported now: its capture was checked while this test ran. This test's
+    # capture is checked in the background while the next one runs (results stay in order).
+    report
+    mv "$out" "$out.pending"
     if [ -n "$pcap" ]; then
         local need=1
         [[ $name =~ $WIRE_NO_CONNECTION ]] && need=0
         capture_stop "$wire_pid"
-        wire_check "$pcap" "$PORT-$((PORT + 9))" $CUT --connections $need "${WIRE_EXPECT[@]}" >"$out.wire" 2>&1 &
+        wire_check "$pcap" "$PORT-$((PORT + 9))" $CUT --connections $need "${WIRE_EXPECT[@]}" >"$out.pending.wire" 2>&1 &
         job=$!
     fi
     WIRE_EXPECT=()
-    report
-    mv "$out" "$out.pending"
-    [ -n "$job" ] && mv "$out.wire" "$out.pending.wire"
     PENDING=("$flavour/$name" "$status" "$job")
     PORT=$((PORT + 10))
 }
