@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::Instant;
 
 /// The workspace root.
 pub fn root() -> PathBuf {
@@ -41,22 +42,31 @@ pub fn c_tools() -> bool {
         && cc("sockets-fortified", &["-D_FORTIFY_SOURCE=2"], &[])
 }
 
-/// Runs `cmd`, echoing it first; its exit status (1 if it could not run or was killed).
+/// Runs `cmd`, echoing it first and its time after (where CI's minutes go); its exit status (1
+/// if it could not run or was killed).
 fn exit_code(cmd: &mut Command) -> u8 {
     eprintln!("==> xtask: {}", shown(cmd));
-    match cmd.stdin(Stdio::inherit()).status() {
+    let start = Instant::now();
+    let code = match cmd.stdin(Stdio::inherit()).status() {
         Ok(s) => s.code().map_or(1, |c| c as u8),
         Err(e) => {
             eprintln!("==> xtask: cannot run {}: {e}", shown(cmd));
             1
         }
-    }
+    };
+    took(start);
+    code
+}
+
+fn took(start: Instant) {
+    eprintln!("==> xtask: took {} s", start.elapsed().as_secs());
 }
 
 /// Runs a command, teeing its output to ours, and returns (success, captured output).
 pub fn capture(cmd: &mut Command) -> (bool, String) {
     use std::io::{BufRead, BufReader, Write};
     eprintln!("==> xtask: {}", shown(cmd));
+    let start = Instant::now();
     let mut child = match cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn() {
         Ok(c) => c,
         Err(e) => return (false, format!("cannot run: {e}\n")),
@@ -69,6 +79,7 @@ pub fn capture(cmd: &mut Command) -> (bool, String) {
         text.push('\n');
     }
     let ok = child.wait().map(|s| s.success()).unwrap_or(false);
+    took(start);
     (ok, text)
 }
 
