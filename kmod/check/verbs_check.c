@@ -698,6 +698,12 @@ static noinline void check_terminate(struct ib_device *dev, struct ib_pd *pd, st
 	      "an RDMA Write through a key the server does not have closes both ends (%d)", rv);
 	if (!rv)
 		wait_for_completion_timeout(&wrote.c, 10 * HZ);
+	/*
+	 * A QP's event comes from the run that reads the Terminate, which may end after iw_cm's CLOSE
+	 * (the socket's close is seen by its own callback): waited for, up to 10 s.
+	 */
+	for (int i = 0; i < 1000 && !(atomic_read(&sev.of[IB_EVENT_QP_ACCESS_ERR]) && atomic_read(&cev.of[IB_EVENT_QP_FATAL])); i++)
+		msleep(10);
 	CHECK(atomic_read(&sev.of[IB_EVENT_QP_ACCESS_ERR]) == 1 && events_total(&sev) == 1 && atomic_read(&cev.of[IB_EVENT_QP_FATAL]) == 1 && events_total(&cev) == 1,
 	      "the server's event handler hears QP_ACCESS_ERR, the client's QP_FATAL, once each (%d/%d, %d/%d)", atomic_read(&sev.of[IB_EVENT_QP_ACCESS_ERR]),
 	      events_total(&sev), atomic_read(&cev.of[IB_EVENT_QP_FATAL]), events_total(&cev));
