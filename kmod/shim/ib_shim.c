@@ -487,6 +487,12 @@ void iwarp_shim_ib_cq_notify(struct ib_cq *cq)
 	queue_work(system_bh_wq, &icq->notify);
 }
 
+void iwarp_shim_ib_cq_notify_user(struct ib_cq *cq)
+{
+	if (cq->comp_handler)
+		cq->comp_handler(cq, cq->cq_context);
+}
+
 void iwarp_shim_ib_cq_overflowed(struct ib_cq *cq)
 {
 	struct iwarp_ibcq *icq = container_of(cq, struct iwarp_ibcq, base);

@@ -423,6 +423,11 @@ void iwarp_shim_ib_qp_kick(struct ib_qp *qp, bool later);
 void iwarp_shim_ib_qp_settle(struct ib_qp *qp);
 /* Calls @ibcq's completion handler (the consumer's), if it has one, soon (in softirq context). */
 void iwarp_shim_ib_cq_notify(struct ib_cq *ibcq);
+/*
+ * Calls a user CQ's completion handler now, under the caller's locks: uverbs' handler only queues
+ * an event on the process's channel and wakes it (any context), never calling back.
+ */
+void iwarp_shim_ib_cq_notify_user(struct ib_cq *ibcq);
 /* Calls @ibcq's event handler (the consumer's), if it has one, with CQ_ERR, soon (likewise). */
 void iwarp_shim_ib_cq_overflowed(struct ib_cq *ibcq);
 /* Calls @qp's event handler (the consumer's), if it has one, with @event, now. */

@@ -177,8 +177,10 @@ impl OnEnded for Report {
     fn after_ended(&self, event: Option<QpEvent>) {
         if let Some(ev) = event {
             // SAFETY: an event comes from a Terminate or a lost connection, seen by the runs the
-            // socket hook drives or by the hand-over work; destroy (`KernelQp::end`) waits both
-            // out (it settles the work and unhooks the socket) before the RDMA core frees the QP.
+            // socket hook drives or by a hand-over (the work, or a user doorbell's system call);
+            // destroy (`KernelQp::end`) waits them out (it settles the work and unhooks the
+            // socket; uverbs destroys no QP while a command on it runs) before the RDMA core
+            // frees the QP.
             unsafe { events::qp_ended(self.ibqp, ev.kind) };
         }
     }

@@ -9,7 +9,9 @@
 //! QP that completed is ended) tells its event handler once, from the same work.
 //!
 //! A user process's CQ (created through uverbs) is a ring it maps instead, in siw's ABI
-//! (`siw_rings.rs`): it polls and arms it there, without system calls.
+//! (`siw_rings.rs`): it polls and arms it there, without system calls. Its handler is uverbs',
+//! which only wakes the process: it is called at once, as siw does, sparing a sleeping
+//! process the work item's delay.
 
 use super::events;
 use super::qp::Posted;
@@ -107,7 +109,14 @@ impl IbCq {
                     }
                     notify
                 }),
-                Store::Mapped(ring) => ring.push(c, c.qp),
+                Store::Mapped(ring) => ring.push(c, c.qp).map(|notify| {
+                    if notify {
+                        // SAFETY: not destroyed (checked under this lock, which `destroy` takes
+                        // before the RDMA core frees it); a user CQ's handler is uverbs'.
+                        unsafe { ffi::iwarp_shim_ib_cq_notify_user(self.ibcq as *mut ffi::ib_cq) };
+                    }
+                    false
+                }),
             };
             match pushed {
                 Ok(notify) => notify,

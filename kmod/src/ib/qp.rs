@@ -9,8 +9,8 @@
 //! is posted completes as flushed, which is what `ib_drain_qp` waits for.
 //!
 //! A user process's QP (created through uverbs) has rings in siw's ABI instead (`siw_rings.rs`):
-//! its send requests are taken from its send ring when it rings the doorbell (`post_send` with
-//! no requests) and by the work item as room frees, and then go the same way; its receives are
+//! its send requests are taken from its send ring and handed over in the doorbell's system call
+//! (`post_send` with no requests), as siw sends in it, or by the work item as room frees; its receives are
 //! taken from its receive ring by the receive side, when a message needs one.
 
 use super::cm::QpConnection;
@@ -53,7 +53,7 @@ pub(crate) struct KernelQp {
     user: bool,
 }
 
-/// Send requests waiting for the work item, oldest first, and receives posted where the
+/// Send requests waiting to be handed over, oldest first, and receives posted where the
 /// engine's locks may not be taken (interrupts off).
 pub(super) struct Posted {
     wrs: Fifo<Option<Queued>>,
@@ -70,6 +70,10 @@ pub(super) struct Posted {
     /// Counts the times the engine freed room: room freed while the work item was trying the
     /// oldest (before it could say it waits) has it try again at once.
     freed: u32,
+    /// Someone hands over (the work item, or a user process's doorbell): one at a time, in order.
+    handing: bool,
+    /// Asked to hand over meanwhile: whoever is handing over goes round once more.
+    again: bool,
 }
 
 /// A send request waiting for its turn.
@@ -165,8 +169,16 @@ impl KernelQp {
             (Some(send), Some(recv)) => Some(Mappings { send: send.mapping(), recv: recv.mapping() }),
             _ => None,
         };
-        let posted =
-            Posted { wrs: Fifo::new(attr.max_send_wr as usize)?, recvs: Fifo::new(attr.max_recv_wr as usize)?, closed: false, stalled: false, ring, freed: 0 };
+        let posted = Posted {
+            wrs: Fifo::new(attr.max_send_wr as usize)?,
+            recvs: Fifo::new(attr.max_recv_wr as usize)?,
+            closed: false,
+            stalled: false,
+            ring,
+            freed: 0,
+            handing: false,
+            again: false,
+        };
         let posted = Arc::pin_init(new_spinlock_irq!(posted, "KernelQp::posted"), GFP_KERNEL)?;
         let (send_cq, recv_cq) = (QpCq::new(send_cq, ibqp, Some(posted.clone()))?, QpCq::new(recv_cq, ibqp, None)?);
         let recv_source = recv_ring.map(|r| -> Arc<dyn crate::qp::RecvSource> { r });
@@ -272,29 +284,48 @@ impl KernelQp {
     }
 
     /// The doorbell of a user QP (`post_send` with no requests): what its send ring holds is
-    /// taken and handed to the engine by the work item (a kernel consumer's QP has no ring:
-    /// nothing to take).
+    /// taken and handed to the engine in the process's own system call, as siw sends, not a
+    /// work item's wake-up later (a kernel consumer's QP has no ring: nothing to take). uverbs
+    /// runs no destroy of the QP meanwhile.
     pub(super) fn doorbell(&self) -> Result {
         if !self.user {
             return Ok(());
         }
-        let mut posted = self.posted.lock();
-        if posted.closed {
+        if self.posted.lock().closed {
             return Err(enotconn());
         }
-        posted.take_from_ring(self.sq_sig_all, self.max_sge, self.max_inline);
-        // SAFETY: as in `post_send`.
-        unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, false) };
+        self.hand_over();
         Ok(())
     }
 
-    /// The work item: hands the posted send requests to the engine, in order. One the engine
+    /// Hands over what is posted ([`KernelQp::hand_over_now`]), unless someone else is: then
+    /// that one goes round again, so requests keep their order and none waits unseen.
+    pub(super) fn hand_over(&self) {
+        {
+            let mut p = self.posted.lock();
+            if p.handing {
+                p.again = true;
+                return;
+            }
+            p.handing = true;
+        }
+        loop {
+            self.hand_over_now();
+            let mut p = self.posted.lock();
+            if !core::mem::take(&mut p.again) {
+                p.handing = false;
+                return;
+            }
+        }
+    }
+
+    /// Hands the posted send requests to the engine, in order. One the engine
     /// has no room for yet (the ORD's Reads outstanding, the send queue full), or a fenced one
     /// while Reads or atomics before it are outstanding, stays at the head, as an RNIC holds it,
     /// and is tried again when the engine frees room ([`room_freed`]: an answer came), or a
     /// tick later at the latest. One the engine refuses (a region
     /// that does not allow it) completes in error, and the QP ends, as an RNIC's does.
-    pub(super) fn hand_over(&self) {
+    fn hand_over_now(&self) {
         loop {
             let (wr, freed) = {
                 let mut posted = self.posted.lock();
