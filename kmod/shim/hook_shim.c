@@ -34,7 +34,9 @@
  * (receiving, and what must sleep); iwarp_shim_sock_kick() queues @tx_work,
  * which calls @run_tx(@owner) (sending what receiving asked for, so receiving never waits on a
  * full send buffer). On write_space (send buffer freed by an acknowledgement) @space(@watch, ...)
- * decides whether the transmit work runs. Installed under sk_callback_lock; removal takes the
+ * decides whether the transmit work runs; the acknowledgement it waited for calls @acked(@owner)
+ * right there (completing what it acknowledged without a work item's context switch), which says
+ * what else to queue, or queues the transmit work when @acked is not set. Installed under sk_callback_lock; removal takes the
  * hook off the doorbell's list and waits for RCU readers, restores the old callbacks under the
  * lock and then waits for both works, so neither @owner nor @watch is used after
  * iwarp_shim_hook_remove() returns.
@@ -47,6 +49,7 @@ struct iwarp_hook {
 	unsigned int (*ready)(void *owner);
 	const void *watch;
 	unsigned int (*space)(const void *watch, u32 snd_una, bool writeable);
+	unsigned int (*acked)(void *owner);
 	struct work_struct work;
 	struct work_struct tx_work;
 	void (*old_data_ready)(struct sock *sk);
@@ -171,6 +174,14 @@ static void iwarp_hook_write_space(struct sock *sk)
 
 		h->old_write_space(sk);
 		what = h->space(h->watch, READ_ONCE(tcp_sk(sk)->snd_una), sk_stream_is_writeable(sk));
+		if (what & IWARP_SPACE_ACKED) {
+			unsigned int wake = h->acked ? h->acked(h->owner) : IWARP_WAKE_TX;
+
+			if (wake & IWARP_WAKE_RX)
+				queue_work(system_highpri_wq, &h->work);
+			if (wake & IWARP_WAKE_TX)
+				what |= IWARP_SPACE_TRANSMIT;
+		}
 		if (what & IWARP_SPACE_TRANSMIT)
 			queue_work(system_highpri_wq, &h->tx_work);
 		if ((what & IWARP_SPACE_WATCH) && sk->sk_socket)
@@ -285,7 +296,7 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 					   void (*run_tx)(void *owner), unsigned int (*ready)(void *owner),
 					   const void *watch,
 					   unsigned int (*space)(const void *watch, u32 snd_una, bool writeable),
-					   bool doorbell)
+					   unsigned int (*acked)(void *owner), bool doorbell)
 {
 	struct sock *sk = sock->sk;
 	struct iwarp_hook *h = kzalloc(sizeof(*h), GFP_KERNEL_ACCOUNT);
@@ -299,6 +310,7 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 	h->ready = ready;
 	h->watch = watch;
 	h->space = space;
+	h->acked = acked;
 	INIT_WORK(&h->work, iwarp_hook_work);
 	INIT_WORK(&h->tx_work, iwarp_hook_tx_work);
 	INIT_HLIST_NODE(&h->node);

@@ -93,6 +93,7 @@ struct sk_buff *iwarp_shim_skb_next(const struct sk_buff *skb);
 /* What the hook's write_space does, as decided by @space (a mask). */
 #define IWARP_SPACE_TRANSMIT 1u	/* queue the transmit work */
 #define IWARP_SPACE_WATCH 2u	/* keep SOCK_NOSPACE set: call again on the next acknowledgement */
+#define IWARP_SPACE_ACKED 4u	/* the acknowledgement awaited came: @acked, else the transmit work */
 /* What the hook's data_ready does after @ready ran, as it decides (a mask). */
 #define IWARP_WAKE_RX 1u	/* queue the receive work (what must sleep, or the out-of-order walk) */
 #define IWARP_WAKE_TX 2u	/* queue the transmit work (Read Requests to answer) */
@@ -101,7 +102,7 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 					   void (*run_tx)(void *owner), unsigned int (*ready)(void *owner),
 					   const void *watch,
 					   unsigned int (*space)(const void *watch, u32 snd_una, bool writeable),
-					   bool doorbell);
+					   unsigned int (*acked)(void *owner), bool doorbell);
 void iwarp_shim_sock_kick(struct socket *sock, bool tx);
 u64 iwarp_shim_sock_doorbells(struct socket *sock);
 void iwarp_shim_hook_remove(struct iwarp_hook *h);

@@ -435,6 +435,17 @@ impl OnReceive for QueuePair {
         }
     }
 
+    /// Completes what TCP acknowledged right in the callback (a sleeping consumer wakes without
+    /// a work item's context switch first); an overrun CQ is the receive work's to fail.
+    fn on_acked(&self) -> Wake {
+        let mut rx = self.rx.lock();
+        if rx.phase != Phase::Connected {
+            return Wake::default();
+        }
+        let overrun = self.complete_acked(&mut rx.queues).map_err(|e| rx.queues.fatal.set(e.into())).is_err();
+        Wake { receive: overrun, transmit: false }
+    }
+
     fn on_data_ready(&self, in_callback: &InCallback) -> Wake {
         let Some(sock) = self.sock.as_ref() else { return Wake::default() };
         // A stream arriving in bulk is received by the work item, which batches.

@@ -5,8 +5,10 @@
 //! have to send those pages again, and the application must not reuse them. A completion
 //! after such a request waits behind it, so completions stay in order, and so does an
 //! unsignaled zero-copy request, because a later completion tells the application that the
-//! earlier buffers are free too. TCP reports acknowledgements through the hook's transmit work
-//! (`TcpSocket::watch_acks`); receiving checks too, since arriving data carries them.
+//! earlier buffers are free too. TCP reports acknowledgements through the socket's write_space
+//! callback (`TcpSocket::watch_acks`), which completes them right there when receiving runs in
+//! the callbacks, else in the hook's transmit work; receiving checks too, since arriving data
+//! carries them.
 
 use super::receive::Queues;
 use super::{Phase, QueuePair};

@@ -51,7 +51,7 @@ impl TxWatch {
                 what |= ffi::IWARP_SPACE_WATCH;
             } else {
                 self.watching.store(false, Ordering::SeqCst);
-                what |= ffi::IWARP_SPACE_TRANSMIT;
+                what |= ffi::IWARP_SPACE_ACKED;
             }
         }
         what
@@ -68,18 +68,29 @@ pub(crate) struct Wake {
     pub(crate) transmit: bool,
 }
 
+impl Wake {
+    /// As the shim's `IWARP_WAKE_*` mask.
+    fn mask(self) -> u32 {
+        (if self.receive { ffi::IWARP_WAKE_RX } else { 0 }) | if self.transmit { ffi::IWARP_WAKE_TX } else { 0 }
+    }
+}
+
 /// Work a hook runs.
 pub(crate) trait OnReceive: Send + Sync {
     /// Called in the socket's data-ready callback (softirq, or the socket's owner processing
     /// its backlog), with the socket locked by TCP (`in_callback` proves it): must not sleep.
     fn on_data_ready(&self, in_callback: &InCallback) -> Wake;
+    /// Called in the socket's write_space callback (softirq, or the socket's owner processing
+    /// its backlog) once the acknowledgement [`TcpSocket::watch_acks`] waits for came, when
+    /// receiving in the callback: must not sleep.
+    fn on_acked(&self) -> Wake;
     /// Called in process context (a workqueue) after data arrived or the connection changed
     /// state; never twice at once.
     fn on_receive(&self);
     /// Called in process context after [`TcpSocket::kick_transmit`], when the socket can take
     /// more after [`TcpSocket::send_frags`] could not send all, or on the acknowledgement
-    /// [`TcpSocket::watch_acks`] waits for; never twice at once, but possibly alongside
-    /// `on_receive`.
+    /// [`TcpSocket::watch_acks`] waits for when not receiving in the callback (else
+    /// `on_acked`); never twice at once, but possibly alongside `on_receive`.
     fn on_transmit(&self);
 }
 
@@ -129,8 +140,7 @@ impl<T: OnReceive> Hook<T> {
             // SAFETY: as for `run`; callbacks end before iwarp_shim_hook_remove() returns.
             let owner = unsafe { &*owner.cast::<T>() };
             // SAFETY: the shim calls this from the socket's data_ready only, for this call.
-            let wake = owner.on_data_ready(&unsafe { InCallback::new() });
-            (if wake.receive { ffi::IWARP_WAKE_RX } else { 0 }) | if wake.transmit { ffi::IWARP_WAKE_TX } else { 0 }
+            owner.on_data_ready(&unsafe { InCallback::new() }).mask()
         }
         #[allow(clippy::missing_safety_doc)]
         unsafe extern "C" fn space(watch: *const c_void, snd_una: u32, writeable: bool) -> u32 {
@@ -139,13 +149,20 @@ impl<T: OnReceive> Hook<T> {
             let watch = unsafe { &*watch.cast::<TxWatch>() };
             watch.space(snd_una, writeable)
         }
+        #[allow(clippy::missing_safety_doc)]
+        unsafe extern "C" fn acked<T: OnReceive>(owner: *mut c_void) -> u32 {
+            // SAFETY: as for `ready`.
+            let owner = unsafe { &*owner.cast::<T>() };
+            owner.on_acked().mask()
+        }
         let ptr = Arc::as_ptr(&owner).cast_mut().cast();
         let watch: *const TxWatch = &*sock.watch;
-        let ready = if in_callback { Some(ready::<T> as unsafe extern "C" fn(*mut c_void) -> u32) } else { None };
+        type Callback = unsafe extern "C" fn(*mut c_void) -> u32;
+        let (ready, acked) = if in_callback { (Some(ready::<T> as Callback), Some(acked::<T> as Callback)) } else { (None, None) };
         // SAFETY: the socket is live (and outlives the hook, see above), and so is its watch;
         // `ptr` stays valid while the hook is installed.
         let raw = made(unsafe {
-            ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, Some(run::<T>), Some(run_tx::<T>), ready, watch.cast(), Some(space), doorbell)
+            ffi::iwarp_shim_hook_install(sock.sock.as_ptr(), ptr, Some(run::<T>), Some(run_tx::<T>), ready, watch.cast(), Some(space), acked, doorbell)
         })?;
         Ok(Hook { raw, _owner: owner })
     }
