@@ -36,10 +36,10 @@
  * full send buffer). On write_space (send buffer freed by an acknowledgement) @space(@watch, ...)
  * decides whether the transmit work runs; the acknowledgement it waited for calls @acked(@owner)
  * right there (completing what it acknowledged without a work item's context switch), which says
- * what else to queue, or queues the transmit work when @acked is not set. Installed under sk_callback_lock; removal takes the
- * hook off the doorbell's list and waits for RCU readers, restores the old callbacks under the
- * lock and then waits for both works, so neither @owner nor @watch is used after
- * iwarp_shim_hook_remove() returns.
+ * what else to queue, or queues the transmit work when @acked is not set. Installed under
+ * sk_callback_lock; removal takes the hook off the doorbell's list and waits for RCU readers,
+ * restores the old callbacks under the lock and then waits for both works, so neither @owner nor
+ * @watch is used after iwarp_shim_hook_remove() returns.
  */
 struct iwarp_hook {
 	struct sock *sk;

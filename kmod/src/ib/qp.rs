@@ -10,8 +10,8 @@
 //!
 //! A user process's QP (created through uverbs) has rings in siw's ABI instead (`siw_rings.rs`):
 //! its send requests are taken from its send ring and handed over in the doorbell's system call
-//! (`post_send` with no requests), as siw sends in it, or by the work item as room frees; its receives are
-//! taken from its receive ring by the receive side, when a message needs one.
+//! (`post_send` with no requests), as siw sends in it, or by the work item as room frees; its
+//! receives are taken from its receive ring by the receive side, when a message needs one.
 
 use super::cm::QpConnection;
 use super::cq::{IbCq, QpCq};
