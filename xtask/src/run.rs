@@ -58,6 +58,48 @@ fn exit_code(cmd: &mut Command) -> u8 {
     code
 }
 
+/// A script running in the background at the lowest CPU priority, its output going to a log
+/// that `wait` shows.
+pub struct Background {
+    child: std::process::Child,
+    log: PathBuf,
+    shown: String,
+    start: Instant,
+}
+
+/// Starts `scripts/NAME ARGS…` with bash under `nice -n 19`, its output to `target/NAME.log`; None
+/// (said why) if it could not start.
+pub fn script_niced(name: &str, args: &[&str]) -> Option<Background> {
+    let log = root().join("target").join(format!("{}.log", name.trim_end_matches(".sh")));
+    let file = std::fs::create_dir_all(root().join("target")).and_then(|()| std::fs::File::create(&log));
+    let mut cmd = Command::new("nice");
+    cmd.args(["-n", "19", "bash"]).arg(root().join("scripts").join(name)).args(args);
+    let shown = shown(&cmd);
+    let spawned = file.and_then(|f| Ok((f.try_clone()?, f))).and_then(|(out, err)| cmd.stdin(Stdio::null()).stdout(out).stderr(err).spawn());
+    match spawned {
+        Ok(child) => {
+            eprintln!("==> xtask: started in the background: {shown} (output: {})", log.display());
+            Some(Background { child, log, shown, start: Instant::now() })
+        }
+        Err(e) => {
+            eprintln!("==> xtask: cannot start {shown}: {e}");
+            None
+        }
+    }
+}
+
+impl Background {
+    /// Waits for the script to end, shows its output; true if it succeeded.
+    pub fn wait(mut self) -> bool {
+        eprintln!("==> xtask: waiting for {}", self.shown);
+        let waited = Instant::now();
+        let ok = self.child.wait().is_ok_and(|s| s.success());
+        eprint!("{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+        eprintln!("==> xtask: waited {} s; it took {} s in all", waited.elapsed().as_secs(), self.start.elapsed().as_secs());
+        ok
+    }
+}
+
 fn took(start: Instant) {
     eprintln!("==> xtask: took {} s", start.elapsed().as_secs());
 }
