@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What TCP sends by reference: runs of octets in pages ([`PageFrag`], the kernel's
-//! `struct bio_vec`), and an [`Arena`] of fresh pages for the octets the module makes itself
-//! (headers, markers, pad, CRCs, small payloads copied out of user memory). TCP takes its own
-//! page references when it queues a fragment (MSG_SPLICE_PAGES), so an arena drops its pages as
-//! soon as the send call returns and they live on exactly as long as TCP needs them.
+//! `struct bio_vec`), and an [`Arena`] of kernel pages for the octets the module makes itself
+//! (headers, markers, pad, CRCs, payloads copied out of memory). TCP takes its own page
+//! references when it queues a fragment (MSG_SPLICE_PAGES), so the arena lets go of a filled page
+//! once the send call returns, and the page lives on exactly as long as TCP needs it.
 
 use crate::ffi;
 use kernel::bindings::{bio_vec, page};
@@ -66,16 +66,22 @@ impl PageFrag {
     }
 }
 
-/// Fresh kernel pages, filled front to back.
+/// Kernel pages, filled front to back, as the kernel's own `page_frag` caches: the octets handed
+/// out are never written again, so the page being filled is kept across [`Arena::clear`] and the
+/// next octets go behind what TCP may still be sending from it. A stream of small messages then
+/// takes a new page only every few dozen messages, not one each.
 pub(crate) struct Arena {
-    pages: KVec<Page>,
-    /// Octets used in the last page.
+    /// Filled pages still held (until [`Arena::clear`]).
+    full: KVec<Page>,
+    /// The page being filled.
+    current: Option<Page>,
+    /// Octets used in `current`.
     used: usize,
 }
 
 impl Arena {
     pub(crate) fn new() -> Arena {
-        Arena { pages: KVec::new(), used: PAGE_SIZE }
+        Arena { full: KVec::new(), current: None, used: PAGE_SIZE }
     }
 
     /// Octets left in the current page (a whole page when a new one would be started).
@@ -92,18 +98,23 @@ impl Arena {
         if len > PAGE_SIZE {
             return Err(EINVAL);
         }
-        if self.used + len > PAGE_SIZE {
-            self.pages.push(Page::alloc_page(GFP_KERNEL_ACCOUNT)?, GFP_KERNEL_ACCOUNT)?;
+        if self.current.is_none() || self.used + len > PAGE_SIZE {
+            let page = Page::alloc_page(GFP_KERNEL_ACCOUNT)?;
+            if let Some(filled) = self.current.take() {
+                self.full.push(filled, GFP_KERNEL_ACCOUNT)?;
+            }
+            self.current = Some(page);
             self.used = 0;
         }
-        let page = self.pages.last().ok_or(EINVAL)?.as_ptr();
+        let page = self.current.as_ref().ok_or(EINVAL)?.as_ptr();
         let at = self.used;
         self.used += len;
-        // SAFETY: the page is owned by the arena until clear()/drop, and `at + len` is within it.
+        // SAFETY: the page is owned by the arena until clear()/drop (or, once it is `current`,
+        // until it is filled and a later clear()), and `at + len` is within it.
         let frag = unsafe { PageFrag::new(page, at as u32, len as u32) };
         // SAFETY: the page has a kernel address (no HIGHMEM); the range lies inside it and was
-        // handed out to nobody else (the fill point only moves forward); TCP reads it only after
-        // it is filled, because it is queued later.
+        // handed out to nobody else (the fill point only moves forward, across clear() too);
+        // TCP reads it only after it is filled, because it is queued later.
         let bytes = unsafe { core::slice::from_raw_parts_mut(ffi::iwarp_shim_page_address(page).cast::<u8>().add(at), len) };
         Ok((frag, bytes))
     }
@@ -115,9 +126,9 @@ impl Arena {
         Ok(frag)
     }
 
-    /// Drops the arena's references to its pages (TCP keeps its own to what it queued).
+    /// Drops the arena's references to its filled pages (TCP keeps its own to what it queued);
+    /// the page being filled stays, its fill point where it was.
     pub(crate) fn clear(&mut self) {
-        self.pages.clear();
-        self.used = PAGE_SIZE;
+        self.full.clear();
     }
 }

@@ -6,8 +6,8 @@
 //! transmit work goes on once TCP frees buffer (`sk_write_space`). Posting never blocks on the
 //! network.
 //!
-//! Without markers or CRCs, payload goes by reference (zero copy). With either, each FPDU is
-//! copied whole into fresh pages and its CRC computed over the copy in one run: a marker every
+//! Without markers or CRCs, payload goes by reference (zero copy). With either, each FPDU is copied
+//! whole into the send side's pages and its CRC computed over the copy in one run: a marker every
 //! 512 octets would otherwise cut the payload into pieces that TCP takes as separate fragments
 //! (three times the skbs) and the CRC into calls too short for the kernel's fast crc32c; the CRC
 //! reads every octet anyway, so copying alongside costs little, and what TCP sends (and
@@ -187,8 +187,8 @@ const BATCH_FRAGS: usize = 256;
 /// Octets of copied FPDUs in one batch, about (they merge into a few fragments per page).
 const BATCH_COPIED: usize = 256 << 10;
 
-/// The fragments of several FPDUs of one message: per-FPDU control octets (headers, markers,
-/// pad, CRC) are copied into fresh pages, because the core reuses its FPDU buffer; payload is
+/// The fragments of several FPDUs of one message: per-FPDU control octets (headers, markers, pad,
+/// CRC) are copied into the batch's pages, because the core reuses its FPDU buffer; payload is
 /// referenced as the message's fragments, whose pages the queued message keeps.
 ///
 /// Aligned, each FPDU is a record that ends its skb, so FPDUs start TCP segments (they are sized
@@ -235,7 +235,7 @@ impl Batch {
                     let frag = self.ctl.push(fpdu.ctl(off, len))?;
                     payload::push(&mut self.frags, frag)?;
                 }
-                Piece::Payload { off, len } => payload.frags(off, u64::from(len), |f| payload::push(&mut self.frags, f))?,
+                Piece::Payload { off, len } => payload.append_to(off, len, &mut self.frags, &mut self.ctl)?,
             }
         }
         Ok(())

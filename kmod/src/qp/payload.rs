@@ -4,8 +4,9 @@
 //! the QP was connected with `COPY_SEND`) it
 //! references the registered pages themselves: zero copy, TCP sends straight from the
 //! application's memory, so the work request completes only once TCP has the peer's
-//! acknowledgement (`unacked.rs`). Smaller payloads are copied into fresh pages, which costs
-//! less than referencing pages and lets their work requests complete at once.
+//! acknowledgement (`unacked.rs`). Smaller payloads are copied, which costs less than
+//! referencing pages and lets their work requests complete at once: the smallest into the
+//! message itself, the rest into pages.
 
 use crate::frags::{Arena, PageFrag};
 use crate::kernel_memory;
@@ -50,9 +51,25 @@ impl Sources {
     }
 }
 
+/// Copied payloads up to this long are held in the message itself: a small message then costs
+/// no allocation until it is framed, and its octets join its header in the send side's page, so
+/// that TCP takes header and payload as one fragment.
+const SMALL_MAX: usize = 64;
+
 pub(super) struct OutPayload {
-    frags: KVec<PageFrag>,
     len: u64,
+    octets: Octets,
+}
+
+enum Octets {
+    /// A copy of at most [`SMALL_MAX`] octets, `filled` of them written so far.
+    Small { bytes: [u8; SMALL_MAX], filled: usize },
+    Frags(Frags),
+}
+
+/// The payload as page fragments: the registered pages themselves, or copies in pages of its own.
+struct Frags {
+    list: KVec<PageFrag>,
     by_reference: bool,
     /// Keeps referenced pages pinned until TCP holds them (a region may be deregistered while
     /// its message is still being queued).
@@ -66,24 +83,31 @@ pub(super) struct OutPayload {
 impl OutPayload {
     /// No payload (Read Requests, Terminates).
     pub(super) fn empty() -> OutPayload {
-        OutPayload { frags: KVec::new(), len: 0, by_reference: false, pinned: KVec::new(), copies: Arena::new(), cursor: Cell::new((0, 0)) }
+        OutPayload::new(0, false)
+    }
+
+    /// A payload of `len` octets, still to be filled: referenced or copied.
+    fn new(len: u64, by_reference: bool) -> OutPayload {
+        let octets = if !by_reference && len <= SMALL_MAX as u64 {
+            Octets::Small { bytes: [0; SMALL_MAX], filled: 0 }
+        } else {
+            Octets::Frags(Frags { list: KVec::new(), by_reference, pinned: KVec::new(), copies: Arena::new(), cursor: Cell::new((0, 0)) })
+        };
+        OutPayload { len, octets }
     }
 
     /// The octets `sources` name: referenced from [`ZERO_COPY_MIN`] octets on unless `copy`
     /// says otherwise (or some lie in kernel memory, which is always copied: its consumer may
     /// reuse it once the request completes), copied below that.
     pub(super) fn gather(sources: &Sources, mrs: &Domain<'_>, copy: bool) -> Result<OutPayload> {
-        let mut p = OutPayload::empty();
         let parts = || sources.parts[..sources.n].iter().flatten();
-        p.len = parts().map(|s| s.len).sum();
+        let len = parts().map(|s| s.len).sum();
         let pinned = parts().all(|s| matches!(s.reach, Reach::Pinned(..)));
-        p.by_reference = !copy && pinned && p.len >= ZERO_COPY_MIN;
+        let by_reference = !copy && pinned && len >= ZERO_COPY_MIN;
+        let mut p = OutPayload::new(len, by_reference);
         for s in parts() {
             match &s.reach {
-                Reach::Pinned(pages, off) if p.by_reference => {
-                    pages.frags(*off, s.len, |f| push(&mut p.frags, f))?;
-                    p.pinned.push(pages.clone(), GFP_KERNEL_ACCOUNT)?;
-                }
+                Reach::Pinned(pages, off) if by_reference => p.reference(pages, *off, s.len)?,
                 Reach::Pinned(pages, off) => p.copy_in(s.len, |at, dst| pages.copy_to(off + at, dst))?,
                 // SAFETY: the RDMA core's consumer named this memory through its DMA region for
                 // this request, and keeps it until the request completes.
@@ -94,40 +118,56 @@ impl OutPayload {
         Ok(p)
     }
 
+    /// Appends `len` octets of `pages` from `off` on by reference, keeping them pinned.
+    fn reference(&mut self, pages: &Arc<PinnedPages>, off: u64, len: u64) -> Result {
+        let Octets::Frags(f) = &mut self.octets else { return Err(EINVAL) };
+        pages.frags(off, len, |frag| push(&mut f.list, frag))?;
+        f.pinned.push(pages.clone(), GFP_KERNEL_ACCOUNT)?;
+        Ok(())
+    }
+
     /// A copy of the caller's memory that `sges` name (inline data: lkeys unused); EFAULT if
     /// any of it is not readable.
     pub(super) fn from_user(sges: &[Sge]) -> Result<OutPayload> {
-        let mut p = OutPayload::empty();
+        let mut p = OutPayload::new(sges.iter().map(|s| u64::from(s.length)).sum(), false);
         for s in sges {
             p.copy_in(u64::from(s.length), |at, dst| {
                 let from = s.addr.checked_add(at).ok_or(EFAULT)?;
                 UserSlice::new(UserPtr::from_addr(from as usize), dst.len()).reader().read_slice(dst)
             })?;
-            p.len += u64::from(s.length);
         }
         Ok(p)
     }
 
     /// A copy of `bytes` (a kernel consumer's inline data, copied when it posted).
     pub(super) fn from_bytes(bytes: &[u8]) -> Result<OutPayload> {
-        let mut p = OutPayload::empty();
+        let mut p = OutPayload::new(bytes.len() as u64, false);
         p.copy_in(bytes.len() as u64, |at, dst| {
             let src = bytes.get(at as usize..).and_then(|b| b.get(..dst.len())).ok_or(EINVAL)?;
             dst.copy_from_slice(src);
             Ok(())
         })?;
-        p.len = bytes.len() as u64;
         Ok(p)
     }
 
-    /// Appends `len` copied octets, page by page: `fill(offset, dst)` writes those at `offset`.
+    /// Appends `len` copied octets (page by page unless small): `fill(offset, dst)` writes
+    /// those at `offset`.
     fn copy_in(&mut self, len: u64, mut fill: impl FnMut(u64, &mut [u8]) -> Result) -> Result {
+        let f = match &mut self.octets {
+            Octets::Small { bytes, filled } => {
+                let end = filled.checked_add(len as usize).ok_or(EINVAL)?;
+                fill(0, bytes.get_mut(*filled..end).ok_or(EINVAL)?)?;
+                *filled = end;
+                return Ok(());
+            }
+            Octets::Frags(f) => f,
+        };
         let mut done = 0u64;
         while done < len {
-            let n = (len - done).min(self.copies.room() as u64) as usize;
-            let (frag, dst) = self.copies.take(n)?;
+            let n = (len - done).min(f.copies.room() as u64) as usize;
+            let (frag, dst) = f.copies.take(n)?;
             fill(done, dst)?;
-            push(&mut self.frags, frag)?;
+            push(&mut f.list, frag)?;
             done += n as u64;
         }
         Ok(())
@@ -140,18 +180,36 @@ impl OutPayload {
 
     /// Whether the payload is sent from the registered pages.
     pub(super) fn zero_copy(&self) -> bool {
-        self.by_reference
+        matches!(&self.octets, Octets::Frags(f) if f.by_reference)
     }
 
+    /// Appends payload octets `[off, off + len)` to `frags`: the fragments holding them, or for
+    /// a small payload a copy in `ctl`, where it continues the header just copied there.
+    pub(super) fn append_to(&self, off: u64, len: u32, frags: &mut KVec<PageFrag>, ctl: &mut Arena) -> Result {
+        match &self.octets {
+            Octets::Small { bytes, .. } => push(frags, ctl.push(small_slice(bytes, off, len))?),
+            Octets::Frags(f) => f.walk(off, u64::from(len), |frag| push(frags, frag)),
+        }
+    }
+}
+
+/// Octets `[off, off + len)` of a small payload (clamped to it).
+fn small_slice(bytes: &[u8; SMALL_MAX], off: u64, len: u32) -> &[u8] {
+    let from = (off as usize).min(SMALL_MAX);
+    let to = from.saturating_add(len as usize).min(SMALL_MAX);
+    &bytes[from..to]
+}
+
+impl Frags {
     /// Calls `f` with the fragments covering payload octets `[off, off + len)`, in order.
-    pub(super) fn frags(&self, off: u64, len: u64, mut f: impl FnMut(PageFrag) -> Result) -> Result {
+    fn walk(&self, off: u64, len: u64, mut f: impl FnMut(PageFrag) -> Result) -> Result {
         let (mut i, mut start) = self.cursor.get();
         if off < start {
             (i, start) = (0, 0);
         }
         let end = off + len;
-        while i < self.frags.len() && start < end {
-            let frag = self.frags[i];
+        while i < self.list.len() && start < end {
+            let frag = self.list[i];
             let frag_end = start + u64::from(frag.len());
             if frag_end > off {
                 let from = off.max(start) - start;
@@ -171,11 +229,16 @@ impl OutPayload {
 
 impl Payload for OutPayload {
     fn for_each(&self, off: u64, len: u32, f: &mut dyn FnMut(&[u8])) {
-        // The closure never fails.
-        let _ = self.frags(off, u64::from(len), |frag| {
-            f(frag.bytes());
-            Ok(())
-        });
+        match &self.octets {
+            Octets::Small { bytes, .. } => f(small_slice(bytes, off, len)),
+            // The closure never fails.
+            Octets::Frags(frags) => {
+                let _ = frags.walk(off, u64::from(len), |frag| {
+                    f(frag.bytes());
+                    Ok(())
+                });
+            }
+        }
     }
 }
 
