@@ -6,6 +6,7 @@ use crate::capture::{Flow, Segment};
 use crate::ddp::Queues;
 use crate::mpa::{self, Fpdu, Framing, Parsed, Walk};
 use crate::reassembly::{self, End, Stream};
+use std::net::IpAddr;
 
 /// One direction after the exchange.
 pub struct Direction {
@@ -34,8 +35,9 @@ pub enum Connection {
     },
 }
 
-/// Reads the connection whose TCP opener sent `flow`; Err names what breaks the RFCs.
-pub fn decode(segments: &[Segment], flow: Flow) -> Result<Connection, String> {
+/// Reads the connection whose TCP opener sent `flow`; Err names what breaks the RFCs. Non-zero
+/// pad octets from `pad_ignored_from` are counted, not failed.
+pub fn decode(segments: &[Segment], flow: Flow, pad_ignored_from: Option<IpAddr>) -> Result<Connection, String> {
     let (Some(a), Some(b)) = (reassembly::stream(segments, flow), reassembly::stream(segments, flow.reverse())) else {
         return Ok(Connection::Other);
     };
@@ -73,7 +75,7 @@ pub fn decode(segments: &[Segment], flow: Flow) -> Result<Connection, String> {
     }
     let crc = request.crc || reply.crc;
     let direction = |stream: Stream, start: usize, markers: bool| {
-        let framing = Framing { markers, crc };
+        let framing = Framing { markers, crc, zero_pad: pad_ignored_from != Some(stream.flow.src.addr) };
         let mut queues = Queues::default();
         let walk = mpa::walk(&stream.data, start as u64, framing, &mut queues);
         Direction { stream, framing, start: start as u64, walk, queues }

@@ -12,6 +12,8 @@
 //!   --tshark               Wireshark's verdict on the segments that hold whole FPDUs
 //!   --cut                  the capture may have stopped at its packet bound mid-stream
 //!   --connections N        at least N iWARP connections reached full operation
+//!   --pad-ignored-from IP  IP's non-zero pad octets are counted, not failed (siw sends them;
+//!                          RFC 5044 has the sender zero them and the receiver ignore them)
 //! Exits 1 on any violation or a threshold missed, 2 on bad usage or an unreadable file.
 
 mod capture;
@@ -40,6 +42,8 @@ struct Options {
     rev: Option<u8>,
     /// Every connection must (or must not) be in peer-to-peer mode.
     p2p: Option<bool>,
+    /// A sender whose non-zero pad octets are counted, not failed.
+    pad_ignored_from: Option<IpAddr>,
 }
 
 fn options() -> Result<Options, String> {
@@ -51,7 +55,18 @@ fn options() -> Result<Options, String> {
         None => port(ports)?..=port(ports)?,
     };
     let pct = |p: Option<&String>| p.and_then(|p| p.parse::<f64>().ok()).ok_or("a percentage expected");
-    let mut o = Options { pcap: pcap.clone(), ports, aligned: None, aligned_from: None, tshark: false, cut: false, connections: 0, rev: None, p2p: None };
+    let mut o = Options {
+        pcap: pcap.clone(),
+        ports,
+        aligned: None,
+        aligned_from: None,
+        tshark: false,
+        cut: false,
+        connections: 0,
+        rev: None,
+        p2p: None,
+        pad_ignored_from: None,
+    };
     let mut it = rest.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -65,6 +80,7 @@ fn options() -> Result<Options, String> {
             "--connections" => o.connections = it.next().and_then(|n| n.parse().ok()).ok_or("a number of connections expected")?,
             "--mpa-rev" => o.rev = Some(it.next().and_then(|n| n.parse().ok()).ok_or("a revision expected")?),
             "--p2p" => o.p2p = Some(it.next().and_then(|n| n.parse::<u8>().ok()).map(|n| n != 0).ok_or("0 or 1 expected")?),
+            "--pad-ignored-from" => o.pad_ignored_from = Some(it.next().and_then(|ip| ip.parse().ok()).ok_or("an address expected")?),
             _ => return Err(format!("unknown option {a}")),
         }
     }
@@ -90,7 +106,7 @@ fn main() -> ExitCode {
     let openers: BTreeSet<_> = cap.segments.iter().filter(|s| s.syn && !s.ack).map(|s| s.flow).collect();
     let mut conns = Vec::new();
     for flow in openers {
-        match connection::decode(&cap.segments, flow) {
+        match connection::decode(&cap.segments, flow, o.pad_ignored_from) {
             Ok(c) => conns.push(c),
             Err(e) => rep.fail(format!("{} → {}: {e}", flow.src, flow.dst)),
         }
@@ -116,4 +132,4 @@ fn main() -> ExitCode {
 }
 
 const USAGE: &str =
-    "usage: wire-check PCAP LOW-PORT[-HIGH-PORT] [--aligned PCT] [--aligned-from IP PCT] [--tshark] [--cut] [--connections N] [--mpa-rev N] [--p2p 0|1]";
+    "usage: wire-check PCAP LOW-PORT[-HIGH-PORT] [--aligned PCT] [--aligned-from IP PCT] [--tshark] [--cut] [--connections N] [--mpa-rev N] [--p2p 0|1] [--pad-ignored-from IP]";

@@ -73,6 +73,8 @@ pub fn frame(b: &[u8], request: bool) -> Result<Parsed, String> {
 pub struct Framing {
     pub markers: bool,
     pub crc: bool,
+    /// Non-zero pad octets fail the walk (else they are counted).
+    pub zero_pad: bool,
 }
 
 /// An FPDU's place on the wire.
@@ -88,6 +90,8 @@ pub struct Walk {
     pub fpdus: Vec<Fpdu>,
     pub markers: u64,
     pub crcs: u64,
+    /// FPDUs with non-zero pad octets (counted when the framing does not fail them).
+    pub nonzero_pads: u64,
     /// Octets after the last whole FPDU (the stream or the capture ended inside one).
     pub partial: u64,
     /// The first violation, after which the walk stopped.
@@ -131,7 +135,7 @@ impl Cursor<'_> {
 /// Walks the FPDUs of `data` from `start` (the first octet after the MPA frame), checking each
 /// against RFC 5044 (length, zero pad, markers, CRC) and its DDP and RDMAP headers (`queues`).
 pub fn walk(data: &[u8], start: u64, framing: Framing, queues: &mut Queues) -> Walk {
-    let mut w = Walk { fpdus: Vec::new(), markers: 0, crcs: 0, partial: 0, error: None };
+    let mut w = Walk { fpdus: Vec::new(), markers: 0, crcs: 0, nonzero_pads: 0, partial: 0, error: None };
     let mut c = Cursor { data, pos: start, start, markers: framing.markers, passed: Vec::new() };
     let mut body = Vec::new();
     while c.pos < data.len() as u64 {
@@ -157,8 +161,11 @@ pub fn walk(data: &[u8], start: u64, framing: Framing, queues: &mut Queues) -> W
             }
         }
         if body[2 + ulpdu..].iter().any(|&b| b != 0) {
-            w.error = Some(format!("{at}: pad {:02x?}, zeros expected", &body[2 + ulpdu..]));
-            return w;
+            if framing.zero_pad {
+                w.error = Some(format!("{at}: pad {:02x?}, zeros expected", &body[2 + ulpdu..]));
+                return w;
+            }
+            w.nonzero_pads += 1;
         }
         w.markers += c.passed.len() as u64;
         if framing.crc {
@@ -246,7 +253,7 @@ mod tests {
     fn well_formed_streams_walk_to_their_end() {
         for (markers, crc) in [(false, false), (false, true), (true, false), (true, true)] {
             let data = emit(23, markers, crc, &sends());
-            let w = walk(&data, 23, Framing { markers, crc }, &mut Queues::default());
+            let w = walk(&data, 23, Framing { markers, crc, zero_pad: true }, &mut Queues::default());
             assert_eq!(w.error, None);
             assert_eq!((w.fpdus.len(), w.partial, w.fpdus.last().unwrap().end), (60, 0, data.len() as u64));
             assert_eq!(w.markers, if markers { (data.len() as u64 - 23).div_ceil(512) } else { 0 });
@@ -261,7 +268,7 @@ mod tests {
         for at in 20..data.len() {
             let mut bad = data.clone();
             bad[at] ^= 0x10;
-            let w = walk(&bad, 20, Framing { markers: true, crc: true }, &mut Queues::default());
+            let w = walk(&bad, 20, Framing { markers: true, crc: true, zero_pad: true }, &mut Queues::default());
             assert!(w.error.is_some() || w.partial > 0, "octet {at} flipped unnoticed");
         }
     }
@@ -274,15 +281,27 @@ mod tests {
         let mut bad = data.clone();
         let ptr = u16::from_be_bytes([bad[514], bad[515]]) + 4;
         bad[514..516].copy_from_slice(&ptr.to_be_bytes());
-        let w = walk(&bad, 0, Framing { markers: true, crc: false }, &mut Queues::default());
+        let w = walk(&bad, 0, Framing { markers: true, crc: false, zero_pad: true }, &mut Queues::default());
         assert!(w.error.unwrap().contains("the marker at 512"));
-        assert!(walk(&data, 0, Framing { markers: true, crc: false }, &mut Queues::default()).error.is_none());
+        assert!(walk(&data, 0, Framing { markers: true, crc: false, zero_pad: true }, &mut Queues::default()).error.is_none());
+    }
+
+    #[test]
+    fn a_non_zero_pad_fails_unless_ignored() {
+        // One octet of payload: an 18-octet header, so a ULPDU of 19 and three pad octets.
+        let mut data = emit(0, false, false, &[send(1, 1)]);
+        assert_eq!(data.len(), 2 + 19 + 3 + 4);
+        data[21] = 0x40;
+        let w = walk(&data, 0, Framing { markers: false, crc: false, zero_pad: true }, &mut Queues::default());
+        assert!(w.error.unwrap().contains("pad [40, 00, 00], zeros expected"));
+        let w = walk(&data, 0, Framing { markers: false, crc: false, zero_pad: false }, &mut Queues::default());
+        assert_eq!((w.error, w.fpdus.len(), w.nonzero_pads), (None, 1, 1));
     }
 
     #[test]
     fn a_stream_cut_inside_an_fpdu_ends_the_walk_there() {
         let data = emit(20, true, true, &sends()[..5]);
-        let w = walk(&data[..data.len() - 3], 20, Framing { markers: true, crc: true }, &mut Queues::default());
+        let w = walk(&data[..data.len() - 3], 20, Framing { markers: true, crc: true, zero_pad: true }, &mut Queues::default());
         assert_eq!((w.error, w.fpdus.len()), (None, 4));
         assert!(w.partial > 0);
     }

@@ -85,7 +85,10 @@ impl Report {
             End::Reset => "reset",
         };
         let markers = if d.framing.markers { format!(", {} markers", w.markers) } else { String::new() };
-        let tail = if w.partial > 0 { format!(", {} octets of an FPDU at the end", w.partial) } else { String::new() };
+        let mut tail = if w.partial > 0 { format!(", {} octets of an FPDU at the end", w.partial) } else { String::new() };
+        if w.nonzero_pads > 0 {
+            tail += &format!(", {} with non-zero pad octets (ignored, as RFC 5044 has receivers do)", w.nonzero_pads);
+        }
         println!(
             "  {name}: {} FPDUs{markers}, {} CRCs checked; messages: {}; {whole} of {segs} data segments hold whole FPDUs; {end}{tail}",
             w.fpdus.len(),
