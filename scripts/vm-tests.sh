@@ -47,7 +47,7 @@ NVME_MIB=16
 # queues reads beyond it).
 RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-segments|verbs-p2p-rtr-[wr]|verbs-post-to-a-stalled-peer|example-.*|net-reorder-25pct-ipv6|fault-peer-guest-killed)$'
 RELEASE_ONLY+='|^(qp-responder-waits-for-the-first-fpdu|qp-p2p-responder-waits-for-the-rtr|verbs-read-while-the-owner-writes)$'
-RELEASE_ONLY+='|^(verbs-markers-crc-1B-to-4MiB|verbs-plain-mpa-v1|verbs-64-qps-at-once|ib-uverbs-rping-64KiB|ib-uverbs-perftest-.*|ib-uverbs-qperf)$'
+RELEASE_ONLY+='|^(verbs-markers-crc-1B-to-4MiB|verbs-plain-mpa-v1|verbs-64-qps-at-once|ib-uverbs-rping-64KiB|ib-uverbs-perftest-.*|ib-uverbs-qperf.*)$'
 RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-uverbs-rping-(server-to|client-of)-siw-|^ib-rdma-cm-to-siw$|^ib-nvme-target-(silent-then-back|guest-killed)$|^ib-nvme-under-net-|^ib-rdma-cm-mpa-'
 RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|reuseport|stdio|duplicated|prefork|calls|reader-and-writer)'
 RELEASE_ONLY+='|^(ib-uverbs-killed-process-unpins-A|ib-nvme-over-fabrics|ib-uverbs-rping-64B|cm-slow-requests-block-nobody|verbs-reads-at-the-ird)$'
@@ -597,19 +597,20 @@ perftest_uverbs() {
 }
 
 # qperf, unmodified: it meets its peer over TCP, then connects through rdma_cm (-cm1), between
-# iw0 in A (its server) and an iw0 in B: RC Send and Read bandwidth at 64 KiB, RC latency at 8
-# octets. (Its rc_rdma_write_bw writes with immediate data, which siw's ABI cannot carry:
-# libsiw refuses it, on siw as on us.)
+# iw0 in A (its server) and PEER's device in B: qperf_uverbs PEER TEST-ARGS. (Its
+# rc_rdma_write_bw writes with immediate data, which siw's ABI cannot carry: libsiw refuses it,
+# on siw as on us. Toward siw only rc_lat runs: siw refuses a QP without a send queue, which
+# the passive side of qperf's bandwidth and Read tests asks for, in either role.)
 qperf_uverbs() {
     local rc=0
-    peer_begin iwarp || return 1
+    peer_begin "$1" || return 1
     if vm_serve A qperf "$PORT" "timeout 120 qperf -lp $PORT"; then
-        vm_run B "timeout 100 qperf $(vm_ip A) -lp $PORT -cm1 -t 2 -m 64k rc_bw rc_rdma_read_bw -m 8 rc_lat" || rc=1
+        vm_run B "timeout 100 qperf $(vm_ip A) -lp $PORT -cm1 -t 2 $2" || rc=1
         vm_unserve A qperf >/dev/null
     else
         rc=1
     fi
-    peer_end iwarp || rc=1
+    peer_end "$1" || rc=1
     return $rc
 }
 # A libibverbs program killed mid-transfer (perftest's ib_write_bw in B, writing to A more than
@@ -1320,7 +1321,7 @@ tests() {
     t ib-uverbs-rping-64KiB rping_uverbs iwarp client 65535
     t ib-uverbs-perftest-64KiB perftest_uverbs iwarp server 65536 ib_write_bw ib_read_bw ib_send_bw
     t ib-uverbs-perftest-8B perftest_uverbs iwarp server 8 ib_write_lat ib_read_lat ib_send_lat
-    t ib-uverbs-qperf qperf_uverbs
+    t ib-uverbs-qperf qperf_uverbs iwarp "-m 64k rc_bw rc_rdma_read_bw -m 8 rc_lat"
     t ib-uverbs-killed-mid-transfer ib_uverbs_killed_mid_transfer
     t ib-uverbs-cq-overrun ib_uverbs_overrun
     t ib-verbs-A ib_verbs
@@ -1344,6 +1345,7 @@ tests() {
     t ib-uverbs-rping-client-of-siw-64KiB rping_uverbs siw client 65535
     t ib-uverbs-perftest-server-to-siw-64KiB perftest_uverbs siw server 65536 ib_write_bw ib_read_bw ib_send_bw
     t ib-uverbs-perftest-client-of-siw-8B perftest_uverbs siw client 8 ib_write_lat ib_read_lat ib_send_lat
+    t ib-uverbs-qperf-server-to-siw qperf_uverbs siw "-m 64k rc_lat -m 8 rc_lat"
     # With an RDMA core device of ours still registered (ib-link-A's).
     t rmmod-A vm_run A "rmmod iwarp && ! grep -qw iwarp /proc/modules && test ! -e /dev/iwarp && test ! -e /sys/class/infiniband/iw0"
     t rmmod-B vm_run B "insmod $ko && rmmod iwarp && ! grep -qw iwarp /proc/modules"
@@ -1389,6 +1391,7 @@ WIRE_UNCHECKED=(
     fault-forged-segment-with-crc    # a segment forged on purpose
     fault-forged-segment-without-crc # the same
     ib-uverbs-qperf                  # qperf's rdma_cm listens on a port of its own choosing, not the test's
+    ib-uverbs-qperf-server-to-siw    # the same
     dmesg-clean
 )
 # Tests in which no iWARP connection between the guests reaches full operation: no traffic
