@@ -1149,7 +1149,13 @@ int iwarp_shim_ib_register(const struct iwarp_ib_callbacks *cb, const struct iwa
 	iwarp_cb = cb;
 	iwarp_verbs = verbs;
 	iwarp_cm_wq = alloc_workqueue("iwarp_cm", WQ_UNBOUND, 0);
-	iwarp_post_wq = alloc_workqueue("iwarp_post", WQ_PERCPU | WQ_MEM_RECLAIM | WQ_HIGHPRI, 0);
+	/*
+	 * Not WQ_HIGHPRI: a woken high-priority kworker preempts the poster at once, so a busy
+	 * submitter (fio 32 deep over nvme-rdma) was switched out and back for nearly every post,
+	 * about 2.5 context switches per I/O on the host against siw's 0.6. At normal priority it
+	 * posts on, and one run of the work hands several requests over (docs/performance.md).
+	 */
+	iwarp_post_wq = alloc_workqueue("iwarp_post", WQ_PERCPU | WQ_MEM_RECLAIM, 0);
 	if (!iwarp_cm_wq || !iwarp_post_wq) {
 		rv = -ENOMEM;
 		goto out;
