@@ -63,7 +63,10 @@ pub(super) struct OutPayload {
 
 enum Octets {
     /// A copy of at most [`SMALL_MAX`] octets, `filled` of them written so far.
-    Small { bytes: [u8; SMALL_MAX], filled: usize },
+    Small {
+        bytes: [u8; SMALL_MAX],
+        filled: usize,
+    },
     Frags(Frags),
 }
 
