@@ -99,11 +99,14 @@ impl Arena {
             return Err(EINVAL);
         }
         if self.current.is_none() || self.used + len > PAGE_SIZE {
+            // Room for the filled page before anything else: failing once it left `current`
+            // would free a page that unsent fragments of the batch may still name.
+            self.full.reserve(1, GFP_KERNEL_ACCOUNT)?;
             let page = Page::alloc_page(GFP_KERNEL_ACCOUNT)?;
-            if let Some(filled) = self.current.take() {
-                self.full.push(filled, GFP_KERNEL_ACCOUNT)?;
+            if let Some(filled) = self.current.replace(page) {
+                // Cannot fail: room was reserved above.
+                let _ = self.full.push_within_capacity(filled);
             }
-            self.current = Some(page);
             self.used = 0;
         }
         let page = self.current.as_ref().ok_or(EINVAL)?.as_ptr();
