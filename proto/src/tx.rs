@@ -287,7 +287,9 @@ pub enum TxError {
     MulpduTooSmall,
 }
 
-/// The sending half of a stream: its position and the next MSN of each untagged queue.
+/// The sending half of a stream: its position and the next MSN of each untagged queue. A copy
+/// taken before framing lets a sender take an FPDU back that it could not send.
+#[derive(Clone)]
 pub struct Transmitter {
     cfg: Config,
     pos: u64,

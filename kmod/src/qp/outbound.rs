@@ -226,28 +226,50 @@ impl Batch {
         Ok(())
     }
 
-    /// Adds a framed and sealed FPDU's pieces.
+    /// Adds a framed and sealed FPDU's pieces, whole or not at all ([`Batch::whole`]).
     fn add(&mut self, fpdu: &Fpdu, payload: &OutPayload) -> Result {
-        self.record(fpdu)?;
-        for p in fpdu.pieces() {
-            match *p {
-                Piece::Ctl { off, len } => {
-                    let frag = self.ctl.push(fpdu.ctl(off, len))?;
-                    payload::push(&mut self.frags, frag)?;
+        self.whole(|b| {
+            b.record(fpdu)?;
+            for p in fpdu.pieces() {
+                match *p {
+                    Piece::Ctl { off, len } => {
+                        let frag = b.ctl.push(fpdu.ctl(off, len))?;
+                        payload::push(&mut b.frags, frag)?;
+                    }
+                    Piece::Payload { off, len } => payload.append_to(off, len, &mut b.frags, &mut b.ctl)?,
                 }
-                Piece::Payload { off, len } => payload.append_to(off, len, &mut self.frags, &mut self.ctl)?,
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
-    /// Adds a framed FPDU (at most a page) copied whole, sealed over the copy.
+    /// Adds a framed FPDU (at most a page) copied whole, sealed over the copy; whole or not at
+    /// all ([`Batch::whole`]).
     fn add_copy(&mut self, fpdu: &Fpdu, payload: &OutPayload) -> Result {
-        self.record(fpdu)?;
-        let (frag, dst) = self.ctl.take(fpdu.wire_len as usize)?;
-        fpdu.write_sealed::<KernelCrc, _>(payload, dst);
-        self.copied += dst.len();
-        payload::push(&mut self.frags, frag)
+        self.whole(|b| {
+            b.record(fpdu)?;
+            let (frag, dst) = b.ctl.take(fpdu.wire_len as usize)?;
+            fpdu.write_sealed::<KernelCrc, _>(payload, dst);
+            b.copied += dst.len();
+            payload::push(&mut b.frags, frag)
+        })
+    }
+
+    /// Runs `add`, which adds one FPDU; if it fails (no memory), what it added is taken out
+    /// again. The batch thus holds whole FPDUs only, and a Terminate may follow them on the
+    /// wire. (Octets it took from `ctl` stay unused until the batch is cleared.)
+    fn whole(&mut self, add: impl FnOnce(&mut Batch) -> Result) -> Result {
+        let (frags, records, last, copied) = (self.frags.len(), self.records.len(), self.records.last().copied(), self.copied);
+        let added = add(self);
+        if added.is_err() {
+            self.frags.truncate(frags);
+            self.records.truncate(records);
+            if let (Some(r), Some(was)) = (self.records.last_mut(), last) {
+                *r = was;
+            }
+            self.copied = copied;
+        }
+        added
     }
 
     /// Hands what TCP has not taken yet to it, without waiting; true when all is taken (the
@@ -348,12 +370,20 @@ impl QueuePair {
                 continue;
             }
             while !out.done() && side.batch.has_room() {
-                if side.copy_framed {
+                // An FPDU that cannot join the batch (no memory) is unframed again: the
+                // Terminate that fails the QP then starts where the last whole FPDU ended,
+                // with its markers where the stream's position puts them.
+                let (tx_was, out_was) = (side.tx.clone(), *out);
+                let added = if side.copy_framed {
                     side.tx.frame(out, &mut side.fpdu);
-                    side.batch.add_copy(&side.fpdu, &front.payload)?;
+                    side.batch.add_copy(&side.fpdu, &front.payload)
                 } else {
                     side.tx.next_fpdu::<KernelCrc, _>(out, &front.payload, &mut side.fpdu);
-                    side.batch.add(&side.fpdu, &front.payload)?;
+                    side.batch.add(&side.fpdu, &front.payload)
+                };
+                if let Err(e) = added {
+                    (side.tx, *out) = (tx_was, out_was);
+                    return Err(e.into());
                 }
             }
         }
