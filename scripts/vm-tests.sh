@@ -601,12 +601,23 @@ perftest_uverbs() {
 # rc_rdma_write_bw writes with immediate data, which siw's ABI cannot carry: libsiw refuses it,
 # on siw as on us. Toward siw only rc_lat runs: siw refuses a QP without a send queue, which
 # the passive side of qperf's bandwidth and Read tests asks for, in either role.)
+#
+# Debian's qperf 0.4.11 has a race of its own: its server tells the client its rdma_cm port
+# before it listens there (upstream fixed it after 0.4.11, "Fix rdmacm race"), so about one
+# connection in 40 under TCG meets a TCP reset, which rdma_cm reports as REJECTED. A run that
+# fails so runs once more, saying why; any other failure, or a second one, fails the test.
 qperf_uverbs() {
-    local rc=0
+    local rc=0 out run
     peer_begin "$1" || return 1
-    if vm_serve A qperf "$PORT" "timeout 120 qperf -lp $PORT"; then
-        vm_run B "timeout 100 qperf $(vm_ip A) -lp $PORT -cm1 -t 2 $2" || rc=1
-        vm_unserve A qperf >/dev/null
+    if vm_serve A qperf "$PORT" "timeout 200 qperf -lp $PORT"; then
+        for run in 1 2; do
+            out=$(vm_run B "timeout 90 qperf $(vm_ip A) -lp $PORT -cm1 -t 2 $2" 2>&1) && rc=0 || rc=1
+            echo "$out"
+            [ $rc = 1 ] && [ $run = 1 ] && grep -q 'unexpected event from RDMA CM: Event rejected' <<<"$out" || break
+            echo "qperf's server told its port before it listened (qperf 0.4.11's race): once more"
+        done
+        out=$(vm_unserve A qperf)
+        [ $rc = 0 ] || { echo "--- server in A:"; echo "$out"; }
     else
         rc=1
     fi
