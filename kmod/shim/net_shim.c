@@ -274,8 +274,8 @@ int iwarp_shim_sock_recv_nowait(struct socket *sock, void *buf, size_t len)
  * next starts a new one and, when a record fits the MSS, a TCP segment of its own. One socket
  * lock covers all records. With @more, the caller sends more at once: TCP holds the last
  * record's partial segment too (MSG_MORE), so that it goes out with what follows. Reports the
- * sequence number just past what TCP has in *@end_seq. Returns the bytes taken or a negative
- * errno.
+ * sequence number just past what TCP has in *@end_seq. Returns the bytes taken (if any) or a
+ * negative errno.
  */
 long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, const u32 *records, size_t nrec,
 				bool eor, bool more, u32 *end_seq)
@@ -311,7 +311,8 @@ long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t 
 out:
 	*end_seq = READ_ONCE(tcp_sk(sk)->write_seq);
 	release_sock(sk);
-	if (err && err != -EAGAIN)
+	/* What TCP took is reported even if it then failed: it goes out, and the error comes again. */
+	if (err && err != -EAGAIN && !taken)
 		return err;
 	return taken;
 }

@@ -256,17 +256,17 @@ impl Batch {
     }
 
     /// Runs `add`, which adds one FPDU; if it fails (no memory), what it added is taken out
-    /// again. The batch thus holds whole FPDUs only, and a Terminate may follow them on the
-    /// wire. (Octets it took from `ctl` stay unused until the batch is cleared.)
+    /// again, including octets merged into the last fragment or record before it. The batch
+    /// thus holds whole FPDUs only, and a Terminate may follow them on the wire. (Octets it
+    /// took from `ctl` stay unused until the batch is cleared.)
     fn whole(&mut self, add: impl FnOnce(&mut Batch) -> Result) -> Result {
-        let (frags, records, last, copied) = (self.frags.len(), self.records.len(), self.records.last().copied(), self.copied);
+        let frags = (self.frags.len(), self.frags.last().copied());
+        let records = (self.records.len(), self.records.last().copied());
+        let copied = self.copied;
         let added = add(self);
         if added.is_err() {
-            self.frags.truncate(frags);
-            self.records.truncate(records);
-            if let (Some(r), Some(was)) = (self.records.last_mut(), last) {
-                *r = was;
-            }
+            restore(&mut self.frags, frags);
+            restore(&mut self.records, records);
             self.copied = copied;
         }
         added
@@ -314,6 +314,14 @@ impl Batch {
         self.taken = 0;
         self.records.clear();
         self.record = 0;
+    }
+}
+
+/// Puts `list` back as it was when it had `len` items, the last one `last`.
+fn restore<T: Copy>(list: &mut KVec<T>, (len, last): (usize, Option<T>)) {
+    list.truncate(len);
+    if let (Some(now), Some(was)) = (list.last_mut(), last) {
+        *now = was;
     }
 }
 
