@@ -56,13 +56,17 @@ pub(crate) enum QpError {
     CqOverrun,
     /// Sending failed part way: part of a message may be on the wire, the stream cannot go on.
     StreamLost,
+    /// This host could not frame a message (no memory, or one its transmitter refuses): the
+    /// stream is whole up to the last FPDU sent, and RDMAP's local catastrophic error says the
+    /// fault is ours.
+    Local,
 }
 
 impl QpError {
     /// The Terminate that reports it to the peer.
     pub(crate) fn terminate(self) -> Terminate {
         Terminate::new(match self {
-            QpError::CqOverrun => Cause::RdmapCatastrophic,
+            QpError::CqOverrun | QpError::Local => Cause::RdmapCatastrophic,
             QpError::StreamLost => Cause::MpaStreamLost,
         })
     }
@@ -80,6 +84,7 @@ impl From<Overrun> for Terminate {
     }
 }
 
+/// TCP refused what was handed to it: the socket's error ends the stream.
 impl From<Error> for QpError {
     fn from(_: Error) -> QpError {
         QpError::StreamLost

@@ -359,7 +359,7 @@ impl QueuePair {
             };
             let out = match &mut side.current {
                 Some(out) => out,
-                None => side.current.insert(side.tx.start(msg, front.payload.len()).map_err(|_| EINVAL)?),
+                None => side.current.insert(side.tx.start(msg, front.payload.len()).map_err(|_| QpError::Local)?),
             };
             if out.done() {
                 // Framed, and taken whole by TCP.
@@ -389,9 +389,9 @@ impl QueuePair {
                     side.tx.next_fpdu::<KernelCrc, _>(out, &front.payload, &mut side.fpdu);
                     side.batch.add(&side.fpdu, &front.payload)
                 };
-                if let Err(e) = added {
+                if added.is_err() {
                     (side.tx, *out) = (tx_was, out_was);
-                    return Err(e.into());
+                    return Err(QpError::Local);
                 }
             }
         }
