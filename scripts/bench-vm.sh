@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cargo xtask bench verbs: in one run between the same two guests, iwarp.ko (iwarp-bench) beside
 # siw (perftest with rdma_cm, -R) and plain TCP (iperf3, sockperf ping-pong), and last the same
-# perftest runs on iwarp.ko's RDMA core device (iw0) in siw's place; prints each figure and the
-# ratios. Usage: bench-vm.sh [--quick] [--faults | --sweep]
+# perftest runs on iwarp.ko's RDMA core device (iw0) and on siw in turn (iw0, siw, iw0); prints
+# each figure and the ratios. Usage: bench-vm.sh [--quick] [--faults | --sweep]
 # The default run: 64 KiB write_bw and 8 B write_lat/send_lat (median, mean, 99th percentile of
 # the same number of exchanges for every stack) of our configurations (markers and CRC,
 # blocking and polling; receiving in a work item; plain, blocking and polling; copied), siw
@@ -216,6 +216,10 @@ reason() {
 figure() {
     R[$1]=$(awk -v c="$3" -v k="$4" '$c ~ /^[0-9]+(\.[0-9]+)?$/ && $c + 0 > 0 {printf "%.1f", $c * k}' <<<"$2")
     [ -n "${R[$1]}" ] || [ -n "${MISSING[$1]:-}" ] || MISSING[$1]="no figure in its output: '$(tail -1 <<<"$OUT")'"
+}
+# mean_of NAME A B: the mean of figures A and B into R[NAME], none if either is missing.
+mean_of() {
+    R[$1]=$(awk -v a="${R[$2]:-}" -v b="${R[$3]:-}" 'BEGIN { if (a != "" && b != "") printf "%.1f", (a + b) / 2 }')
 }
 # The RDMA core device perftest runs on, and the stack its figures count for: siw's siw0 until
 # the last phase, then iw0, ours, driven by the same binaries through rdma-core's siw provider.
@@ -579,13 +583,23 @@ cpu_cost cpu/tcp/64k 100 $cpu_bw_n2 tcp_stream
 cpu_cost cpu/tcp/8 1 $((1 + 2 * secs)) tcp_pingpong
 # The fairest comparison with siw: the same perftest binaries, flags and iterations on iw0, our
 # RDMA core device, which rdma-core's siw provider drives as it drives siw0. siw and our devices
-# never run side by side (docs/device-model.md), so siw goes first. MPA as siw runs by default
-# (neither markers nor CRC), then our defaults (both).
-echo "---- perftest (-R) on iwarp.ko's iw0, the same binaries and flags as on siw: markers and CRC off"
-to_iw0='rdma link delete siw0 && rmmod siw && rdma link add iw0 type iwarp netdev $IWARP_IF'
-if both "$to_iw0" && both 'echo 0 >/sys/class/infiniband/iw0/mpa_markers && echo 0 >/sys/class/infiniband/iw0/mpa_crc'; then
-    pt_dev=iw0 pt_stack=iwarp.ko
-    perftest_all pt-plain
+# never run side by side (docs/device-model.md), so the two take turns: iw0, siw, iw0 again
+# (ABA), so that whatever drifts over the run (the guests' memory, caches, the host's load)
+# weighs on both alike; the headline takes the mean of iw0's two rounds against siw's round
+# between them. MPA as siw runs by default (neither markers nor CRC), then our defaults (both).
+# to_iw0 / to_siw: siw0 → iw0 / iw0 → siw0, in both guests.
+to_iw0() {
+    both 'rdma link delete siw0 && rmmod siw && rdma link add iw0 type iwarp netdev $IWARP_IF' &&
+        both 'echo 0 >/sys/class/infiniband/iw0/mpa_markers && echo 0 >/sys/class/infiniband/iw0/mpa_crc' &&
+        pt_dev=iw0 pt_stack=iwarp.ko
+}
+to_siw() { both 'rdma link delete iw0 && modprobe siw && rdma link add siw0 type siw netdev $IWARP_IF' && pt_dev=siw0 pt_stack=siw; }
+echo "---- perftest (-R) on iw0, siw0, iw0 in turn, the same binaries and flags: markers and CRC off"
+# A failed perftest leaves its figure missing (checked at the end); a failed swap ends the turns.
+if to_iw0 && { perftest_all pt-plain-1; to_siw; } && { perftest_all siw-between; to_iw0; }; then
+    perftest_all pt-plain-2
+    for k in write_bw {write_lat,send_lat}/{p50,mean,p99}; do mean_of pt-plain/$k pt-plain-{1,2}/$k; done
+    for k in send_lat/{p50,mean,p99}; do mean_of pt-plain-events/$k pt-plain-{1,2}-events/$k; done
     cpu_cost cpu/pt-plain/64k 100 $cpu_bw_n2 perftest_bw_n || status=1
     cpu_cost cpu/pt-plain/8 100 $cpu_lat_n2 perftest_lat_n || status=1
     if ((!quick)); then
@@ -594,7 +608,7 @@ if both "$to_iw0" && both 'echo 0 >/sys/class/infiniband/iw0/mpa_markers && echo
         perftest_all pt-mc
     fi
 else
-    echo "FAILED: iw0 in place of siw0"
+    echo "FAILED: perftest on iw0 and siw0 in turn"
     status=1
 fi
 vm_stop || status=1
@@ -654,22 +668,26 @@ echo "   events (send_lat only: perftest refuses -e for Write); TCP sleeps in re
 rx_col=()
 ((rx_work)) && rx_col=("mc-work|M+C rx work, blocking")
 table "mc|M+C, blocking" "${rx_col[@]}" "plain|plain, blocking" "plain-copy|plain copy, blocking" "siw-events|siw -e, blocking" \
-    "pt-plain-events|iw0 plain -e, blocking" "tcp|TCP, blocking"
+    "siw-between-events|siw -e (turns), blocking" "pt-plain-events|iw0 plain -e, blocking" "tcp|TCP, blocking"
 echo "-- polling: ours --poll 1 (spins on the CQ, never sleeps); perftest as it runs by default (polls its CQ)"
 pt_mc_col=()
 ((quick)) || pt_mc_col=("pt-mc|iw0 M+C, polling")
-table "mc-poll|M+C, polling" "plain-poll|plain, polling" "siw|siw, polling" "pt-plain|iw0 plain, polling" "${pt_mc_col[@]}"
+table "mc-poll|M+C, polling" "plain-poll|plain, polling" "siw|siw, polling" "siw-between|siw (turns), polling" "pt-plain|iw0 plain, polling" \
+    "${pt_mc_col[@]}"
 echo "(M+C: markers and CRC, our default; plain: neither, as siw runs by default; rx work: receiving in a work item;"
 echo " iw0: perftest with the same flags as siw's, on iwarp.ko through rdma-core's siw provider, the others iwarp-bench;"
+echo " turns: perftest on iw0, siw0, iw0 in turn at the end of the run; iw0's figures the mean of its two rounds;"
 echo " TCP: iperf3 and sockperf ping-pong of 14 B, its smallest; write_lat watches the buffer in both modes, as perftest's"
 echo " does: ours yields the CPU between looks when blocking, not when polling)"
 echo
 echo "==== ratios, each between two stacks waiting alike (bandwidth: higher is better for us; latency: lower is better"
 echo "     for us; medians, then means). Headline: the same perftest on iw0 ÷ on siw, plain, both polling (the one mode"
 echo "     perftest runs every test in); iwarp-bench plain ÷ TCP, both blocking"
-versus "perftest on iw0 ÷ on siw, plain, polling (headline)" pt-plain siw write_bw write_lat send_lat
-versus "perftest on iw0 ÷ on siw, plain, -e" pt-plain-events siw-events send_lat
-((quick)) || versus "perftest on iw0 ÷ on siw, M+C, polling" pt-mc siw write_bw write_lat send_lat
+versus "perftest on iw0 ÷ on siw, plain, polling (headline)" pt-plain siw-between write_bw write_lat send_lat
+versus "perftest on iw0 ÷ on siw, plain, -e" pt-plain-events siw-between-events send_lat
+versus "  iw0's first round alone ÷ siw, polling" pt-plain-1 siw-between write_bw write_lat send_lat
+versus "  iw0's second round alone ÷ siw, polling" pt-plain-2 siw-between write_bw write_lat send_lat
+((quick)) || versus "perftest on iw0 ÷ on siw, M+C, polling" pt-mc siw-between write_bw write_lat send_lat
 versus "plain, polling ÷ siw, polling" plain-poll siw write_bw write_lat send_lat
 versus "plain, blocking ÷ siw -e, blocking" plain siw-events send_lat
 versus "plain, blocking ÷ TCP, blocking (headline)" plain tcp write_bw write_lat send_lat
@@ -711,7 +729,7 @@ if ((!quick)); then
     done
 fi
 echo
-for k in siw/write_bw siw/write_lat/p50 siw/send_lat/p50 siw-events/send_lat/p50 tcp/write_bw tcp/lat/p50; do
+for k in {siw,siw-between}/{write_bw,write_lat/p50,send_lat/p50} {siw,siw-between}-events/send_lat/p50 tcp/write_bw tcp/lat/p50; do
     [ -n "${R[$k]:-}" ] || echo "${k%%/*} ${k#*/}: NOT MEASURED: ${MISSING[$k]:-unknown} (its ratios are n/a)"
 done
 attempts
