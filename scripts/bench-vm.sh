@@ -217,9 +217,11 @@ figure() {
     R[$1]=$(awk -v c="$3" -v k="$4" '$c ~ /^[0-9]+(\.[0-9]+)?$/ && $c + 0 > 0 {printf "%.1f", $c * k}' <<<"$2")
     [ -n "${R[$1]}" ] || [ -n "${MISSING[$1]:-}" ] || MISSING[$1]="no figure in its output: '$(tail -1 <<<"$OUT")'"
 }
-# mean_of NAME A B: the mean of figures A and B into R[NAME], none if either is missing.
+# mean_of NAME A B: the mean of figures A and B into R[NAME]; none if either is missing, with
+# that round's reason.
 mean_of() {
     R[$1]=$(awk -v a="${R[$2]:-}" -v b="${R[$3]:-}" 'BEGIN { if (a != "" && b != "") printf "%.1f", (a + b) / 2 }')
+    [ -n "${R[$1]}" ] || MISSING[$1]=${MISSING[$2]:-${MISSING[$3]:-a round of it was not run}}
 }
 # The RDMA core device perftest runs on, and the stack its figures count for: siw's siw0 until
 # the last phase, then iw0, ours, driven by the same binaries through rdma-core's siw provider.
@@ -730,7 +732,7 @@ if ((!quick)); then
 fi
 echo
 for k in {siw,siw-between}/{write_bw,write_lat/p50,send_lat/p50} {siw,siw-between}-events/send_lat/p50 tcp/write_bw tcp/lat/p50; do
-    [ -n "${R[$k]:-}" ] || echo "${k%%/*} ${k#*/}: NOT MEASURED: ${MISSING[$k]:-unknown} (its ratios are n/a)"
+    [ -n "${R[$k]:-}" ] || echo "${k%%/*} ${k#*/}: NOT MEASURED: ${MISSING[$k]:-not run} (its ratios are n/a)"
 done
 attempts
 # Our own figures must all be there; the anchors' are not ours to fail on.
@@ -743,6 +745,6 @@ for cfg in pt-plain $( ((quick)) || echo pt-mc); do mine+=("$cfg/write_bw" "$cfg
 mine+=(pt-plain-events/send_lat/p50)
 for m in "${mine[@]}"; do
     c=${m%%/*}
-    awk -v x="${R[$m]:-}" 'BEGIN { exit !(x + 0 > 0) }' || { echo "FAILED: our $c ${m#*/} figure is missing${MISSING[$c]:+: ${MISSING[$c]}}"; status=1; }
+    awk -v x="${R[$m]:-}" 'BEGIN { exit !(x + 0 > 0) }' || { echo "FAILED: our $c ${m#*/} figure is missing${MISSING[$m]:+: ${MISSING[$m]}}"; status=1; }
 done
 exit $status

@@ -327,9 +327,9 @@ fn restore<T: Copy>(list: &mut KVec<T>, (len, last): (usize, Option<T>)) {
 
 impl QueuePair {
     /// Hands TCP what is queued, as far as the socket buffer takes it now, completing the work
-    /// requests whose messages it took whole. Err: the stream broke, or a CQ overran (after
-    /// everything was sent that could be); the caller fails the QP once it released the send
-    /// side.
+    /// requests whose messages it took whole. Err: the stream broke, this host could not frame
+    /// the next FPDU, or a CQ overran (after everything was sent that could be); the caller
+    /// fails the QP once it released the send side.
     pub(super) fn pump(&self, side: &mut TxSide) -> Result<(), QpError> {
         if self.awaiting_peer.load(Ordering::Acquire) {
             // A responder before the initiator's first FPDU (its RTR in peer-to-peer mode):
