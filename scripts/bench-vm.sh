@@ -560,8 +560,6 @@ if ((!quick)); then
 fi
 echo "---- iwarp.ko, markers and CRC off, every payload copied (no zero copy), blocking"
 ours plain-copy "--markers 0 --crc 0 --copy 1" || status=1
-echo "---- siw (perftest -R): polling; send_lat also on CQ events (-e)"
-perftest_all siw
 echo "---- TCP (iperf3, sockperf): blocking"
 tcp
 # What a message costs the hosts (the headline of Kim et al.'s QPIP: host overhead, not wire
@@ -669,12 +667,12 @@ echo "-- blocking: ours waits as libiwarp does by default (spins 15 us on the CQ
 echo "   events (send_lat only: perftest refuses -e for Write); TCP sleeps in recv and write"
 rx_col=()
 ((rx_work)) && rx_col=("mc-work|M+C rx work, blocking")
-table "mc|M+C, blocking" "${rx_col[@]}" "plain|plain, blocking" "plain-copy|plain copy, blocking" "siw-events|siw -e, blocking" \
+table "mc|M+C, blocking" "${rx_col[@]}" "plain|plain, blocking" "plain-copy|plain copy, blocking" \
     "siw-between-events|siw -e (turns), blocking" "pt-plain-events|iw0 plain -e, blocking" "tcp|TCP, blocking"
 echo "-- polling: ours --poll 1 (spins on the CQ, never sleeps); perftest as it runs by default (polls its CQ)"
 pt_mc_col=()
 ((quick)) || pt_mc_col=("pt-mc|iw0 M+C, polling")
-table "mc-poll|M+C, polling" "plain-poll|plain, polling" "siw|siw, polling" "siw-between|siw (turns), polling" "pt-plain|iw0 plain, polling" \
+table "mc-poll|M+C, polling" "plain-poll|plain, polling" "siw-between|siw (turns), polling" "pt-plain|iw0 plain, polling" \
     "${pt_mc_col[@]}"
 echo "(M+C: markers and CRC, our default; plain: neither, as siw runs by default; rx work: receiving in a work item;"
 echo " iw0: perftest with the same flags as siw's, on iwarp.ko through rdma-core's siw provider, the others iwarp-bench;"
@@ -690,11 +688,11 @@ versus "perftest on iw0 ÷ on siw, plain, -e" pt-plain-events siw-between-events
 versus "  iw0's first round alone ÷ siw, polling" pt-plain-1 siw-between write_bw write_lat send_lat
 versus "  iw0's second round alone ÷ siw, polling" pt-plain-2 siw-between write_bw write_lat send_lat
 ((quick)) || versus "perftest on iw0 ÷ on siw, M+C, polling" pt-mc siw-between write_bw write_lat send_lat
-versus "plain, polling ÷ siw, polling" plain-poll siw write_bw write_lat send_lat
-versus "plain, blocking ÷ siw -e, blocking" plain siw-events send_lat
+versus "plain, polling ÷ siw, polling" plain-poll siw-between write_bw write_lat send_lat
+versus "plain, blocking ÷ siw -e, blocking" plain siw-between-events send_lat
 versus "plain, blocking ÷ TCP, blocking (headline)" plain tcp write_bw write_lat send_lat
-versus "M+C, polling ÷ siw, polling" mc-poll siw write_bw write_lat send_lat
-versus "M+C, blocking ÷ siw -e, blocking" mc siw-events send_lat
+versus "M+C, polling ÷ siw, polling" mc-poll siw-between write_bw write_lat send_lat
+versus "M+C, blocking ÷ siw -e, blocking" mc siw-between-events send_lat
 versus "M+C, blocking ÷ TCP, blocking" mc tcp write_bw write_lat send_lat
 versus "perftest on iw0 ÷ iwarp-bench, plain, polling" pt-plain plain-poll write_bw write_lat send_lat
 versus "ours polling ÷ blocking, plain" plain-poll plain write_bw write_lat send_lat
@@ -731,7 +729,7 @@ if ((!quick)); then
     done
 fi
 echo
-for k in {siw,siw-between}/{write_bw,write_lat/p50,send_lat/p50} {siw,siw-between}-events/send_lat/p50 tcp/write_bw tcp/lat/p50; do
+for k in siw-between/{write_bw,write_lat/p50,send_lat/p50} siw-between-events/send_lat/p50 tcp/write_bw tcp/lat/p50; do
     [ -n "${R[$k]:-}" ] || echo "${k%%/*} ${k#*/}: NOT MEASURED: ${MISSING[$k]:-not run} (its ratios are n/a)"
 done
 attempts
