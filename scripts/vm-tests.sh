@@ -902,7 +902,15 @@ same_hashes() {
 # SERVER-ENV) through socat, each side printing its SHA-256; all output in SOCAT_OUT.
 socat_through() {
     SOCAT_OUT=$(vm_pair B "$2 timeout 600 socat -u TCP-LISTEN:$PORT,reuseaddr - | sha256sum" \
-        A "head -c $(($1 << 20)) /dev/urandom >/tmp/sock.bin && sha256sum </tmp/sock.bin && $(socks) timeout 600 socat -u /tmp/sock.bin TCP:$B:$PORT; rc=\$?; rm -f /tmp/sock.bin; exit \$rc" 900)
+        A "rc=1; head -c $(($1 << 20)) /dev/urandom >/tmp/sock.bin && sha256sum </tmp/sock.bin &&
+for try in \$(seq 50); do
+    $(socks) timeout 600 socat -u /tmp/sock.bin TCP:$B:$PORT 2>/tmp/socat.err; rc=\$?
+    # Refused: B's socat, started in the same moment, does not listen yet (nothing was sent).
+    grep -q 'Connection refused' /tmp/socat.err || break
+    sleep 0.2
+done
+((try == 1)) || echo \"socat tried \$try times (refused while B's socat was not listening yet)\"
+cat /tmp/socat.err >&2; rm -f /tmp/sock.bin /tmp/socat.err; exit \$rc" 900)
     local rc=$?
     echo "$SOCAT_OUT"
     return $rc
