@@ -901,17 +901,16 @@ same_hashes() {
 # socat_through MIB SERVER-ENV: MIB MiB of random octets from A (with the library) to B (in
 # SERVER-ENV) through socat, each side printing its SHA-256; all output in SOCAT_OUT.
 socat_through() {
-    SOCAT_OUT=$(vm_pair B "$2 timeout 600 socat -u TCP-LISTEN:$PORT,reuseaddr - | sha256sum" \
-        A "rc=1; head -c $(($1 << 20)) /dev/urandom >/tmp/sock.bin && sha256sum </tmp/sock.bin &&
-for try in \$(seq 50); do
-    $(socks) timeout 600 socat -u /tmp/sock.bin TCP:$B:$PORT 2>/tmp/socat.err; rc=\$?
-    # Refused: B's socat, started in the same moment, does not listen yet (nothing was sent).
-    grep -q 'Connection refused' /tmp/socat.err || break
-    sleep 0.2
-done
-((try == 1)) || echo \"socat tried \$try times (refused while B's socat was not listening yet)\"
-cat /tmp/socat.err >&2; rm -f /tmp/sock.bin /tmp/socat.err; exit \$rc" 900)
-    local rc=$?
+    local rc=0
+    # Served, so that A connects only once B's socat listens (a slow guest's comes up late).
+    vm_serve B socat "$PORT" "$2 timeout 600 socat -u TCP-LISTEN:$PORT,reuseaddr - | sha256sum" || return 1
+    SOCAT_OUT=$(vm_run A "head -c $(($1 << 20)) /dev/urandom >/tmp/sock.bin && sha256sum </tmp/sock.bin && $(socks) timeout 600 socat -u /tmp/sock.bin TCP:$B:$PORT; rc=\$?; rm -f /tmp/sock.bin; exit \$rc" 900) || rc=1
+    if ((rc)); then
+        # The server's side of the story, ended (it may have failed first).
+        SOCAT_OUT+=$'\n--- server in B:\n'$(vm_unserve B socat)
+    else
+        SOCAT_OUT+=$'\n'$(vm_served B socat 300) || rc=1
+    fi
     echo "$SOCAT_OUT"
     return $rc
 }
