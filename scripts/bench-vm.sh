@@ -223,8 +223,9 @@ mean_of() {
     R[$1]=$(awk -v a="${R[$2]:-}" -v b="${R[$3]:-}" 'BEGIN { if (a != "" && b != "") printf "%.1f", (a + b) / 2 }')
     [ -n "${R[$1]}" ] || MISSING[$1]=${MISSING[$2]:-${MISSING[$3]:-a round of it was not run}}
 }
-# The RDMA core device perftest runs on, and the stack its figures count for: siw's siw0 until
-# the last phase, then iw0, ours, driven by the same binaries through rdma-core's siw provider.
+# The RDMA core device perftest runs on, and the stack its figures count for: siw's siw0, then in
+# the last phase iw0 (ours, driven by the same binaries through rdma-core's siw provider) and
+# siw0 in turn (to_iw0, to_siw).
 pt_dev=siw0 pt_stack=siw
 # perftest NAME TOOL SIZE ITERS COLUMN SCALE [ARGS]: perftest on PT_DEV through rdma_cm (port
 # 18515), polling its CQ unless ARGS say -e. The result line is kept in LINE for more columns.
