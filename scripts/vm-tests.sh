@@ -28,14 +28,17 @@ B=$(vm_ip B)
 MUTATED=300 CYCLES=5000 CALLS=60000 GUESSES=1000000 SOCK_MIB=64 RACES=20000
 [ "${IWARP_VM_FULL:-0}" = 1 ] && CYCLES=10000 CALLS=1000000
 NVME_MIB=16
-[ "$flavour" = debug ] && MUTATED=70 CYCLES=200 CALLS=50000 GUESSES=100000 SOCK_MIB=4 RACES=1000 NVME_MIB=2
+[ "$flavour" = debug ] && MUTATED=70 CYCLES=200 CALLS=20000 GUESSES=100000 SOCK_MIB=4 RACES=1000 NVME_MIB=2
 # The debug kernel (KASAN, lockdep, kmemleak, KFENCE) is there for what its checkers catch on
 # every path of the module that allocates, frees, pins or locks, not for volume. These tests
 # add no such path to what runs there (the same verbs in other sizes or options, user space's
 # own: the examples, the sockets library beyond one stream, the wire's format, timing) and run
 # on the release kernel only; interop with siw too (see interop_tests). So do the sockets
-# library's tests but one stream, socat's (the module sees an adopted connection, as in
-# qp-adopt-errors), the waits of qp-responder-*, and NVMe through its target's outage (its teardown with the peer
+# library's tests but socat's stream (the module sees an adopted connection, as in
+# qp-adopt-errors) and what a common program does that once failed through the library (a
+# forked reader and writer on one connection, stdio, a duplicated listener, prefork workers,
+# SO_REUSEPORT listeners: their connections are adopted, handed over and closed from several
+# processes, each a path of its own in the module), the waits of qp-responder-*, and NVMe through its target's outage (its teardown with the peer
 # silent is the host's nvme-rdma's; ours is the rmmod and fault-peer tests'). Volume is the
 # release kernel's too: the size sweeps (verbs-markers-crc-1B-to-4MiB, verbs-plain-mpa-v1; the
 # debug kernel sees markers, CRCs and revision 1 in the qp-* and fault-* tests), 64 QPs at
@@ -49,7 +52,7 @@ RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-s
 RELEASE_ONLY+='|^(qp-responder-waits-for-the-first-fpdu|qp-p2p-responder-waits-for-the-rtr|verbs-read-while-the-owner-writes)$'
 RELEASE_ONLY+='|^(verbs-markers-crc-1B-to-4MiB|verbs-plain-mpa-v1|verbs-64-qps-at-once|ib-uverbs-rping-64KiB|ib-uverbs-perftest-.*|ib-uverbs-qperf.*)$'
 RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-uverbs-rping-(server-to|client-of)-siw-|^ib-rdma-cm-to-siw$|^ib-nvme-target-(silent-then-back|guest-killed)$|^ib-nvme-under-net-|^ib-rdma-cm-mpa-'
-RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|reuseport|stdio|duplicated|prefork|calls|reader-and-writer)'
+RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|calls)'
 RELEASE_ONLY+='|^(ib-uverbs-killed-process-unpins-A|ib-nvme-over-fabrics|ib-uverbs-rping-64B|cm-slow-requests-block-nobody|verbs-reads-at-the-ird)$'
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
