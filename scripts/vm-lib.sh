@@ -283,8 +283,8 @@ vm_netem() {
 # Lines that mean the kernel is unhappy. The out-of-tree taint of loading iwarp.ko is expected.
 VM_BAD_DMESG='WARNING:|BUG:|Oops|KASAN|KFENCE|suspected memory leak|possible recursive locking|circular locking|inconsistent lock state|sleeping function called from invalid context|Call Trace:|taints kernel'
 VM_OK_DMESG='loading out-of-tree module taints kernel'
-VM_OOM_BEGIN='iwarp-test: expected oom-kill reports begin'
-VM_OOM_END='iwarp-test: expected oom-kill reports end'
+VM_DUMPS_BEGIN='iwarp-test: expected stack dumps begin'
+VM_DUMPS_END='iwarp-test: expected stack dumps end'
 
 vm_stop() {
     trap - EXIT INT TERM
@@ -317,9 +317,10 @@ vm_stop() {
             continue
         fi
         local bad
-        # A test that makes the OOM killer act on purpose brackets it in dmesg (VM_OOM_BEGIN,
-        # VM_OOM_END): the report's stack dump is expected there, nothing else is.
-        bad=$(sed "/$VM_OOM_BEGIN/,/$VM_OOM_END/{/Call Trace:/d}" "$d" | grep -E "$VM_BAD_DMESG" | grep -vE "$VM_OK_DMESG")
+        # A test that makes the kernel dump stacks on purpose (the OOM killer, fault injection)
+        # brackets them in dmesg (VM_DUMPS_BEGIN, VM_DUMPS_END): the dumps' call traces are
+        # expected there, nothing else is.
+        bad=$(sed "/$VM_DUMPS_BEGIN/,/$VM_DUMPS_END/{/Call Trace:/d}" "$d" | grep -E "$VM_BAD_DMESG" | grep -vE "$VM_OK_DMESG")
         # kmemleak (debug kernel): leaks whose allocation backtrace passes through our module.
         if [ -s "$VM_DIR/$name/kmemleak" ] && grep -q iwarp "$VM_DIR/$name/kmemleak"; then
             bad+=$'\n'"kmemleak: leaks allocated by iwarp.ko:"$'\n'"$(cat "$VM_DIR/$name/kmemleak")"
@@ -328,7 +329,7 @@ vm_stop() {
             vm_log "guest $name dmesg is NOT clean:"
             printf '%s\n' "$bad" >&2
             vm_log "guest $name dmesg from the first bad line on (up to 150 lines):"
-            sed "/$VM_OOM_BEGIN/,/$VM_OOM_END/{/Call Trace:/d}" "$d" | grep -m1 -A150 -E "$VM_BAD_DMESG" | grep -vE "$VM_OK_DMESG" >&2
+            sed "/$VM_DUMPS_BEGIN/,/$VM_DUMPS_END/{/Call Trace:/d}" "$d" | grep -m1 -A150 -E "$VM_BAD_DMESG" | grep -vE "$VM_OK_DMESG" >&2
             status=1
         else
             vm_log "guest $name dmesg clean"

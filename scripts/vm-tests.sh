@@ -54,6 +54,8 @@ RELEASE_ONLY+='|^(verbs-markers-crc-1B-to-4MiB|verbs-plain-mpa-v1|verbs-64-qps-a
 RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-uverbs-rping-(server-to|client-of)-siw-|^ib-rdma-cm-to-siw$|^ib-nvme-target-(silent-then-back|guest-killed)$|^ib-nvme-under-net-|^ib-rdma-cm-mpa-'
 RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|calls)'
 RELEASE_ONLY+='|^(ib-uverbs-killed-process-unpins-A|ib-nvme-over-fabrics|ib-uverbs-rping-64B|cm-slow-requests-block-nobody|verbs-reads-at-the-ird)$'
+# Fault injection (failslab, fail_page_alloc) is configured in the debug kernel only.
+DEBUG_ONLY='^fault-allocations-fail-in-the-module$'
 
 # --- what the tests do; each may use the ports PORT to PORT+9, its own -------------------------
 
@@ -422,8 +424,8 @@ peer_killed() {
 # 32 MiB and then takes memory until the limit's OOM killer ends it; another tries to register
 # 256 MiB, which cannot be pinned within the limit (refused, or killed). Nothing may stay pinned.
 pressure() {
-    vm_run B "echo '$VM_OOM_BEGIN' >/dev/kmsg
-        trap \"echo '$VM_OOM_END' >/dev/kmsg\" EXIT
+    vm_run B "echo '$VM_DUMPS_BEGIN' >/dev/kmsg
+        trap \"echo '$VM_DUMPS_END' >/dev/kmsg\" EXIT
         mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup
         echo +memory >/sys/fs/cgroup/cgroup.subtree_control || exit 1
         g=/sys/fs/cgroup/iwarp-pressure
@@ -437,6 +439,88 @@ pressure() {
         [ \$rc = 137 ] || { [ \$rc = 1 ] && grep -q 'register 256 MiB:' <<<\"\$out\"; } || { echo \"past the limit: exit \$rc\"; exit 1; }
         echo \"past the limit: exit \$rc (1: refused, 137: killed)\"
         $check stats-zero && rmdir \$g"
+}
+# Allocations that fail inside the module (debug kernel: failslab and fail_page_alloc, their
+# stack filter set to iwarp.ko's code, so that only calls made from the module fail, sleeping or
+# not). A clean run of A's verbs program against B's counts the octets the module allocates
+# (each injector's `space`); then runs fail one allocation each, of slab objects or of pages,
+# after 2, 20 and 60 % of that count, and show where (the stack dump's first frames in the
+# module). A run may fail (an errno, or a flushed completion when the QP ends), but neither side
+# may hang or lose a completion, and each injector must really have failed an allocation in 2 of
+# its 3 runs; afterwards nothing is left on either side, the tests after this one find the module
+# working, and dmesg-clean finds no warning, KASAN report or leak. The stack filter looks at the
+# first 7 frames (slab) or 8 (pages): the module's own calls, not TCP's deep inside a send.
+alloc_faults() {
+    local text size end rc=0 out p=$PORT used pct kind
+    text=$(vm_run A "cat /sys/module/iwarp/sections/.text") || return 1
+    size=$(readelf -SW "$ko" | sed -n 's/.*\] \.text  *PROGBITS  *[0-9a-f]*  *[0-9a-f]*  *\([0-9a-f]*\) .*/\1/p')
+    [ -n "$size" ] || { echo "no .text in $ko"; return 1; }
+    end=$(printf '0x%x' $((text + 0x$size)))
+    echo "iwarp.ko's code: $text to $end"
+    vm_run A "d=/sys/kernel/debug; mountpoint -q \$d || mount -t debugfs none \$d
+        for f in \$d/failslab \$d/fail_page_alloc; do
+            [ -d \$f ] || { echo \"no \$f in this kernel\"; exit 1; }
+            echo 0 >\$f/probability; echo $text >\$f/require-start; echo $end >\$f/require-end
+            echo N >\$f/ignore-gfp-wait; echo 2 >\$f/verbose; echo 1 >\$f/interval
+        done
+        echo N >\$d/fail_page_alloc/ignore-gfp-highmem; echo 0 >\$d/fail_page_alloc/min-order
+        echo 7 >\$d/failslab/stacktrace-depth; echo 8 >\$d/fail_page_alloc/stacktrace-depth" || return 1
+    # fault_run KIND SPACE: one run, KIND (failslab, fail_page_alloc or none) failing the first
+    # allocation past SPACE octets; prints "rc RC; failslab USED FAILED; fail_page_alloc ..."
+    fault_run() {
+        p=$((p + 1))
+        vm_serve B "faults$p" "$p" "$check verbs-serve $p 262144 ''" || return 1
+        out=$(vm_run A "d=/sys/kernel/debug
+            echo '$VM_DUMPS_BEGIN' >/dev/kmsg
+            for f in failslab fail_page_alloc; do
+                echo 2147483647 >\$d/\$f/space; echo 1 >\$d/\$f/times; echo 100 >\$d/\$f/probability
+            done
+            [ $1 = none ] || echo $2 >\$d/$1/space
+            timeout -s KILL 200 $check verbs-drive $B $p 65536,4097,1 64 ''; rc=\$?
+            echo -n \"rc \$rc\"
+            for f in failslab fail_page_alloc; do
+                echo 0 >\$d/\$f/probability
+                echo -n \"; \$f \$((2147483647 - \$(cat \$d/\$f/space))) \$((1 - \$(cat \$d/\$f/times)))\"
+            done
+            echo
+            echo '$VM_DUMPS_END' >/dev/kmsg
+            dmesg | tac | sed '/$VM_DUMPS_BEGIN/q' | tac | grep -m2 -E '\[iwarp\]\$' | sed 's/^/failed in: /'" 300)
+        echo "--- $1 past $2 (octets; pages for fail_page_alloc), A:"
+        echo "$out"
+        if grep -q 'ok: connected' <<<"$out"; then
+            echo "--- B:"
+            vm_served B "faults$p" 150
+        else
+            echo "--- B (A never connected):"
+            vm_unserve B "faults$p"
+        fi >"$VM_DIR/faults-b.out"
+        cat "$VM_DIR/faults-b.out"
+        grep -q '^rc [0-9]*; failslab' <<<"$out" || { echo "A's run did not finish"; return 1; }
+        grep -q '^rc 137;' <<<"$out" && { echo "A's program hung: killed after 200 s"; return 1; }
+        grep -q 'still running after' "$VM_DIR/faults-b.out" && { echo "B's program never ended"; return 1; }
+        ! grep -h 'completion within' <<<"$out" "$VM_DIR/faults-b.out" || { echo "a completion was lost"; return 1; }
+    }
+    fault_run none 0 && grep -q '^rc 0; failslab [0-9]* 0; fail_page_alloc [0-9]* 0$' <<<"$out" || { echo "the clean run failed"; return 1; }
+    local counted=$out failed dumped=0
+    for kind in failslab fail_page_alloc; do
+        used=$(grep -oP "; $kind \K[0-9]+" <<<"$counted")
+        echo "the clean run: $used through $kind (octets; pages for fail_page_alloc)"
+        [ "$used" -gt 0 ] || { echo "nothing counted: the stack filter missed the module"; return 1; }
+        failed=0
+        # Runs allocate more or less (the sends' timing varies): a position may lie past a
+        # run's end.
+        for pct in 2 20 60; do
+            fault_run $kind $((used * pct / 100)) || return 1
+            grep -q "; $kind [0-9]* 1" <<<"$out" && failed=$((failed + 1))
+            grep -q '^failed in: ' <<<"$out" && dumped=$((dumped + 1))
+        done
+        echo "$kind failed an allocation in $failed of 3 runs"
+        [ $failed -ge 2 ] || rc=1
+    done
+    # Allocations made with __GFP_NOWARN (those with a fallback, as kvmalloc's) fail silently.
+    echo "$dumped runs failed an allocation that shows where"
+    [ $dumped -ge 1 ] || { echo "no failure showed the module's code"; rc=1; }
+    vm_run A "$check stats-zero" && vm_run B "$check stats-zero" && return $rc
 }
 # Kernel memory a process makes the module allocate is charged to its memory cgroup: in a
 # cgroup of 48 MiB, CQs and QPs of the largest sizes are refused with ENOMEM (iwarp-check
@@ -1288,6 +1372,7 @@ tests() {
     t fault-forged-segment-without-crc forged "markers=0,crc=0,rev=2"
     t fault-memory-pressure-B pressure
     t local-kernel-memory-charged-to-the-cgroup-B charged_memcg
+    t fault-allocations-fail-in-the-module alloc_faults
     # Initiators that never finish their MPA requests hold up no other.
     t cm-slow-requests-block-nobody vm_pair B "$check cm-slow-serve $PORT" A "$check cm-slow-drive $B $PORT"
     t verbs-killed-mid-transfer killed_mid
@@ -1380,7 +1465,7 @@ tests() {
 NAMES=()
 # on_this_kernel NAME: whether test NAME runs on this flavour's kernel.
 on_this_kernel() {
-    [ "$flavour" = release ] || ! [[ $1 =~ $RELEASE_ONLY ]]
+    if [ "$flavour" = release ]; then ! [[ $1 =~ $DEBUG_ONLY ]]; else ! [[ $1 =~ $RELEASE_ONLY ]]; fi
 }
 t() { on_this_kernel "$1" && NAMES+=("$1"); }
 PORT=0
