@@ -29,16 +29,17 @@ MUTATED=300 CYCLES=5000 CALLS=60000 GUESSES=1000000 SOCK_MIB=64 RACES=20000
 [ "${IWARP_VM_FULL:-0}" = 1 ] && CYCLES=10000 CALLS=1000000
 NVME_MIB=16
 [ "$flavour" = debug ] && MUTATED=70 CYCLES=200 CALLS=20000 GUESSES=100000 SOCK_MIB=4 RACES=1000 NVME_MIB=2
-# The debug kernel (KASAN, lockdep, kmemleak, KFENCE) is there for what its checkers catch on
+# The debug kernel (KASAN, lockdep, kmemleak, KFENCE, fault injection) is there for what its checkers catch on
 # every path of the module that allocates, frees, pins or locks, not for volume. These tests
 # add no such path to what runs there (the same verbs in other sizes or options, user space's
 # own: the examples, the sockets library beyond one stream, the wire's format, timing) and run
 # on the release kernel only; interop with siw too (see interop_tests). So do the sockets
 # library's tests but socat's stream (the module sees an adopted connection, as in
 # qp-adopt-errors) and what a common program does that once failed through the library (a
-# forked reader and writer on one connection, stdio, a duplicated listener, prefork workers,
-# SO_REUSEPORT listeners: their connections are adopted, handed over and closed from several
-# processes, each a path of its own in the module), the waits of qp-responder-*, and NVMe through its target's outage (its teardown with the peer
+# forked reader and writer on one connection, stdio, a duplicated listener, prefork workers:
+# their connections are adopted, handed over and closed from several processes, each a path
+# of its own in the module; SO_REUSEPORT listeners stay plain TCP, nothing of the module's),
+# the waits of qp-responder-*, and NVMe through its target's outage (its teardown with the peer
 # silent is the host's nvme-rdma's; ours is the rmmod and fault-peer tests'). Volume is the
 # release kernel's too: the size sweeps (verbs-markers-crc-1B-to-4MiB, verbs-plain-mpa-v1; the
 # debug kernel sees markers, CRCs and revision 1 in the qp-* and fault-* tests), 64 QPs at
@@ -52,7 +53,7 @@ RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-s
 RELEASE_ONLY+='|^(qp-responder-waits-for-the-first-fpdu|qp-p2p-responder-waits-for-the-rtr|verbs-read-while-the-owner-writes)$'
 RELEASE_ONLY+='|^(verbs-markers-crc-1B-to-4MiB|verbs-plain-mpa-v1|verbs-64-qps-at-once|ib-uverbs-rping-64KiB|ib-uverbs-perftest-.*|ib-uverbs-qperf.*)$'
 RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-uverbs-rping-(server-to|client-of)-siw-|^ib-rdma-cm-to-siw$|^ib-nvme-target-(silent-then-back|guest-killed)$|^ib-nvme-under-net-|^ib-rdma-cm-mpa-'
-RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|calls)'
+RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|calls|reuseport)'
 RELEASE_ONLY+='|^(ib-uverbs-killed-process-unpins-A|ib-nvme-over-fabrics|ib-uverbs-rping-64B|cm-slow-requests-block-nobody|verbs-reads-at-the-ird)$'
 # Fault injection (failslab, fail_page_alloc) is configured in the debug kernel only.
 DEBUG_ONLY='^fault-allocations-fail-in-the-module$'
@@ -441,13 +442,13 @@ pressure() {
         $check stats-zero && rmdir \$g"
 }
 # Allocations that fail inside the module (debug kernel: failslab and fail_page_alloc, their
-# stack filter set to iwarp.ko's code, so that only calls made from the module fail, sleeping or
-# not). A clean run of A's verbs program against B's counts the octets the module allocates
+# stack filter set to iwarp.ko's code near the top of the stack, so that what fails is the
+# module's own calls, sleeping or not, and TCP's straight under the module's send). A clean run of A's verbs program against B's counts the octets the module allocates
 # (each injector's `space`); then runs fail one allocation each, of slab objects or of pages,
 # after 2, 20 and 60 % of that count, and show where (the stack dump's first frames in the
 # module). A run may fail (an errno, or a flushed completion when the QP ends), but neither side
 # may hang or lose a completion, and each injector must really have failed an allocation in 2 of
-# its 3 runs; afterwards nothing is left on either side, the tests after this one find the module
+# its 3 runs (perhaps one with a fallback), one at least in the module's code, shown; afterwards nothing is left on either side, the tests after this one find the module
 # working, and dmesg-clean finds no warning, KASAN report or leak. The stack filter looks at the
 # first 7 frames (slab) or 8 (pages): the module's own calls, not TCP's deep inside a send.
 alloc_faults() {
@@ -457,11 +458,14 @@ alloc_faults() {
     [ -n "$size" ] || { echo "no .text in $ko"; return 1; }
     end=$(printf '0x%x' $((text + 0x$size)))
     echo "iwarp.ko's code: $text to $end"
-    vm_run A "d=/sys/kernel/debug; mountpoint -q \$d || mount -t debugfs none \$d
+    vm_run A "set -e; d=/sys/kernel/debug; mountpoint -q \$d || mount -t debugfs none \$d
         for f in \$d/failslab \$d/fail_page_alloc; do
             [ -d \$f ] || { echo \"no \$f in this kernel\"; exit 1; }
             echo 0 >\$f/probability; echo $text >\$f/require-start; echo $end >\$f/require-end
             echo N >\$f/ignore-gfp-wait; echo 2 >\$f/verbose; echo 1 >\$f/interval
+            # Read back: a filter left at its default would fail allocations anywhere.
+            [ \$((\$(cat \$f/require-start))) = \$(($text)) ] && [ \$((\$(cat \$f/require-end))) = \$(($end)) ] ||
+                { echo \"\$f: the stack filter did not take\"; exit 1; }
         done
         echo N >\$d/fail_page_alloc/ignore-gfp-highmem; echo 0 >\$d/fail_page_alloc/min-order
         echo 7 >\$d/failslab/stacktrace-depth; echo 8 >\$d/fail_page_alloc/stacktrace-depth" || return 1
@@ -489,7 +493,7 @@ alloc_faults() {
         echo "$out"
         if grep -q 'ok: connected' <<<"$out"; then
             echo "--- B:"
-            vm_served B "faults$p" 150
+            vm_served B "faults$p" 150 || { [ "$1" != none ] || echo "B's clean run failed"; }
         else
             echo "--- B (A never connected):"
             vm_unserve B "faults$p"
@@ -498,7 +502,8 @@ alloc_faults() {
         grep -q '^rc [0-9]*; failslab' <<<"$out" || { echo "A's run did not finish"; return 1; }
         grep -q '^rc 137;' <<<"$out" && { echo "A's program hung: killed after 200 s"; return 1; }
         grep -q 'still running after' "$VM_DIR/faults-b.out" && { echo "B's program never ended"; return 1; }
-        ! grep -h 'completion within' <<<"$out" "$VM_DIR/faults-b.out" || { echo "a completion was lost"; return 1; }
+        grep -q "B's clean run failed" "$VM_DIR/faults-b.out" && return 1
+        ! grep -hE 'completions? within' - "$VM_DIR/faults-b.out" <<<"$out" || { echo "a completion was lost"; return 1; }
     }
     fault_run none 0 && grep -q '^rc 0; failslab [0-9]* 0; fail_page_alloc [0-9]* 0$' <<<"$out" || { echo "the clean run failed"; return 1; }
     local counted=$out failed dumped=0
