@@ -491,19 +491,20 @@ alloc_faults() {
             dmesg | tac | sed '/$VM_DUMPS_BEGIN/q' | tac | grep -m2 -E '\[iwarp\]\$' | sed 's/^/failed in: /'" 300)
         echo "--- $1 past $2 (octets; pages for fail_page_alloc), A:"
         echo "$out"
+        local b b_rc=0
         if grep -q 'ok: connected' <<<"$out"; then
             echo "--- B:"
-            vm_served B "faults$p" 150 || { [ "$1" != none ] || echo "B's clean run failed"; }
+            b=$(vm_served B "faults$p" 150) || b_rc=1
         else
             echo "--- B (A never connected):"
-            vm_unserve B "faults$p"
-        fi >"$VM_DIR/faults-b.out"
-        cat "$VM_DIR/faults-b.out"
+            b=$(vm_unserve B "faults$p")
+        fi
+        echo "$b"
         grep -q '^rc [0-9]*; failslab' <<<"$out" || { echo "A's run did not finish"; return 1; }
         grep -q '^rc 137;' <<<"$out" && { echo "A's program hung: killed after 200 s"; return 1; }
-        grep -q 'still running after' "$VM_DIR/faults-b.out" && { echo "B's program never ended"; return 1; }
-        grep -q "B's clean run failed" "$VM_DIR/faults-b.out" && return 1
-        ! grep -hE 'completions? within' - "$VM_DIR/faults-b.out" <<<"$out" || { echo "a completion was lost"; return 1; }
+        grep -q 'still running after' <<<"$b" && { echo "B's program never ended"; return 1; }
+        [ "$1" = none ] && ((b_rc)) && { echo "B's clean run failed"; return 1; }
+        ! grep -hE 'completions? within' <<<"$out"$'\n'"$b" || { echo "a completion was lost"; return 1; }
     }
     fault_run none 0 && grep -q '^rc 0; failslab [0-9]* 0; fail_page_alloc [0-9]* 0$' <<<"$out" || { echo "the clean run failed"; return 1; }
     local counted=$out failed dumped=0
