@@ -2,7 +2,8 @@
 
 //! The RDMA core's queue pairs: an engine QP without mapped rings. Work requests are
 //! translated from the RDMA core's (flattened by the shim) into the engine's. Receives are
-//! posted directly (with interrupts off, through the work item). Send requests are handed to
+//! posted directly (with interrupts off, held until the receive side takes them when a message
+//! needs one). Send requests are handed to
 //! the engine by a work item, in order: kernel consumers post where sleeping is not allowed (a
 //! block driver's `queue_rq` under RCU, a completion handler), and the engine's send path
 //! sleeps, as siw's posts go to its transmit threads. Once the QP is in the error state, what
@@ -22,7 +23,8 @@ use crate::error::{enotconn, eopnotsupp};
 use crate::ffi;
 use crate::fifo::Fifo;
 use crate::kernel_memory;
-use crate::qp::{Limits, QueuePair};
+use crate::mr::Domain;
+use crate::qp::{Limits, PostedRecv, QueuePair, RecvSource};
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use crate::verbs::{Completion, CompletionOp, Inline, InlineBytes, QpState, RecvWr, SendOp, SendWr, Sge, Status, MAX_KERNEL_INLINE, MAX_QP_WR, MAX_SGE};
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -53,13 +55,34 @@ pub(crate) struct KernelQp {
     user: bool,
 }
 
+/// A kernel consumer's receives held in [`Posted`] (posted where the engine's locks may not be
+/// taken, or behind one posted so): the receive side takes them, oldest first, when a message
+/// needs one, as it takes a user QP's from its ring. Taken under the receive side's lock, with
+/// interrupts off (`Posted`'s lock is never held while the receive side's is taken).
+struct HeldRecvs(Arc<SpinLockIrq<Posted>>);
+
+impl RecvSource for HeldRecvs {
+    fn take(&self, mrs: &Domain<'_>, max_sge: u32) -> Option<PostedRecv> {
+        let wr = self.0.lock().recvs.pop()?;
+        Some(PostedRecv::checked(wr.wr_id, &wr.sge, wr.num_sge, max_sge, mrs))
+    }
+
+    fn take_rest(&self, flush: &mut dyn FnMut(u64)) {
+        while let Some(wr) = {
+            let taken = self.0.lock().recvs.pop();
+            taken
+        } {
+            flush(wr.wr_id);
+        }
+    }
+}
+
 /// Send requests waiting to be handed over, oldest first, and receives posted where the
 /// engine's locks may not be taken (interrupts off).
 pub(super) struct Posted {
     wrs: Fifo<Option<Queued>>,
-    /// Receives the work item hands to the engine before the next send request: posted with
-    /// interrupts off, or after such a one that is not handed over yet (they keep their order).
-    /// The oldest stays here until the engine has it.
+    /// Receives posted with interrupts off, or behind such a one not taken yet (they keep
+    /// their order): the receive side takes them ([`HeldRecvs`]).
     recvs: Fifo<RecvWr>,
     /// The QP is being destroyed: nothing is posted or handed over any more.
     closed: bool,
@@ -181,7 +204,11 @@ impl KernelQp {
         };
         let posted = Arc::pin_init(new_spinlock_irq!(posted, "KernelQp::posted"), GFP_KERNEL)?;
         let (send_cq, recv_cq) = (QpCq::new(send_cq, ibqp, Some(posted.clone()))?, QpCq::new(recv_cq, ibqp, None)?);
-        let recv_source = recv_ring.map(|r| -> Arc<dyn crate::qp::RecvSource> { r });
+        let recv_source: Arc<dyn RecvSource> = match recv_ring {
+            Some(ring) => ring,
+            None => Arc::new(HeldRecvs(posted.clone()), GFP_KERNEL)?,
+        };
+        let recv_source = Some(recv_source);
         let limits = Limits { max_recv_wr: attr.max_recv_wr, max_send_wr: attr.max_send_wr, max_sge: sge, max_inline: 0, ring_entries: None, recv_source };
         let (send, recv) = (Attached::new(send_cq.clone()), Attached::new(recv_cq.clone()));
         let conn = dev.list_qp(|number| {
@@ -326,6 +353,7 @@ impl KernelQp {
     /// tick later at the latest. One the engine refuses (a region
     /// that does not allow it) completes in error, and the QP ends, as an RNIC's does.
     fn hand_over_now(&self) {
+        self.flush_held_recvs();
         loop {
             let (wr, freed) = {
                 let mut posted = self.posted.lock();
@@ -333,13 +361,6 @@ impl KernelQp {
                     return;
                 }
                 posted.take_from_ring(self.sq_sig_all, self.max_sge, self.max_inline);
-                if posted.recvs.len() > 0 {
-                    // Receives held meanwhile go before the next send request: its answer may
-                    // need them.
-                    drop(posted);
-                    self.hand_over_recvs();
-                    continue;
-                }
                 (posted.wrs.get(0).copied().flatten(), posted.freed)
             };
             let Some(Queued { mut wr, fence, refused }) = wr else { return };
@@ -394,9 +415,10 @@ impl KernelQp {
     }
 
     /// `post_recv` of one request. With interrupts off (a block driver's completion interrupt
-    /// reposting), or behind a receive posted so, it is held for the work item, which hands it
-    /// to the engine before the next send request goes: its regions are checked then, and one
-    /// refused completes with a local protection error and ends the QP.
+    /// reposting), or behind a receive posted so, it is held, and the receive side takes it
+    /// when a message needs it ([`HeldRecvs`]): its regions are checked then, and one refused
+    /// ends the QP, completing with a local protection error. A message arriving at once finds
+    /// it, as it would a receive posted directly.
     pub(super) fn post_recv(&self, w: &ffi::iwarp_ib_recv_wr) -> Result {
         // A user QP's receives are in its ring.
         if self.user {
@@ -416,6 +438,7 @@ impl KernelQp {
                     return Err(enotconn());
                 }
                 p.recvs.push(wr).map_err(|_| ENOMEM)?;
+                // The work flushes it if the QP ended before the receive side could take it.
                 // Under `posted`, as in `post_send`.
                 // SAFETY: the RDMA core's QP lives until its destroy, which settles the work first.
                 unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, false) };
@@ -425,23 +448,18 @@ impl KernelQp {
         self.post_or_flush(&self.recv_cq, wr.wr_id, CompletionOp::Recv, || self.qp.post_recv(&wr))
     }
 
-    /// Hands the held receives to the engine, oldest first. Only the work item takes them
-    /// out, each once the engine has it: until then a receive posted directly waits behind.
-    fn hand_over_recvs(&self) {
-        loop {
-            let wr = {
-                let p = self.posted.lock();
-                if p.closed {
-                    return;
-                }
-                p.recvs.get(0).copied()
-            };
-            let Some(wr) = wr else { return };
-            let posted = self.post_or_flush(&self.recv_cq, wr.wr_id, CompletionOp::Recv, || self.qp.post_recv(&wr));
-            self.posted.lock().recvs.pop();
-            if let Err(e) = posted {
-                self.refused_at_turn(&self.recv_cq, wr.wr_id, CompletionOp::Recv, e);
-            }
+    /// Flushes the receives still held once the QP has ended (the receive side flushed what
+    /// it held when it ended, and takes no more).
+    fn flush_held_recvs(&self) {
+        if self.posted.lock().recvs.len() == 0 || self.qp.state() != QpState::Error {
+            return;
+        }
+        while let Some(wr) = {
+            let taken = self.posted.lock().recvs.pop();
+            taken
+        } {
+            let flushed = Completion { wr_id: wr.wr_id, status: Status::Flushed, op: CompletionOp::Recv, qp: self.qp.handle(), ..Completion::default() };
+            let _ = crate::cq::CompletionQueue::push(&*self.recv_cq, &flushed);
         }
     }
 

@@ -16,10 +16,10 @@
 use crate::cq::Overrun;
 use crate::ffi;
 use crate::mr::Domain;
-use crate::qp::{PostedRecv, RecvSource, Sgl};
+use crate::qp::{PostedRecv, RecvSource};
 use crate::ring::SharedRing;
 use crate::sync::{new_spinlock_bh, SpinLockBh};
-use crate::verbs::{access, Completion, CompletionOp, Inline, InlineBytes, SendOp, SendWr, Sge, Status, MAX_SGE};
+use crate::verbs::{Completion, CompletionOp, Inline, InlineBytes, SendOp, SendWr, Sge, Status, MAX_SGE};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::types::ForeignOwnable;
@@ -265,11 +265,7 @@ impl RecvSource for RecvRing {
         let e = self.ring.lock().take(&mut copy)?;
         let wr_id = u64_at(e, 0);
         let num_sge = (u32_at(e, FLAGS) >> 16) & 0xff;
-        let checked = if num_sge <= max_sge { Sgl::new(&sges(e, RQE_SGES, num_sge as usize), num_sge, mrs, access::LOCAL_WRITE).ok() } else { None };
-        Some(match checked {
-            Some(sgl) => PostedRecv { wr_id, sgl, bad: false },
-            None => PostedRecv { wr_id, sgl: Sgl::default(), bad: true },
-        })
+        Some(PostedRecv::checked(wr_id, &sges(e, RQE_SGES, num_sge as usize), num_sge, max_sge, mrs))
     }
 
     fn take_rest(&self, flush: &mut dyn FnMut(u64)) {

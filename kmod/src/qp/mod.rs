@@ -39,8 +39,8 @@ use outbound::TxSide;
 use receive::RxSide;
 use unacked::Unacked;
 use work_ring::{Heads, WorkRing};
+pub(crate) use wr::PostedRecv;
 use wr::{PendingAtomic, PendingRead};
-pub(crate) use wr::{PostedRecv, Sgl};
 
 /// Queue pairs of all contexts.
 static QUEUE_PAIRS: AtomicU64 = AtomicU64::new(0);

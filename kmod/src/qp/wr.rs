@@ -106,6 +106,17 @@ pub(crate) struct PostedRecv {
     pub(crate) bad: bool,
 }
 
+impl PostedRecv {
+    /// A receive a [`super::RecvSource`] held: its first `num_sge` entries checked against
+    /// `mrs` for local write access (at most `max_sge` of them), or marked `bad`.
+    pub(crate) fn checked(wr_id: u64, sge: &[Sge; MAX_SGE], num_sge: u32, max_sge: u32, mrs: &Domain<'_>) -> PostedRecv {
+        match (num_sge <= max_sge).then(|| Sgl::new(sge, num_sge, mrs, access::LOCAL_WRITE).ok()).flatten() {
+            Some(sgl) => PostedRecv { wr_id, sgl, bad: false },
+            None => PostedRecv { wr_id, sgl: Sgl::default(), bad: true },
+        }
+    }
+}
+
 /// An RDMA Read of ours the peer has not answered yet.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct PendingRead {
