@@ -772,7 +772,8 @@ ib_verbs() {
 
 # nvme_host G DEV T: guest G connects over its RDMA device DEV (the only RDMA link it keeps) to
 # nvme_target's namespace in guest T, fio writes and verifies (CRC32C) 4 KiB random and 1 MiB
-# sequential I/O, and G disconnects. On failure, both guests' kernel logs say why.
+# sequential I/O, T runs $NVME_TARGET_CHECK (if set) while still connected, and G disconnects.
+# On failure, both guests' kernel logs say why, and G disconnects all the same.
 nvme_host() {
     local fio="fio --filename=\$dev --direct=1 --ioengine=psync --verify=crc32c --do_verify=1 --verify_state_save=0 --output-format=terse --terse-version=3"
     vm_run "$1" "set -e
@@ -780,10 +781,12 @@ nvme_host() {
         echo namespace \$dev over $2: \$(cat /sys/block/\${dev#/dev/}/size) sectors
         echo 'fio: job;error;read KiB/s (the verify);write KiB/s'
         out=\$($fio --name=random-4k --rw=randwrite --bs=4k --size=$((NVME_MIB / 2))M); echo \"\$out\" | cut -d';' -f3,5,7,48
-        out=\$($fio --name=sequential-1m --rw=write --bs=1M --size=${NVME_MIB}M); echo \"\$out\" | cut -d';' -f3,5,7,48
-        $(nvme_disconnect "$2")" && return
+        out=\$($fio --name=sequential-1m --rw=write --bs=1M --size=${NVME_MIB}M); echo \"\$out\" | cut -d';' -f3,5,7,48" &&
+        vm_run "$3" "${NVME_TARGET_CHECK:-true}" && vm_run "$1" "$(nvme_disconnect "$2")" && return
     vm_run "$1" "dmesg | grep -iE 'nvme|rdma|iwarp|siw' | tail"
     vm_run "$3" "dmesg | grep -iE 'nvme|rdma|iwarp|siw' | tail"
+    # Connected still, the host would try the target again long after this test.
+    vm_run "$1" "$(nvme_disconnect "$2")" >/dev/null 2>&1
     return 1
 }
 # nvme_between A-SETUP A-DEV B-SETUP B-DEV B-TEARDOWN: after A-SETUP in A and B-SETUP in B,
@@ -797,9 +800,10 @@ nvme_between() {
     return $rc
 }
 # NVMe over Fabrics on our devices: nvmet in A over ib-link-A's iw0, nvme-rdma in B over an iw0
-# of its own; then B unloads iwarp.ko again (as init-failure-refused left it).
+# of its own (then $NVME_B_SETUP in B, if set); then B unloads iwarp.ko again (as
+# init-failure-refused left it).
 ib_nvme() {
-    nvme_between true iw0 "insmod $ko && $(rdma_link iw0 iwarp)" iw0 "rdma link delete iw0 && rmmod iwarp"
+    nvme_between true iw0 "insmod $ko && $(rdma_link iw0 iwarp)${NVME_B_SETUP:+ && $NVME_B_SETUP}" iw0 "rdma link delete iw0 && rmmod iwarp"
 }
 # nvme_host_clean G: after a failed test, takes down what an NVMe host in G may have left (fio,
 # a controller, nvme-rdma, iw0, iwarp.ko), so the tests after it start as they expect.
@@ -839,17 +843,31 @@ ib_nvme_outage() {
     [ $rc = 0 ] || { vm_run B "dmesg | grep -iE 'nvme|rdma|iwarp' | tail -20"; nvme_host_clean B; }
     return $rc
 }
+# Run in the target (NVME_TARGET_CHECK) while the host is connected: its QPs, as `rdma resource
+# show qp -dd` counts them, sent more octets by reference (read data, from nvmet's own pages)
+# than copied (command responses). Only without markers and CRCs: with either, each FPDU is
+# copied whole.
+SENT_BY_REFERENCE="rdma -dd resource show qp link iw0/1 | grep -oE 'sent_(zero_copy|copied) [0-9]+' |
+    awk '{ n[\$1] += \$2 } END { printf \"target QPs sent %d octets by reference, %d copied\\n\", n[\"sent_zero_copy\"], n[\"sent_copied\"];
+        exit !(n[\"sent_zero_copy\"] > n[\"sent_copied\"]) }'"
 # NVMe over Fabrics on our devices under a network fault on both guests (VM_NET_FAULTS names
-# it), with a quarter of ib-nvme-over-fabrics' volume: fio's verification must pass through what TCP
-# recovers and what iwarp.ko places out of order (reordering, with markers), under a real ULP's
-# fast-registered regions.
+# it), with a quarter of ib-nvme-over-fabrics' volume and neither markers nor CRCs: fio's
+# verification must pass through what TCP recovers and retransmits from nvmet's own pages
+# (SENT_BY_REFERENCE), and what iwarp.ko places out of order (reordering; FPDUs aligned to
+# segments), under a real ULP's fast-registered regions.
 ib_nvme_net() {
     local spec= f rc=0
     for f in "${VM_NET_FAULTS[@]}"; do [ "${f%%|*}" = "$1" ] && spec=${f#*|}; done
     [ -n "$spec" ] || { echo "no fault named $1"; return 1; }
     vm_netem A "$spec" && vm_netem B "$spec" || { vm_netem A; vm_netem B; return 1; }
     echo "netem on both guests: $spec"
-    NVME_MIB=$((NVME_MIB / 4)) ib_nvme || rc=1
+    local iw=/sys/class/infiniband/iw0 was m c
+    was=$(vm_run A "cat $iw/mpa_markers $iw/mpa_crc" | tr '\n' ' ') || rc=1
+    local plain="echo 0 >$iw/mpa_markers && echo 0 >$iw/mpa_crc"
+    vm_run A "$plain" || rc=1
+    NVME_MIB=$((NVME_MIB / 4)) NVME_B_SETUP=$plain NVME_TARGET_CHECK=$SENT_BY_REFERENCE ib_nvme || rc=1
+    read -r m c <<<"$was"
+    vm_run A "echo $m >$iw/mpa_markers && echo $c >$iw/mpa_crc" || rc=1
     vm_netem A && vm_netem B || rc=1
     return $rc
 }

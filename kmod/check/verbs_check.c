@@ -23,6 +23,7 @@
 #include <linux/module.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+#include <linux/vmalloc.h>
 #include <linux/wait.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/iw_cm.h>
@@ -531,6 +532,41 @@ static noinline void check_inline(struct ib_pd *pd, struct ib_qp *sqp, struct ib
 }
 
 /*
+ * Sends of a page and a half from each kind of kernel memory a consumer may name: whole pages
+ * (sent by reference), a slab object and vmalloc memory (copied: TCP may not send those by
+ * reference). Each arrives whole. Under virtual DMA a DMA address is the kernel address.
+ */
+static noinline void check_large_sends(struct ib_pd *pd, struct ib_qp *sqp, struct ib_qp *cqp)
+{
+	enum { LEN = PAGE_SIZE * 3 / 2 };
+	static const char *const kind[] = { "pages", "a slab object", "vmalloc memory" };
+	struct page *pages = alloc_pages(GFP_KERNEL, 1);
+	u8 *from[] = { pages ? page_address(pages) : NULL, kmalloc(LEN, GFP_KERNEL), vmalloc(LEN) };
+	u8 *to = (u8 *)__get_free_pages(GFP_KERNEL, 1);
+	struct done sent, recvd;
+	int i, j, rv;
+
+	for (i = 0; i < ARRAY_SIZE(from); i++) {
+		if (!from[i] || !to) {
+			CHECK(false, "memory for a Send from %s", kind[i]);
+			continue;
+		}
+		for (j = 0; j < LEN; j++)
+			from[i][j] = j * 7 + i;
+		memset(to, 0, LEN);
+		rv = post_receive(sqp, &recvd, (uintptr_t)to, 2 * PAGE_SIZE, pd->local_dma_lkey);
+		rv = rv ?: post(cqp, &sent, IB_WR_SEND, (uintptr_t)from[i], LEN, pd->local_dma_lkey, 0, 0);
+		CHECK(!rv && finished(&recvd) && finished(&sent) && recvd.byte_len == LEN && !memcmp(to, from[i], LEN),
+		      "a Send of %d octets from %s arrives whole (%d, %u octets)", LEN, kind[i], rv, recvd.byte_len);
+	}
+	if (pages)
+		__free_pages(pages, 1);
+	kfree(from[1]);
+	vfree(from[2]);
+	free_pages((unsigned long)to, 1);
+}
+
+/*
  * A fenced Send of the octets a Read before it brings (from @sqp's @sbuf into @cqp's @cbuf): it
  * waits for the Read's answer, so it carries them, not what was there before.
  */
@@ -827,6 +863,7 @@ static void check_connections(struct ib_device *dev, const struct sockaddr_stora
 	      "an RDMA Read brings the server's octets");
 	check_reads_beyond_ord(pd, cqp, sbuf, sa, cbuf, ca);
 	check_inline(pd, sqp, cqp, sbuf, sa, ca);
+	check_large_sends(pd, sqp, cqp);
 	check_fence(pd, sqp, cqp, sbuf, sa, cbuf, ca);
 	check_posts_with_interrupts_off(pd, sqp, cqp, sbuf, sa, cbuf, ca);
 

@@ -17,6 +17,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/iw_cm.h>
 #include <rdma/rdma_netlink.h>
+#include <rdma/restrack.h>
 #include <rdma/siw-abi.h>
 #include <rdma/uverbs_ioctl.h>
 
@@ -630,6 +631,25 @@ static int iwarp_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struc
 	return 0;
 }
 
+/* The counters `rdma resource show qp -dd` prints beside the RDMA core's own fields. */
+static int iwarp_fill_res_qp_entry(struct sk_buff *msg, struct ib_qp *qp)
+{
+	struct iwarp_ib_qp_counters c = {};
+	struct nlattr *table = nla_nest_start(msg, RDMA_NLDEV_ATTR_DRIVER);
+
+	if (!table)
+		return -EMSGSIZE;
+	iwarp_verbs->qp_counters(qp_rust(qp), &c);
+	if (rdma_nl_put_driver_u64(msg, "sent_zero_copy", c.sent_zero_copy) || rdma_nl_put_driver_u64(msg, "sent_copied", c.sent_copied) ||
+	    rdma_nl_put_driver_u64(msg, "placed_in_order", c.placed_in_order) ||
+	    rdma_nl_put_driver_u64(msg, "placed_out_of_order", c.placed_out_of_order)) {
+		nla_nest_cancel(msg, table);
+		return -EMSGSIZE;
+	}
+	nla_nest_end(msg, table);
+	return 0;
+}
+
 /* libsiw sends and expects no data of its own here. */
 static int iwarp_modify_qp(struct ib_qp *qp, struct ib_qp_attr *attr, int mask, struct ib_udata *udata)
 {
@@ -996,6 +1016,7 @@ static const struct ib_device_ops iwarp_ib_ops = {
 	.query_gid = iwarp_query_gid,
 	.query_port = iwarp_query_port,
 	.query_qp = iwarp_query_qp,
+	.fill_res_qp_entry = iwarp_fill_res_qp_entry,
 	.reg_user_mr = iwarp_reg_user_mr,
 	.req_notify_cq = iwarp_req_notify_cq,
 	INIT_RDMA_OBJ_SIZE(ib_cq, iwarp_ibcq, base),

@@ -202,6 +202,31 @@ void *iwarp_shim_page_address(struct page *page)
 	return page_address(page);
 }
 
+/*
+ * The page under kernel address @addr, with a reference on its folio, if TCP may send from it
+ * by reference: NULL if @addr is outside the kernel's linear map, or its page is a slab's
+ * (MSG_SPLICE_PAGES refuses those, with a warning) or already freed. Kernel consumers of the
+ * RDMA core name their memory so.
+ */
+struct page *iwarp_shim_kernel_page_get(u64 addr)
+{
+	const void *p = (const void *)(unsigned long)addr;
+	struct folio *folio;
+
+	if (!virt_addr_valid(p))
+		return NULL;
+	folio = page_folio(virt_to_page(p));
+	if (folio_test_slab(folio) || !folio_try_get(folio))
+		return NULL;
+	return virt_to_page(p);
+}
+
+/* Drops the reference iwarp_shim_kernel_page_get took. */
+void iwarp_shim_kernel_page_put(struct page *page)
+{
+	put_page(page);
+}
+
 /* Zeroed kernel memory that user space may map (queue rings); @bytes a multiple of PAGE_SIZE. */
 void *iwarp_shim_ring_alloc(size_t bytes)
 {

@@ -129,6 +129,8 @@ void iwarp_shim_pinned_copy_from(const struct iwarp_pinned *p, u64 offset, void 
 void iwarp_shim_pinned_copy_to(const struct iwarp_pinned *p, u64 offset, const void *src, size_t len);
 struct page *iwarp_shim_pinned_page(const struct iwarp_pinned *p, unsigned long idx);
 void *iwarp_shim_page_address(struct page *page);
+struct page *iwarp_shim_kernel_page_get(u64 addr);
+void iwarp_shim_kernel_page_put(struct page *page);
 
 /* mem_shim.c: rings user space maps */
 void *iwarp_shim_ring_alloc(size_t bytes);
@@ -311,6 +313,13 @@ struct iwarp_mapped_ring {
 #define IWARP_SIW_NOTIFY_NOT 0u
 #define IWARP_SIW_NOTIFY_SOLICITED 1u
 #define IWARP_SIW_NOTIFY_NEXT_COMPLETION 2u
+/* A QP's counters, as `rdma resource show qp -dd` prints them (octets). */
+struct iwarp_ib_qp_counters {
+	u64 sent_zero_copy;
+	u64 sent_copied;
+	u64 placed_in_order;
+	u64 placed_out_of_order;
+};
 /* What ib_create_qp() asks for (struct ib_qp_init_attr); Rust answers the caps it gives. */
 struct iwarp_ib_qp_attr {
 	u32 pd;
@@ -391,6 +400,7 @@ struct iwarp_ib_verbs {
 	int (*create_qp)(void *dev, struct ib_qp *ibqp, struct iwarp_ib_qp_attr *attr, void **qp);
 	int (*modify_qp)(void *qp, u32 mask, u32 state);
 	int (*query_qp)(void *qp, struct iwarp_ib_qp_attr *attr);
+	void (*qp_counters)(void *qp, struct iwarp_ib_qp_counters *counters);
 	/* destroy_qp: ends the QP (iw_cm may still modify it), then, once iw_cm let it go, frees it. */
 	void (*end_qp)(void *qp);
 	void (*destroy_qp)(void *qp);

@@ -4,9 +4,16 @@
 //! (`get_dma_mr`: under virtual DMA a DMA address is a kernel virtual one, as
 //! `ib_virt_dma_to_ptr` says). Nothing here can check such an address: the consumer promises
 //! it, as it promises a real RNIC the memory it may DMA to. Fast registrations name kernel
-//! pages the same way, through a page list ([`PageList`]).
+//! pages the same way, through a page list ([`PageList`]). Sent by reference, its pages are
+//! held ([`HeldPage`]) until TCP has its own references.
 
+use crate::ffi;
+use crate::frags::PageFrag;
+use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::alloc::Flags;
+use kernel::bindings::page;
+use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 
 /// Copies `src` to kernel address `at`.
@@ -30,6 +37,46 @@ pub(crate) unsafe fn copy_from(at: u64, dst: &mut [u8]) -> Result {
     // SAFETY: the function's contract; `dst` is a Rust slice, so the two do not overlap.
     unsafe { core::ptr::copy_nonoverlapping(at as usize as *const u8, dst.as_mut_ptr(), dst.len()) };
     Ok(())
+}
+
+/// A reference on a page of kernel memory, held while TCP may still be handed fragments of it:
+/// sent by reference, a consumer's page stays allocated even if the consumer lets go of it
+/// early (a flushed request).
+pub(crate) struct HeldPage(NonNull<page>);
+
+// SAFETY: a page reference may be dropped on any thread.
+unsafe impl Send for HeldPage {}
+
+impl Drop for HeldPage {
+    fn drop(&mut self) {
+        // SAFETY: the reference `hold` took, dropped once.
+        unsafe { ffi::iwarp_shim_kernel_page_put(self.0.as_ptr()) };
+    }
+}
+
+/// Appends to `out` the fragments of the `len` octets at kernel address `at`, page by page,
+/// each with its page held, so that TCP sends them by reference; false if some page may not be
+/// sent so (outside the linear map, or a slab's: the caller copies instead). `gfp` for `out`.
+///
+/// # Safety
+///
+/// As [`copy_from`].
+pub(crate) unsafe fn hold(at: u64, len: u64, out: &mut KVec<(HeldPage, PageFrag)>, gfp: Flags) -> Result<bool> {
+    let end = at.checked_add(len).ok_or(EINVAL)?;
+    let mut at = at;
+    while at < end {
+        let in_page = at % PAGE_SIZE as u64;
+        let n = (end - at).min(PAGE_SIZE as u64 - in_page);
+        // SAFETY: `at` is kernel memory the consumer gave (the function's contract).
+        let Some(raw) = NonNull::new(unsafe { ffi::iwarp_shim_kernel_page_get(at) }) else { return Ok(false) };
+        let held = HeldPage(raw);
+        // SAFETY: the page stays allocated while `held` is (a reference), which the caller
+        // keeps beside the fragment; the run ends within the page.
+        let frag = unsafe { PageFrag::new(raw.as_ptr(), in_page as u32, n as u32) };
+        out.push((held, frag), gfp)?;
+        at += n;
+    }
+    Ok(true)
 }
 
 /// Replaces the 64-bit value at kernel address `at` with `op` of it, atomically, and returns
@@ -115,6 +162,18 @@ impl PageList {
             done += n;
             Ok(())
         })
+    }
+
+    /// [`hold`] of `len` octets from region offset `off`: the pages the consumer listed are
+    /// kernel memory it keeps, as [`copy_to`](PageList::copy_to) assumes.
+    pub(crate) fn hold(&self, off: u64, len: u64, out: &mut KVec<(HeldPage, PageFrag)>, gfp: Flags) -> Result<bool> {
+        let mut whole = true;
+        self.runs(off, len, |at, n| {
+            // SAFETY: as in `copy_to`, for the run at `at`.
+            whole = whole && unsafe { hold(at, n as u64, out, gfp) }?;
+            Ok(())
+        })?;
+        Ok(whole)
     }
 
     /// Places `src` at region offset `off`.

@@ -11,8 +11,9 @@
 // (docs/security.md, "Arithmetic").
 #![deny(clippy::arithmetic_side_effects)]
 
+use crate::frags::PageFrag;
 use crate::handles::Handles;
-use crate::kernel_memory::{self, PageList};
+use crate::kernel_memory::{self, HeldPage, PageList};
 use crate::pinned::PinnedPages;
 use crate::sync::SpinLockBh;
 use crate::verbs::{access, MAX_MR, MAX_MR_SIZE, MAX_PD};
@@ -321,6 +322,16 @@ impl<'a> Domain<'a> {
     pub(crate) fn copy_listed(&self, stag: u32, addr: u64, dst: &mut [u8], need: u32) -> Result<(), Fault> {
         self.with(stag, |mr| match &mr.memory {
             Memory::Listed { now: Some(list), .. } => list.copy_to(mr.offset(addr, dst.len() as u64, need)?, dst).map_err(|_| Fault::Bounds),
+            _ => Err(Fault::InvalidStag),
+        })
+    }
+
+    /// Holds the pages of `len` octets at `addr` of region `stag` (fast-registered kernel
+    /// pages, `need` rights required) into `out`, under the table's lock, to send from by
+    /// reference: false if some may not be ([`kernel_memory::hold`]).
+    pub(crate) fn hold_listed(&self, stag: u32, addr: u64, len: u64, need: u32, out: &mut KVec<(HeldPage, PageFrag)>) -> Result<bool, Fault> {
+        self.with(stag, |mr| match &mr.memory {
+            Memory::Listed { now: Some(list), .. } => list.hold(mr.offset(addr, len, need)?, len, out, GFP_ATOMIC).map_err(|_| Fault::Bounds),
             _ => Err(Fault::InvalidStag),
         })
     }

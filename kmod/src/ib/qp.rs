@@ -282,6 +282,14 @@ impl KernelQp {
         attr.max_inline = self.max_inline;
     }
 
+    /// What `rdma resource show qp -dd` prints: octets sent by reference and copied, and
+    /// placed in order and out of order.
+    pub(super) fn counters(&self, c: &mut ffi::iwarp_ib_qp_counters) {
+        let r = self.qp.query();
+        (c.sent_zero_copy, c.sent_copied) = (r.sent_zero_copy, r.sent_copied);
+        (c.placed_in_order, c.placed_out_of_order) = (r.placed_in_order, r.placed_out_of_order);
+    }
+
     /// `post_send` of one request: checked for what it asks (EINVAL), then queued for
     /// [`KernelQp::hand_over`] (ENOMEM when `max_send_wr` wait already). The regions it names
     /// are checked at its turn, as an RNIC does: a refusal completes it with a local protection

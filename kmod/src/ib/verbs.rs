@@ -30,6 +30,7 @@ pub(super) static VERBS: ffi::iwarp_ib_verbs = ffi::iwarp_ib_verbs {
     create_qp: Some(create_qp),
     modify_qp: Some(modify_qp),
     query_qp: Some(query_qp),
+    qp_counters: Some(qp_counters),
     end_qp: Some(end_qp),
     destroy_qp: Some(destroy_qp),
     post_send: Some(post_send),
@@ -282,6 +283,14 @@ unsafe extern "C" fn query_qp(qp_ptr: *mut c_void, attr: *mut ffi::iwarp_ib_qp_a
     // SAFETY: see above.
     unsafe { qp(qp_ptr).query(&mut *attr) };
     0
+}
+
+/// # Safety
+///
+/// See above.
+unsafe extern "C" fn qp_counters(qp_ptr: *mut c_void, counters: *mut ffi::iwarp_ib_qp_counters) {
+    // SAFETY: see above.
+    unsafe { qp(qp_ptr).counters(&mut *counters) };
 }
 
 /// # Safety

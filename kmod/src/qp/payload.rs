@@ -1,20 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The payload of one outgoing message as page fragments. From [`ZERO_COPY_MIN`] octets on (unless
-//! the QP was connected with `COPY_SEND`) it
-//! references the registered pages themselves: zero copy, TCP sends straight from the
-//! application's memory, so the work request completes only once TCP has the peer's
-//! acknowledgement (`unacked.rs`). Smaller payloads are copied, which costs less than
+//! the QP was connected with `COPY_SEND`) it references the registered pages themselves, an
+//! application's pinned pages or a kernel consumer's: zero copy, TCP sends straight from that
+//! memory, so the work request completes only once TCP has the peer's acknowledgement
+//! (`unacked.rs`). Smaller payloads are copied, which costs less than
 //! referencing pages and lets their work requests complete at once: the smallest into the
 //! message itself, the rest into pages.
 
 use crate::frags::{Arena, PageFrag};
-use crate::kernel_memory;
+use crate::kernel_memory::{self, HeldPage};
 use crate::mr::{Domain, Reach};
 use crate::pinned::PinnedPages;
 use crate::proto::tx::Payload;
 use crate::verbs::{Sge, MAX_SGE};
 use core::cell::Cell;
+use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::uaccess::{UserPtr, UserSlice};
@@ -77,6 +78,9 @@ struct Frags {
     /// Keeps referenced pages pinned until TCP holds them (a region may be deregistered while
     /// its message is still being queued).
     pinned: KVec<Arc<PinnedPages>>,
+    /// Keeps referenced kernel pages until TCP holds them (a flushed request's consumer may
+    /// free them meanwhile).
+    held: KVec<HeldPage>,
     /// Holds copied octets.
     copies: Arena,
     /// FPDUs walk the payload forward: the fragment the last walk ended in, and its offset.
@@ -94,23 +98,26 @@ impl OutPayload {
         let octets = if !by_reference && len <= SMALL_MAX as u64 {
             Octets::Small { bytes: [0; SMALL_MAX], filled: 0 }
         } else {
-            Octets::Frags(Frags { list: KVec::new(), by_reference, pinned: KVec::new(), copies: Arena::new(), cursor: Cell::new((0, 0)) })
+            Octets::Frags(Frags { list: KVec::new(), by_reference, pinned: KVec::new(), held: KVec::new(), copies: Arena::new(), cursor: Cell::new((0, 0)) })
         };
         OutPayload { len, octets }
     }
 
     /// The octets `sources` name: referenced from [`ZERO_COPY_MIN`] octets on unless `copy`
-    /// says otherwise (or some lie in kernel memory, which is always copied: its consumer may
-    /// reuse it once the request completes), copied below that.
+    /// says otherwise (or some lie in kernel memory that TCP may not send from: slab objects,
+    /// memory outside the linear map), copied below that. Referenced, the request completes
+    /// on acknowledgement, so its consumer reuses the memory only once the peer has it.
     pub(super) fn gather(sources: &Sources, mrs: &Domain<'_>, copy: bool) -> Result<OutPayload> {
         let parts = || sources.parts[..sources.n].iter().flatten();
         let len = parts().map(|s| s.len).sum();
-        let pinned = parts().all(|s| matches!(s.reach, Reach::Pinned(..)));
-        let by_reference = !copy && pinned && len >= ZERO_COPY_MIN;
-        let mut p = OutPayload::new(len, by_reference);
+        if !copy && len >= ZERO_COPY_MIN {
+            if let Some(p) = OutPayload::referenced(sources, mrs, len)? {
+                return Ok(p);
+            }
+        }
+        let mut p = OutPayload::new(len, false);
         for s in parts() {
             match &s.reach {
-                Reach::Pinned(pages, off) if by_reference => p.reference(pages, *off, s.len)?,
                 Reach::Pinned(pages, off) => p.copy_in(s.len, |at, dst| pages.copy_to(off + at, dst))?,
                 // SAFETY: the RDMA core's consumer named this memory through its DMA region for
                 // this request, and keeps it until the request completes.
@@ -119,6 +126,39 @@ impl OutPayload {
             }
         }
         Ok(p)
+    }
+
+    /// The `len` octets `sources` name, by reference: `None` if some kernel memory among them
+    /// may not be sent so.
+    fn referenced(sources: &Sources, mrs: &Domain<'_>, len: u64) -> Result<Option<OutPayload>> {
+        let mut p = OutPayload::new(len, true);
+        for s in sources.parts[..sources.n].iter().flatten() {
+            let mut held = KVec::new();
+            let whole = match &s.reach {
+                Reach::Pinned(pages, off) => {
+                    p.reference(pages, *off, s.len)?;
+                    true
+                }
+                // SAFETY: as in `gather`.
+                Reach::Kernel(addr) => unsafe { kernel_memory::hold(*addr, s.len, &mut held, GFP_KERNEL_ACCOUNT) }?,
+                Reach::Listed { stag, addr, need } => {
+                    // A fragment per page, about (a fast registration's pages may be smaller):
+                    // under the table's lock, `held` can only grow atomically.
+                    held.reserve((s.len / PAGE_SIZE as u64 + 2) as usize, GFP_KERNEL_ACCOUNT)?;
+                    mrs.hold_listed(*stag, *addr, s.len, *need, &mut held).map_err(|_| EINVAL)?
+                }
+            };
+            if !whole {
+                return Ok(None);
+            }
+            let Octets::Frags(f) = &mut p.octets else { return Err(EINVAL) };
+            f.held.reserve(held.len(), GFP_KERNEL_ACCOUNT)?;
+            for (page, frag) in held {
+                push(&mut f.list, frag)?;
+                f.held.push(page, GFP_KERNEL_ACCOUNT)?;
+            }
+        }
+        Ok(Some(p))
     }
 
     /// Appends `len` octets of `pages` from `off` on by reference, keeping them pinned.
