@@ -51,7 +51,7 @@ measure() {
     if nvme_target A "$dev" >/dev/null && vm_run B "set -e; $(nvme_connect "$dev" A B); test -n \"\$dev\"" >/dev/null; then
         for job in "${jobs[@]}"; do
             a0=$(vm_busy A) b0=$(vm_busy B)
-            out=$(vm_run B "dev=\$(ls /dev/nvme*n1 | head -1) && $fio --filename=\$dev --name=${job%%|*} ${job#*|} >/tmp/fio.json && cat /tmp/fio.json") || {
+            out=$(vm_run B "$(nvme_dev) && $fio --filename=\$dev --name=${job%%|*} ${job#*|} >/tmp/fio.json && cat /tmp/fio.json") || {
                 echo "$out" | tail -5; echo "FAILED: $name: ${job%%|*}"; rc=1; continue; }
             echo "$(($(vm_busy A) - a0)) $(($(vm_busy B) - b0))" >"$data/$id.$2.${job%%|*}.cpu"
             sed -n '/^{/,$p' <<<"$out" >"$data/$id.$2.${job%%|*}.json"

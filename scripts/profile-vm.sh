@@ -122,7 +122,7 @@ nvme_case() {
     before=$(host_cpu)
     vm_submit A "$(record "nvme-$id") sleep $((secs + 1))"
     a=$VM_ID
-    out=$(vm_run B "dev=\$(ls /dev/nvme*n1 | head -1) && $(record "nvme-$id") fio --filename=\$dev --direct=1 --ioengine=libaio --rw=randread --bs=4k --iodepth=32 --time_based --runtime=$secs --size=256M --name=read-iops --output-format=terse --terse-version=3 | cut -d';' -f8") || { echo "$out"; return 1; }
+    out=$(vm_run B "$(nvme_dev) && $(record "nvme-$id") fio --filename=\$dev --direct=1 --ioengine=libaio --rw=randread --bs=4k --iodepth=32 --time_based --runtime=$secs --size=256M --name=read-iops --output-format=terse --terse-version=3 | cut -d';' -f8") || { echo "$out"; return 1; }
     vm_wait A "$a" 120 >/dev/null
     after=$(host_cpu)
     echo "fio: $(grep -E '^[0-9.]+$' <<<"$out") IOPS"

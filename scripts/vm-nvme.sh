@@ -43,6 +43,11 @@ nvme_target() {
         ln -s /sys/kernel/config/nvmet/subsystems/$NQN ports/1/subsystems/$NQN
         echo nvmet listens on \$a:$PORT over $2"
 }
+# nvme_dev: the commands that set $dev to the block device of $NQN's namespace, and fail while
+# there is none: a controller another test left behind has a namespace of its own.
+nvme_dev() {
+    echo "dev=; for c in /sys/class/nvme/nvme*; do [ \"\$(cat \$c/subsysnqn 2>/dev/null)\" = $NQN ] && [ -b /dev/\${c##*/}n1 ] && dev=/dev/\${c##*/}n1; done; [ -n \"\$dev\" ]"
+}
 # nvme_connect DEV T G [OPTIONS]: the commands with which guest G connects over its RDMA device
 # DEV (the only RDMA link it keeps) or TCP to nvme_target's namespace in guest T, with nvme
 # connect's OPTIONS: its block device in $dev.
@@ -52,7 +57,7 @@ nvme_connect() {
     echo "$([ "$tr" = rdma ] && only_rdma_link "$1")
         modprobe nvme-$tr
         nvme connect -t $tr -a $(vm_ip "$2") -s $PORT -n $NQN -q nqn.2026-11.org.iwarp:host-$3 ${4:-}
-        for i in \$(seq 300); do dev=\$(ls /dev/nvme*n1 2>/dev/null | head -1); [ -n \"\$dev\" ] && break; sleep 0.1; done
+        for i in \$(seq 300); do $(nvme_dev) && break; sleep 0.1; done
         [ -n \"\$dev\" ] || { echo 'no namespace within 30 s'; false; }"
 }
 # nvme_disconnect DEV: the commands that disconnect nvme_connect's namespace over DEV and unload
