@@ -845,8 +845,8 @@ ib_nvme_outage() {
 }
 # Run in the target (NVME_TARGET_CHECK) while the host is connected: its QPs, as `rdma resource
 # show qp -dd` counts them, sent more octets by reference (read data, from nvmet's own pages)
-# than copied (command responses). Only without markers and CRCs: with either, each FPDU is
-# copied whole.
+# than copied (command responses). Only without markers and CRCs: with either, each FPDU (that
+# fits a page) is copied whole.
 SENT_BY_REFERENCE="rdma -dd resource show qp link iw0/1 | grep -oE 'sent_(zero_copy|copied) [0-9]+' |
     awk '{ n[\$1] += \$2 } END { printf \"target QPs sent %d octets by reference, %d copied\\n\", n[\"sent_zero_copy\"], n[\"sent_copied\"];
         exit !(n[\"sent_zero_copy\"] > n[\"sent_copied\"]) }'"

@@ -540,7 +540,8 @@ static noinline void check_large_sends(struct ib_pd *pd, struct ib_qp *sqp, stru
 {
 	enum { LEN = PAGE_SIZE * 3 / 2 };
 	static const char *const kind[] = { "pages", "a slab object", "vmalloc memory" };
-	struct page *pages = alloc_pages(GFP_KERNEL, 1);
+	/* Compound: the second page then counts references too, and goes by reference as well. */
+	struct page *pages = alloc_pages(GFP_KERNEL | __GFP_COMP, 1);
 	u8 *from[] = { pages ? page_address(pages) : NULL, kmalloc(LEN, GFP_KERNEL), vmalloc(LEN) };
 	u8 *to = (u8 *)__get_free_pages(GFP_KERNEL, 1);
 	struct done sent, recvd;

@@ -56,7 +56,9 @@ impl Drop for HeldPage {
 
 /// Appends to `out` the fragments of the `len` octets at kernel address `at`, page by page,
 /// each with its page held, so that TCP sends them by reference; false if some page may not be
-/// sent so (outside the linear map, or a slab's: the caller copies instead). `gfp` for `out`.
+/// sent so (outside the linear map, a slab's, or one that counts no references of its own, as
+/// the later pages of an allocation that is not compound: the caller copies instead). `gfp`
+/// for `out`.
 ///
 /// # Safety
 ///

@@ -111,7 +111,9 @@ impl OutPayload {
         let parts = || sources.parts[..sources.n].iter().flatten();
         let len = parts().map(|s| s.len).sum();
         if !copy && len >= ZERO_COPY_MIN {
-            if let Some(p) = OutPayload::referenced(sources, mrs, len)? {
+            // Failing (no memory for the list, under the region table's lock only atomic), it is
+            // copied instead.
+            if let Ok(Some(p)) = OutPayload::referenced(sources, mrs, len) {
                 return Ok(p);
             }
         }
@@ -129,7 +131,7 @@ impl OutPayload {
     }
 
     /// The `len` octets `sources` name, by reference: `None` if some kernel memory among them
-    /// may not be sent so.
+    /// may not be sent so (not whole pages of the linear map that count references).
     fn referenced(sources: &Sources, mrs: &Domain<'_>, len: u64) -> Result<Option<OutPayload>> {
         let mut p = OutPayload::new(len, true);
         for s in sources.parts[..sources.n].iter().flatten() {
