@@ -24,6 +24,8 @@ struct workqueue_struct;
 void iwarp_shim_spin_lock_bh(struct spinlock *lock);
 int iwarp_shim_spin_trylock_bh(struct spinlock *lock);
 void iwarp_shim_spin_unlock_bh(struct spinlock *lock);
+void iwarp_shim_local_bh_disable(void);
+void iwarp_shim_local_bh_enable(void);
 unsigned long iwarp_shim_spin_lock_irqsave(struct spinlock *lock);
 int iwarp_shim_spin_trylock_irqsave(struct spinlock *lock, unsigned long *flags);
 void iwarp_shim_spin_unlock_irqrestore(struct spinlock *lock, unsigned long flags);

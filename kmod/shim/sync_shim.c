@@ -2,8 +2,10 @@
 /*
  * Spinlocks that keep bottom halves off while held (src/sync.rs): the receive side runs in the
  * socket's softirq callbacks and shares its state with process context. And ones that keep
- * interrupts off, for what callers with interrupts off reach.
+ * interrupts off, for what callers with interrupts off reach. And bottom halves off without a
+ * lock, for accesses to a region's pages that its invalidation spins on.
  */
+#include <linux/bottom_half.h>
 #include <linux/spinlock.h>
 
 #include "shim.h"
@@ -21,6 +23,16 @@ int iwarp_shim_spin_trylock_bh(spinlock_t *lock)
 void iwarp_shim_spin_unlock_bh(spinlock_t *lock)
 {
 	spin_unlock_bh(lock);
+}
+
+void iwarp_shim_local_bh_disable(void)
+{
+	local_bh_disable();
+}
+
+void iwarp_shim_local_bh_enable(void)
+{
+	local_bh_enable();
 }
 
 unsigned long iwarp_shim_spin_lock_irqsave(spinlock_t *lock)

@@ -20,6 +20,7 @@ use proto::{atomic, crc, ddp, markers, mpa, rdmap, stream, terminate, tx};
 #[path = "../../libiwarp/src/abi.rs"]
 pub mod abi;
 
+mod accesses;
 mod charged;
 mod cq;
 mod device;

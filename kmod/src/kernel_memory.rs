@@ -7,6 +7,7 @@
 //! pages the same way, through a page list ([`PageList`]). Sent by reference, its pages are
 //! held ([`HeldPage`]) until TCP has its own references.
 
+use crate::accesses::Accesses;
 use crate::ffi;
 use crate::frags::PageFrag;
 use core::ptr::NonNull;
@@ -106,7 +107,8 @@ pub(crate) const MAX_PAGE_LIST: u32 = 256;
 /// Kernel pages a fast registration names (`map_mr_sg`, then `IB_WR_REG_MR`): each page by its
 /// kernel virtual address (under virtual DMA, its DMA address), `1 << shift` octets from it;
 /// the region's first octet lies `first` octets into the first page, and it is `len` long.
-/// The consumer keeps the pages until it has invalidated or deregistered the region.
+/// The consumer keeps the pages until it has invalidated or deregistered the region, which
+/// waits out the accesses in progress.
 pub(crate) struct PageList {
     pages: KVec<u64>,
     shift: u32,
@@ -114,6 +116,7 @@ pub(crate) struct PageList {
     /// The address the region's first octet has (`mr->iova`).
     pub(crate) iova: u64,
     pub(crate) len: u64,
+    accesses: Accesses,
 }
 
 impl PageList {
@@ -132,7 +135,12 @@ impl PageList {
         }
         let mut list = KVec::with_capacity(pages.len(), GFP_ATOMIC)?;
         list.extend_from_slice(pages, GFP_ATOMIC)?;
-        Ok(PageList { pages: list, shift: page_size.trailing_zeros(), first, iova, len })
+        Ok(PageList { pages: list, shift: page_size.trailing_zeros(), first, iova, len, accesses: Accesses::new() })
+    }
+
+    /// The accesses in progress to the pages, which their region's invalidation waits out.
+    pub(crate) fn accesses(&self) -> &Accesses {
+        &self.accesses
     }
 
     /// Calls `f` with the kernel address and length of each run of `[off, off + len)` (region

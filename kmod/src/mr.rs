@@ -11,11 +11,12 @@
 // (docs/security.md, "Arithmetic").
 #![deny(clippy::arithmetic_side_effects)]
 
+use crate::accesses::Accesses;
 use crate::frags::PageFrag;
 use crate::handles::Handles;
 use crate::kernel_memory::{self, HeldPage, PageList};
 use crate::pinned::PinnedPages;
-use crate::sync::SpinLockBh;
+use crate::sync::{BottomHalvesOff, SpinLockBh};
 use crate::verbs::{access, MAX_MR, MAX_MR_SIZE, MAX_PD};
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
@@ -54,27 +55,65 @@ enum Memory {
     KernelVirtual,
     /// Kernel pages of a fast registration (`alloc_mr`): those the region covers now, and
     /// those `map_mr_sg` gave for its next Fast Register (which a consumer may map while the
-    /// region is still valid, before invalidating it). Every copy into or out of them runs
-    /// under the table's lock (a segment's payload, or a page of a message being built), so
-    /// an invalidation or deregistration, which takes the lock, ends their use at once: the
-    /// consumer may free the pages as soon as it completes.
-    Listed { now: Option<PageList>, next: Option<PageList> },
+    /// region is still valid, before invalidating it). Every copy into or out of them is a
+    /// counted access (a segment's payload, or a page of a message being built), which an
+    /// invalidation or deregistration waits out: the consumer may free the pages as soon as
+    /// it completes.
+    Listed { now: Option<Arc<PageList>>, next: Option<Arc<PageList>> },
 }
 
 impl Memory {
-    /// The pages whose placements are counted: pinned ones (all kernel memory is never
-    /// invalidated; listed pages are placed into under the table's lock).
-    fn pinned(&self) -> Option<&Arc<PinnedPages>> {
+    /// The pages whose accesses are counted, held (all kernel memory is never invalidated).
+    fn counted(&self) -> Option<Counted> {
         match self {
-            Memory::Pinned(pages) => Some(pages),
-            Memory::KernelVirtual | Memory::Listed { .. } => None,
+            Memory::Pinned(pages) => Some(Counted::Pinned(pages.clone())),
+            Memory::Listed { now: Some(list), .. } => Some(Counted::Listed(list.clone())),
+            Memory::KernelVirtual | Memory::Listed { now: None, .. } => None,
+        }
+    }
+
+    /// The accesses in progress to the pages the region covers now.
+    fn accesses(&self) -> Option<&Accesses> {
+        match self {
+            Memory::Pinned(pages) => Some(pages.accesses()),
+            Memory::Listed { now: Some(list), .. } => Some(list.accesses()),
+            Memory::KernelVirtual | Memory::Listed { now: None, .. } => None,
         }
     }
 }
 
+/// Pages an access or an invalidation holds while their region may change under it.
+enum Counted {
+    Pinned(Arc<PinnedPages>),
+    Listed(Arc<PageList>),
+}
+
+impl Counted {
+    fn accesses(&self) -> &Accesses {
+        match self {
+            Counted::Pinned(pages) => pages.accesses(),
+            Counted::Listed(list) => list.accesses(),
+        }
+    }
+
+    /// Drops the hold where sleeping is not allowed: see [`PinnedPages::let_go`].
+    fn let_go(self) {
+        if let Counted::Pinned(pages) = self {
+            PinnedPages::let_go(pages);
+        }
+    }
+}
+
+/// Where an access in progress lands ([`Domain::accessing`]): `at` octets into counted pages,
+/// or, without them, kernel memory at kernel virtual address `at`.
+struct Access {
+    pages: Option<Counted>,
+    at: u64,
+}
+
 /// What an access reaches, checked: pinned pages (held) and the offset in them, kernel memory
-/// at a kernel virtual address, or a fast registration's kernel pages, copied from under the
-/// table's lock by STag, address and rights ([`Domain::copy_listed`]).
+/// at a kernel virtual address, or a fast registration's kernel pages, each copy from them
+/// checked and counted again by STag, address and rights ([`Domain::copy_listed`]).
 pub(crate) enum Reach {
     Pinned(Arc<PinnedPages>, u64),
     Kernel(u64),
@@ -224,7 +263,7 @@ impl MrTable {
     /// `map_mr_sg`: `list` is what the next Fast Register of the region in `stag`'s slot (a
     /// region of [`MrTable::register_listed`]) covers. Returns the list it replaces, to be
     /// dropped outside the table's lock.
-    pub(crate) fn map_pages(&mut self, stag: u32, list: PageList) -> Result<Option<PageList>> {
+    pub(crate) fn map_pages(&mut self, stag: u32, list: Arc<PageList>) -> Result<Option<Arc<PageList>>> {
         match &mut self.regions.in_slot_mut(stag)?.memory {
             Memory::Listed { next, .. } => Ok(next.replace(list)),
             _ => Err(EINVAL),
@@ -263,22 +302,23 @@ impl MrTable {
     }
 }
 
-/// A region taken out of its table: dropping it waits for placements into it in progress,
-/// then unpins its pages (unless sends in progress still hold them).
+/// A region taken out of its table: dropping it waits for accesses to it in progress, then
+/// unpins its pages (unless sends in progress still hold them).
 pub(crate) struct Deregistered(MemoryRegion);
 
 impl Drop for Deregistered {
     fn drop(&mut self) {
-        if let Some(pages) = self.0.memory.pinned() {
-            pages.wait_unplaced();
+        if let Some(accesses) = self.0.memory.accesses() {
+            accesses.wait_none();
         }
     }
 }
 
 /// The regions one protection domain reaches. Each access holds the context's table only to
-/// look its region up: copies run outside it, on pages the access holds (a region deregistered
-/// meanwhile is unpinned when its last access ends, by a work item: writes and atomics run with
-/// bottom halves off, and unpinning may sleep), so the QPs of one context place in parallel.
+/// look its region up: copies run outside it, on pages the access holds and counts (a region
+/// deregistered meanwhile is unpinned when its last access ends, by a work item: accesses run
+/// with bottom halves off, and unpinning may sleep), so the QPs of one context place in
+/// parallel.
 pub(crate) struct Domain<'a> {
     table: &'a SpinLockBh<MrTable>,
     pd: u32,
@@ -318,59 +358,50 @@ impl<'a> Domain<'a> {
     }
 
     /// Copies `dst.len()` octets at `addr` of region `stag` (fast-registered kernel pages,
-    /// `need` rights required) into `dst`, under the table's lock: see [`Memory::Listed`].
+    /// `need` rights required) into `dst`: see [`Memory::Listed`].
     pub(crate) fn copy_listed(&self, stag: u32, addr: u64, dst: &mut [u8], need: u32) -> Result<(), Fault> {
-        self.with(stag, |mr| match &mr.memory {
-            Memory::Listed { now: Some(list), .. } => list.copy_to(mr.offset(addr, dst.len() as u64, need)?, dst).map_err(|_| Fault::Bounds),
-            _ => Err(Fault::InvalidStag),
+        // The send side runs in process context: the receive side's softirq, which may
+        // invalidate the region and wait for this, must not interrupt it on this CPU.
+        let _bh = BottomHalvesOff::new();
+        self.accessing(stag, addr, dst.len() as u64, need, |access| match &access.pages {
+            Some(Counted::Listed(list)) => list.copy_to(access.at, dst),
+            _ => Err(EINVAL),
         })
     }
 
     /// Holds the pages of `len` octets at `addr` of region `stag` (fast-registered kernel
-    /// pages, `need` rights required) into `out`, under the table's lock, to send from by
-    /// reference: false if some may not be ([`kernel_memory::hold`]).
+    /// pages, `need` rights required) into `out`, to send from by reference: false if some
+    /// may not be ([`kernel_memory::hold`]).
     pub(crate) fn hold_listed(&self, stag: u32, addr: u64, len: u64, need: u32, out: &mut KVec<(HeldPage, PageFrag)>) -> Result<bool, Fault> {
-        self.with(stag, |mr| match &mr.memory {
-            Memory::Listed { now: Some(list), .. } => list.hold(mr.offset(addr, len, need)?, len, out, GFP_ATOMIC).map_err(|_| Fault::Bounds),
-            _ => Err(Fault::InvalidStag),
+        // As in `copy_listed`; so `out` only grows atomically.
+        let _bh = BottomHalvesOff::new();
+        self.accessing(stag, addr, len, need, |access| match &access.pages {
+            Some(Counted::Listed(list)) => list.hold(access.at, len, out, GFP_ATOMIC),
+            _ => Err(EINVAL),
         })
     }
 
-    /// Places `len` octets at `addr` of region `stag` (`need` rights required): with `listed`
-    /// into fast-registered kernel pages, under the table's lock; else with `place`, given
-    /// where they land, outside it. Pinned pages cannot be invalidated or deregistered under
-    /// the placement (both wait for it to end).
-    fn placing<R>(
-        &self,
-        stag: u32,
-        addr: u64,
-        len: u64,
-        need: u32,
-        listed: impl FnOnce(&PageList, u64) -> Result<R>,
-        place: impl FnOnce(&Reach) -> Result<R>,
-    ) -> Result<R, Fault> {
-        let reach = self.with(stag, |mr| {
-            let off = mr.offset(addr, len, need)?;
-            Ok(match &mr.memory {
-                Memory::Pinned(pages) => {
-                    pages.begin_placing();
-                    Ok(Reach::Pinned(pages.clone(), off))
-                }
-                Memory::KernelVirtual => Ok(Reach::Kernel(off)),
-                Memory::Listed { now: Some(list), .. } => Err(listed(list, off)),
-                Memory::Listed { now: None, .. } => return Err(Fault::InvalidStag),
-            })
+    /// Runs `f` on where `len` octets at `addr` of region `stag` lie (`need` rights required),
+    /// outside the table's lock: the access is counted until `f` returns, and invalidating or
+    /// deregistering the region waits for that (spinning: `f` must not sleep, and runs with
+    /// bottom halves off).
+    fn accessing<R>(&self, stag: u32, addr: u64, len: u64, need: u32, f: impl FnOnce(&Access) -> Result<R>) -> Result<R, Fault> {
+        let access = self.with(stag, |mr| {
+            let at = mr.offset(addr, len, need)?;
+            if let Memory::Listed { now: None, .. } = mr.memory {
+                return Err(Fault::InvalidStag);
+            }
+            let pages = mr.memory.counted();
+            if let Some(pages) = &pages {
+                pages.accesses().begin();
+            }
+            Ok(Access { pages, at })
         })?;
-        let reach = match reach {
-            Err(placed) => return placed.map_err(|_| Fault::Access),
-            Ok(reach) => reach,
-        };
-        let r = place(&reach).map_err(|_| Fault::Access);
-        if let Reach::Pinned(pages, _) = reach {
-            pages.end_placing();
-            // Placements run with bottom halves off: a deregistration meanwhile leaves the
-            // unpinning to a work item.
-            PinnedPages::let_go(pages);
+        let r = f(&access).map_err(|_| Fault::Access);
+        if let Some(pages) = access.pages {
+            pages.accesses().end();
+            // A deregistration meanwhile leaves the unpinning to a work item.
+            pages.let_go();
         }
         r
     }
@@ -378,38 +409,24 @@ impl<'a> Domain<'a> {
     /// Places `src` into region `stag` at `addr` (`need` rights required, which must include a
     /// write right).
     pub(crate) fn write(&self, stag: u32, addr: u64, src: &[u8], need: u32) -> Result<(), Fault> {
-        self.placing(
-            stag,
-            addr,
-            src.len() as u64,
-            need,
-            |list, off| list.copy_from(off, src),
-            |at| match *at {
-                // SAFETY: `addr` is what the RDMA core's consumer named through its DMA region,
-                // which it keeps valid while a work request or an STag it gave the peer names it.
-                Reach::Kernel(addr) => unsafe { kernel_memory::copy_to(addr, src) },
-                Reach::Pinned(ref pages, off) => pages.copy_from(off, src),
-                Reach::Listed { .. } => Err(EINVAL),
-            },
-        )
+        self.accessing(stag, addr, src.len() as u64, need, |access| match &access.pages {
+            // SAFETY: `at` is what the RDMA core's consumer named through its DMA region,
+            // which it keeps valid while a work request or an STag it gave the peer names it.
+            None => unsafe { kernel_memory::copy_to(access.at, src) },
+            Some(Counted::Pinned(pages)) => pages.copy_from(access.at, src),
+            Some(Counted::Listed(list)) => list.copy_from(access.at, src),
+        })
     }
 
     /// Runs atomic operation `op` on the 64-bit value at `addr` (8-aligned) of region `stag`
     /// (`need` rights required, which must include a write right) and returns the value before.
     pub(crate) fn atomic(&self, stag: u32, addr: u64, need: u32, op: impl Fn(u64) -> u64) -> Result<u64, Fault> {
-        self.placing(
-            stag,
-            addr,
-            8,
-            need,
-            |list, off| list.update_u64(off, &op),
-            |at| match *at {
-                // SAFETY: as in `write`.
-                Reach::Kernel(addr) => unsafe { kernel_memory::update_u64(addr, &op) },
-                Reach::Pinned(ref pages, off) => pages.update_u64(off, &op),
-                Reach::Listed { .. } => Err(EINVAL),
-            },
-        )
+        self.accessing(stag, addr, 8, need, |access| match &access.pages {
+            // SAFETY: as in `write`.
+            None => unsafe { kernel_memory::update_u64(access.at, &op) },
+            Some(Counted::Pinned(pages)) => pages.update_u64(access.at, &op),
+            Some(Counted::Listed(list)) => list.update_u64(access.at, &op),
+        })
     }
 
     /// Whether `stag` names a valid region of this domain.
@@ -422,22 +439,19 @@ impl<'a> Domain<'a> {
     /// invalid STags.
     pub(crate) fn invalidate(&self, stag: u32) -> Result<(), Fault> {
         let held = self.with(stag, |mr| {
-            let held = match &mr.memory {
-                _ if !mr.valid => return Err(Fault::InvalidStag),
-                Memory::Pinned(pages) => Some((pages.clone(), pages.generation())),
-                // Every use of listed pages holds the table, as this does.
-                Memory::Listed { .. } => None,
-                // The DMA region is never invalidated.
-                Memory::KernelVirtual => return Err(Fault::Access),
-            };
+            if !mr.valid {
+                return Err(Fault::InvalidStag);
+            }
+            // The DMA region is never invalidated.
+            let pages = mr.memory.counted().ok_or(Fault::Access)?;
             mr.valid = false;
-            Ok(held)
+            let generation = pages.accesses().generation();
+            Ok((pages, generation))
         })?;
-        // No placement begins any more; those begun end before the invalidation does.
-        if let Some((pages, generation)) = held {
-            pages.wait_unplaced_in(Some(generation));
-            PinnedPages::let_go(pages);
-        }
+        // No access begins any more; those begun end before the invalidation does.
+        let (pages, generation) = held;
+        pages.accesses().wait_none_in(Some(generation));
+        pages.let_go();
         Ok(())
     }
 
@@ -453,6 +467,11 @@ impl<'a> Domain<'a> {
         if mr.pd != self.pd || mr.valid || !rights_allowed(rights) {
             return Err(EINVAL);
         }
+        if let Some(accesses) = mr.memory.accesses() {
+            // Accesses begun under the registration an invalidation ended finish first (they
+            // need no lock to); none begins while the table is held.
+            accesses.wait_none();
+        }
         let writes = rights & access::LOCAL_WRITE != 0;
         match &mut mr.memory {
             Memory::Pinned(pages) if within(mr.base, mr.pinned, addr, len) && (!writes || pages.writable()) => {}
@@ -462,17 +481,15 @@ impl<'a> Domain<'a> {
                     return Err(EINVAL);
                 }
                 if let Some(list) = next.take() {
-                    // The list it replaces is freed here, under the lock (a kfree).
+                    // The list it replaces is freed here, under the lock (a kfree), or by
+                    // the last access of the ended registration still letting go of it.
                     (mr.base, mr.pinned, *now) = (list.iova, list.len, Some(list));
                 }
             }
             _ => return Err(EINVAL),
         }
-        if let Some(pages) = mr.memory.pinned() {
-            // Placements begun under the registration an invalidation ended finish first
-            // (they need no lock to); none begins while the table is held.
-            pages.wait_unplaced();
-            pages.next_generation();
+        if let Some(accesses) = mr.memory.accesses() {
+            accesses.next_generation();
         }
         let mr = table.regions.rekey(stag)?;
         (mr.va, mr.len, mr.rights, mr.valid) = (addr, len, rights, true);

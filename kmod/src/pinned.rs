@@ -8,11 +8,12 @@
 // (docs/security.md, "Arithmetic").
 #![deny(clippy::arithmetic_side_effects)]
 
+use crate::accesses::Accesses;
 use crate::error::made;
 use crate::ffi;
 use crate::frags::PageFrag;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -41,12 +42,9 @@ pub(crate) struct PinnedPages {
     writable: bool,
     /// The unpinning was handed to a work item ([`PinnedPages::let_go`]): drop leaves it.
     unpinned_later: bool,
-    /// Placements into the pages in progress: invalidating or deregistering their region
-    /// waits until none is ([`PinnedPages::wait_unplaced`]).
-    placing: AtomicU32,
-    /// Fast Registers of their region so far: an invalidation waits only for the placements
-    /// of the registration it ended (one begun under a later one does not hold it).
-    generation: AtomicU32,
+    /// Placements into the pages in progress, which invalidating or deregistering their
+    /// region waits out.
+    accesses: Accesses,
 }
 
 // SAFETY: the pinned set is owned exclusively by this value; the C object is only read for its
@@ -69,16 +67,7 @@ impl PinnedPages {
         // SAFETY: `ptr` is the valid set the shim just returned.
         let npages = unsafe { ffi::iwarp_shim_pinned_npages(ptr.as_ptr()) };
         PINNED_PAGES.fetch_add(npages as u64, Ordering::Relaxed);
-        Ok(PinnedPages {
-            ptr,
-            npages,
-            first: (addr % PAGE) as usize,
-            len,
-            writable,
-            unpinned_later: false,
-            placing: AtomicU32::new(0),
-            generation: AtomicU32::new(0),
-        })
+        Ok(PinnedPages { ptr, npages, first: (addr % PAGE) as usize, len, writable, unpinned_later: false, accesses: Accesses::new() })
     }
 
     /// Where buffer offset `offset` lies from the start of the first pinned page.
@@ -172,41 +161,9 @@ impl PinnedPages {
         }
     }
 
-    /// Counts a placement into the pages until [`PinnedPages::end_placing`]. Called under the
-    /// lock that [`PinnedPages::wait_unplaced`]'s caller took to stop further placements.
-    pub(crate) fn begin_placing(&self) {
-        self.placing.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Ends a placement begun with [`PinnedPages::begin_placing`] (its writes happen before).
-    pub(crate) fn end_placing(&self) {
-        self.placing.fetch_sub(1, Ordering::Release);
-    }
-
-    /// Waits until no placement is in progress (each is one segment's copy, on a CPU with
-    /// bottom halves off: a short spin), so nothing lands after the caller returns. The
-    /// caller has stopped new placements: their region is invalid or gone.
-    pub(crate) fn wait_unplaced(&self) {
-        self.wait_unplaced_in(None);
-    }
-
-    /// As [`PinnedPages::wait_unplaced`] for an invalidation of registration `generation`:
-    /// done as well once a Fast Register made a later one (which waited for the rest first).
-    pub(crate) fn wait_unplaced_in(&self, generation: Option<u32>) {
-        while self.placing.load(Ordering::Acquire) != 0 && generation.is_none_or(|g| g == self.generation.load(Ordering::Acquire)) {
-            core::hint::spin_loop();
-        }
-    }
-
-    /// The registration the pages serve now (see `generation`).
-    pub(crate) fn generation(&self) -> u32 {
-        self.generation.load(Ordering::Relaxed)
-    }
-
-    /// A Fast Register made a new registration of the pages: call once no placement is in
-    /// progress (the caller waited, holding off new ones).
-    pub(crate) fn next_generation(&self) {
-        self.generation.fetch_add(1, Ordering::Release);
+    /// The accesses in progress to the pages, which their region's invalidation waits out.
+    pub(crate) fn accesses(&self) -> &Accesses {
+        &self.accesses
     }
 
     /// Drops a reference where sleeping is not allowed (the receive side, with bottom halves

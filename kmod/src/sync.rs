@@ -6,9 +6,11 @@
 //! process context could be interrupted on its CPU by that softirq wanting it; with bottom halves
 //! off it cannot, which is what lockdep checks. The kernel crate has only the plain one. And a
 //! spinlock taken with interrupts off ([`SpinLockIrq`]), for what the RDMA core's callers reach
-//! with interrupts off (iw_cm looks QPs up under its own irqsave lock).
+//! with interrupts off (iw_cm looks QPs up under its own irqsave lock). And bottom halves off
+//! without a lock ([`BottomHalvesOff`]).
 
 use crate::ffi;
+use core::marker::PhantomData;
 use kernel::bindings;
 use kernel::sync::lock::{Backend, Lock};
 
@@ -109,3 +111,24 @@ macro_rules! new_spinlock_irq {
     };
 }
 pub(crate) use new_spinlock_irq;
+
+/// Bottom halves off on this CPU while it lives: an access to a region's pages, which an
+/// invalidation in the receive side's softirq spins on, must not be interrupted by it on its
+/// own CPU. Not for callers with interrupts off (enabling them again would warn).
+pub(crate) struct BottomHalvesOff(PhantomData<*mut ()>);
+
+impl BottomHalvesOff {
+    pub(crate) fn new() -> BottomHalvesOff {
+        // SAFETY: paired with the enable in `drop`, on the same CPU (no sleeping while held:
+        // the guard is not `Send`, and its holders do not sleep).
+        unsafe { ffi::iwarp_shim_local_bh_disable() };
+        BottomHalvesOff(PhantomData)
+    }
+}
+
+impl Drop for BottomHalvesOff {
+    fn drop(&mut self) {
+        // SAFETY: `new` disabled them.
+        unsafe { ffi::iwarp_shim_local_bh_enable() };
+    }
+}

@@ -172,7 +172,7 @@ impl IbDevice {
     /// `map_mr_sg` of the region in `stag`'s slot: `pages` hold `len` octets from `iova` on,
     /// for its next Fast Register. May run in atomic context.
     pub(super) fn map_mr(&self, stag: u32, iova: u64, len: u64, page_size: u64, pages: &[u64]) -> Result {
-        let list = PageList::new(iova, len, page_size, pages)?;
+        let list = Arc::new(PageList::new(iova, len, page_size, pages)?, GFP_ATOMIC)?;
         let replaced = self.mrs.lock().map_pages(stag, list)?;
         drop(replaced);
         Ok(())

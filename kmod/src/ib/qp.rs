@@ -68,11 +68,19 @@ impl RecvSource for HeldRecvs {
     }
 
     fn take_rest(&self, flush: &mut dyn FnMut(u64)) {
+        HeldRecvs::drain(&self.0, flush);
+    }
+}
+
+impl HeldRecvs {
+    /// Takes every receive held in `posted`, oldest first, and hands its id to `f` outside
+    /// the lock.
+    fn drain(posted: &SpinLockIrq<Posted>, mut f: impl FnMut(u64)) {
         while let Some(wr) = {
-            let taken = self.0.lock().recvs.pop();
+            let taken = posted.lock().recvs.pop();
             taken
         } {
-            flush(wr.wr_id);
+            f(wr.wr_id);
         }
     }
 }
@@ -462,13 +470,10 @@ impl KernelQp {
         if self.posted.lock().recvs.len() == 0 || self.qp.state() != QpState::Error {
             return;
         }
-        while let Some(wr) = {
-            let taken = self.posted.lock().recvs.pop();
-            taken
-        } {
-            let flushed = Completion { wr_id: wr.wr_id, status: Status::Flushed, op: CompletionOp::Recv, qp: self.qp.handle(), ..Completion::default() };
+        HeldRecvs::drain(&self.posted, |wr_id| {
+            let flushed = Completion { wr_id, status: Status::Flushed, op: CompletionOp::Recv, qp: self.qp.handle(), ..Completion::default() };
             let _ = crate::cq::CompletionQueue::push(&*self.recv_cq, &flushed);
-        }
+        });
     }
 
     /// Posts with `post`, unless the QP has ended (before, or meanwhile: ENOTCONN): then the

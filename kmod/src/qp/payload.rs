@@ -111,8 +111,8 @@ impl OutPayload {
         let parts = || sources.parts[..sources.n].iter().flatten();
         let len = parts().map(|s| s.len).sum();
         if !copy && len >= ZERO_COPY_MIN {
-            // Failing (no memory for the list, under the region table's lock only atomic), it is
-            // copied instead.
+            // Failing (no memory for the list, allocated atomically while fast-registered
+            // pages are held), it is copied instead.
             if let Ok(Some(p)) = OutPayload::referenced(sources, mrs, len) {
                 return Ok(p);
             }
@@ -145,7 +145,7 @@ impl OutPayload {
                 Reach::Kernel(addr) => unsafe { kernel_memory::hold(*addr, s.len, &mut held, GFP_KERNEL_ACCOUNT) }?,
                 Reach::Listed { stag, addr, need } => {
                     // A fragment per page, about (a fast registration's pages may be smaller):
-                    // under the table's lock, `held` can only grow atomically.
+                    // while they are held, `held` can only grow atomically.
                     held.reserve((s.len / PAGE_SIZE as u64 + 2) as usize, GFP_KERNEL_ACCOUNT)?;
                     mrs.hold_listed(*stag, *addr, s.len, *need, &mut held).map_err(|_| EINVAL)?
                 }
