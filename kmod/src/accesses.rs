@@ -31,9 +31,10 @@ impl Accesses {
         self.active.fetch_sub(1, Ordering::Release);
     }
 
-    /// Waits until no access is in progress (each is one segment's copy, on a CPU with bottom
-    /// halves off: a short spin), so nothing touches the pages after the caller returns. The
-    /// caller has stopped new accesses: their region is invalid or gone.
+    /// Waits until no access is in progress (each is one copy or hold of a segment or a
+    /// request's piece, on a CPU with bottom halves off: a short spin), so nothing touches the
+    /// pages after the caller returns. The caller has stopped new accesses: their region is
+    /// invalid or gone.
     pub(crate) fn wait_none(&self) {
         self.wait_none_in(None);
     }

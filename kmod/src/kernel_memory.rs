@@ -108,7 +108,8 @@ pub(crate) const MAX_PAGE_LIST: u32 = 256;
 /// kernel virtual address (under virtual DMA, its DMA address), `1 << shift` octets from it;
 /// the region's first octet lies `first` octets into the first page, and it is `len` long.
 /// The consumer keeps the pages until it has invalidated or deregistered the region, which
-/// waits out the accesses in progress.
+/// waits out the accesses in progress: the copies and holds below are for an access counted
+/// on the list while its region was valid, as [`Domain`](crate::mr::Domain) makes every one.
 pub(crate) struct PageList {
     pages: KVec<u64>,
     shift: u32,

@@ -104,11 +104,12 @@ impl Counted {
     }
 }
 
-/// Where an access in progress lands ([`Domain::accessing`]): `at` octets into counted pages,
-/// or, without them, kernel memory at kernel virtual address `at`.
-struct Access {
-    pages: Option<Counted>,
-    at: u64,
+/// Where an access in progress lands ([`Domain::accessing`]).
+enum Access {
+    /// All kernel memory (the DMA region), at this kernel virtual address.
+    Kernel(u64),
+    /// Counted pages, this many octets into them.
+    Counted(Counted, u64),
 }
 
 /// What an access reaches, checked: pinned pages (held) and the offset in them, kernel memory
@@ -363,8 +364,8 @@ impl<'a> Domain<'a> {
         // The send side runs in process context: the receive side's softirq, which may
         // invalidate the region and wait for this, must not interrupt it on this CPU.
         let _bh = BottomHalvesOff::new();
-        self.accessing(stag, addr, dst.len() as u64, need, |access| match &access.pages {
-            Some(Counted::Listed(list)) => list.copy_to(access.at, dst),
+        self.accessing(stag, addr, dst.len() as u64, need, |access| match access {
+            Access::Counted(Counted::Listed(list), at) => list.copy_to(*at, dst),
             _ => Err(EINVAL),
         })
     }
@@ -375,8 +376,8 @@ impl<'a> Domain<'a> {
     pub(crate) fn hold_listed(&self, stag: u32, addr: u64, len: u64, need: u32, out: &mut KVec<(HeldPage, PageFrag)>) -> Result<bool, Fault> {
         // As in `copy_listed`; so `out` only grows atomically.
         let _bh = BottomHalvesOff::new();
-        self.accessing(stag, addr, len, need, |access| match &access.pages {
-            Some(Counted::Listed(list)) => list.hold(access.at, len, out, GFP_ATOMIC),
+        self.accessing(stag, addr, len, need, |access| match access {
+            Access::Counted(Counted::Listed(list), at) => list.hold(*at, len, out, GFP_ATOMIC),
             _ => Err(EINVAL),
         })
     }
@@ -388,17 +389,18 @@ impl<'a> Domain<'a> {
     fn accessing<R>(&self, stag: u32, addr: u64, len: u64, need: u32, f: impl FnOnce(&Access) -> Result<R>) -> Result<R, Fault> {
         let access = self.with(stag, |mr| {
             let at = mr.offset(addr, len, need)?;
-            if let Memory::Listed { now: None, .. } = mr.memory {
-                return Err(Fault::InvalidStag);
-            }
-            let pages = mr.memory.counted();
-            if let Some(pages) = &pages {
-                pages.accesses().begin();
-            }
-            Ok(Access { pages, at })
+            Ok(match (&mr.memory, mr.memory.counted()) {
+                (Memory::KernelVirtual, _) => Access::Kernel(at),
+                (_, Some(pages)) => {
+                    pages.accesses().begin();
+                    Access::Counted(pages, at)
+                }
+                // A fast registration without pages is never valid.
+                (_, None) => return Err(Fault::InvalidStag),
+            })
         })?;
         let r = f(&access).map_err(|_| Fault::Access);
-        if let Some(pages) = access.pages {
+        if let Access::Counted(pages, _) = access {
             pages.accesses().end();
             // A deregistration meanwhile leaves the unpinning to a work item.
             pages.let_go();
@@ -409,23 +411,23 @@ impl<'a> Domain<'a> {
     /// Places `src` into region `stag` at `addr` (`need` rights required, which must include a
     /// write right).
     pub(crate) fn write(&self, stag: u32, addr: u64, src: &[u8], need: u32) -> Result<(), Fault> {
-        self.accessing(stag, addr, src.len() as u64, need, |access| match &access.pages {
+        self.accessing(stag, addr, src.len() as u64, need, |access| match access {
             // SAFETY: `at` is what the RDMA core's consumer named through its DMA region,
             // which it keeps valid while a work request or an STag it gave the peer names it.
-            None => unsafe { kernel_memory::copy_to(access.at, src) },
-            Some(Counted::Pinned(pages)) => pages.copy_from(access.at, src),
-            Some(Counted::Listed(list)) => list.copy_from(access.at, src),
+            Access::Kernel(at) => unsafe { kernel_memory::copy_to(*at, src) },
+            Access::Counted(Counted::Pinned(pages), at) => pages.copy_from(*at, src),
+            Access::Counted(Counted::Listed(list), at) => list.copy_from(*at, src),
         })
     }
 
     /// Runs atomic operation `op` on the 64-bit value at `addr` (8-aligned) of region `stag`
     /// (`need` rights required, which must include a write right) and returns the value before.
     pub(crate) fn atomic(&self, stag: u32, addr: u64, need: u32, op: impl Fn(u64) -> u64) -> Result<u64, Fault> {
-        self.accessing(stag, addr, 8, need, |access| match &access.pages {
+        self.accessing(stag, addr, 8, need, |access| match access {
             // SAFETY: as in `write`.
-            None => unsafe { kernel_memory::update_u64(access.at, &op) },
-            Some(Counted::Pinned(pages)) => pages.update_u64(access.at, &op),
-            Some(Counted::Listed(list)) => list.update_u64(access.at, &op),
+            Access::Kernel(at) => unsafe { kernel_memory::update_u64(*at, &op) },
+            Access::Counted(Counted::Pinned(pages), at) => pages.update_u64(*at, &op),
+            Access::Counted(Counted::Listed(list), at) => list.update_u64(*at, &op),
         })
     }
 
@@ -482,7 +484,7 @@ impl<'a> Domain<'a> {
                 }
                 if let Some(list) = next.take() {
                     // The list it replaces is freed here, under the lock (a kfree), or by
-                    // the last access of the ended registration still letting go of it.
+                    // an invalidation of the ended registration still waiting.
                     (mr.base, mr.pinned, *now) = (list.iova, list.len, Some(list));
                 }
             }

@@ -42,8 +42,8 @@ pub(crate) struct PinnedPages {
     writable: bool,
     /// The unpinning was handed to a work item ([`PinnedPages::let_go`]): drop leaves it.
     unpinned_later: bool,
-    /// Placements into the pages in progress, which invalidating or deregistering their
-    /// region waits out.
+    /// Placements and atomics in the pages in progress, which invalidating or deregistering
+    /// their region waits out.
     accesses: Accesses,
 }
 

@@ -187,7 +187,7 @@ impl IbDevice {
             let stag = mrs.current_stag(stag)?;
             mrs.deregister(stag)?
         };
-        // Waits for placements into it outside the table's lock.
+        // Waits for accesses to it outside the table's lock.
         drop(gone);
         Ok(())
     }

@@ -50,6 +50,12 @@ impl Sources {
         }
         Ok(src)
     }
+
+    /// Whether some piece lies in a fast registration's pages, which their consumer may free
+    /// as soon as the region is invalidated.
+    pub(super) fn names_listed(&self) -> bool {
+        self.parts[..self.n].iter().flatten().any(|s| matches!(s.reach, Reach::Listed { .. }))
+    }
 }
 
 /// Copied payloads up to this long are held in the message itself: a small message then costs

@@ -251,7 +251,10 @@ impl QueuePair {
             let catastrophic = || Terminate::new(Cause::RdmapCatastrophic).with_read_request(rr.emit());
             let mrs = self.regions();
             let sources = check_read_request(&rr, &mrs).and_then(|()| Sources::resolve(&[source], &mrs, access::REMOTE_READ).map_err(|_| catastrophic()));
-            let payload = sources.and_then(|s| OutPayload::gather(&s, &mrs, copy).map_err(|_| catastrophic()));
+            // A peer may invalidate the region it reads (a Send with Invalidate) before TCP has
+            // its acknowledgement, and the consumer then frees fast-registered pages: a Read
+            // Response from them is copied, never sent (or retransmitted) from them by reference.
+            let payload = sources.and_then(|s| OutPayload::gather(&s, &mrs, copy || s.names_listed()).map_err(|_| catastrophic()));
             match payload {
                 Ok(payload) => {
                     let msg = Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to };
