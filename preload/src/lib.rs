@@ -286,25 +286,54 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
 #[no_mangle]
 pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     let real = real!(listen: unsafe extern "C" fn(c_int, c_int) -> c_int);
+    // A bound socket answers questions before TCP accepts its first connection: a client that
+    // connects just as the listener starts must not find it silent and stay plain TCP. An
+    // unbound one gets its port from listen itself, so it can only answer after.
+    let bound = sockaddr_of(fd, false).is_some_and(|a| a.port() != 0);
+    let early = if bound { answer_for(fd) } else { None };
     // SAFETY: the caller's arguments, passed on.
     let rc = unsafe { real(fd, backlog) };
-    if rc == 0 {
-        if let Some(at) = sockaddr_of(fd, false).filter(|a| rules::chosen(rules::Side::Listen, *a) && is_tcp(fd)) {
-            let open = Arc::new(AtomicBool::new(true));
-            if !conn::module_present() {
-                say!("no iwarp device: connections to {at} stay plain TCP");
-            } else if socket_option(fd, libc::SO_REUSEPORT).is_some_and(|v| v != 0) {
-                // Listeners of a group share the port: the one that answers a question may not
-                // be the one TCP hands the connection to, and their questions are not shared.
-                say!("SO_REUSEPORT: connections to {at} stay plain TCP");
-            } else if probe::answer(at, open.clone()) {
-                LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).insert(fd, open);
-            } else {
-                say!("UDP port {} is taken: connections to {at} stay plain TCP", at.port());
-            }
+    let answering = if rc != 0 {
+        // Nothing listens: the answerer stops (and frees the UDP port) within its wake period.
+        if let Some(open) = early {
+            open.store(false, Ordering::Relaxed);
         }
+        None
+    } else if bound {
+        early
+    } else {
+        answer_for(fd)
+    };
+    if let Some(open) = answering {
+        LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).insert(fd, open);
     }
     rc
+}
+
+/// Starts answering questions for the listener `fd` if its connections are to be upgraded:
+/// the flag that keeps the answerer going, or None (its connections stay plain TCP; a listener
+/// already answering, such as one `listen` is called on again, keeps its answerer).
+fn answer_for(fd: RawFd) -> Option<Arc<AtomicBool>> {
+    if LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&fd) {
+        return None;
+    }
+    let at = sockaddr_of(fd, false).filter(|a| rules::chosen(rules::Side::Listen, *a) && is_tcp(fd))?;
+    if !conn::module_present() {
+        say!("no iwarp device: connections to {at} stay plain TCP");
+        return None;
+    }
+    if socket_option(fd, libc::SO_REUSEPORT).is_some_and(|v| v != 0) {
+        // Listeners of a group share the port: the one that answers a question may not be the
+        // one TCP hands the connection to, and their questions are not shared.
+        say!("SO_REUSEPORT: connections to {at} stay plain TCP");
+        return None;
+    }
+    let open = Arc::new(AtomicBool::new(true));
+    if !probe::answer(at, open.clone()) {
+        say!("UDP port {} is taken: connections to {at} stay plain TCP", at.port());
+        return None;
+    }
+    Some(open)
 }
 
 /// # Safety
