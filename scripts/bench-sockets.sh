@@ -40,7 +40,7 @@ for c in "${configs[@]}"; do
     iperf_port=$((iperf_port + 1)) sockperf_port=$((sockperf_port + 1))
     echo "---- $name"
     a0=$(vm_busy A) b0=$(vm_busy B)
-    out=$(vm_pair B "$env timeout 120 iperf3 -s -1 -p $iperf_port" A "sleep 1; $env timeout 120 iperf3 -c $B -p $iperf_port -t $secs -J" 300)
+    out=$(vm_pair_on B $iperf_port "$env timeout 120 iperf3 -s -1 -p $iperf_port" A "$env timeout 120 iperf3 -c $B -p $iperf_port -t $secs -J" 300)
     rc=$?
     da=$(($(vm_busy A) - a0)) db=$(($(vm_busy B) - b0))
     if ((rc)); then

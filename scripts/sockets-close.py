@@ -14,7 +14,7 @@ import os
 import select
 import socket
 
-from sockets_ends import main
+from sockets_ends import connect, main
 
 ROUNDS = 3
 LINES = 2000
@@ -47,7 +47,7 @@ def serve(port):
 def send(host, port, mib):
     h, size = hashlib.sha256(), int(mib * (1 << 20))
     for i in range(ROUNDS):
-        c = socket.create_connection((host, port))
+        c = connect(host, port)
         c.sendall(b"%d\n" % size)
         for n in range(LINES):
             c.sendall(b"%099d\n" % n)

@@ -11,7 +11,7 @@ import hashlib
 import os
 import socket
 
-from sockets_ends import main, serve_hashed
+from sockets_ends import connect, main, serve_hashed
 
 WRITE = 100
 SNDBUF = 16 << 10
@@ -19,12 +19,13 @@ SNDBUF = 16 << 10
 
 def send(host, port, mib):
     data = os.urandom(int(mib * (1 << 20)))
-    c = socket.socket()
     # A small send buffer, so that TCP holds messages back while the link is busy (Linux
     # would otherwise grow it to megabytes and take each message at once).
-    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SNDBUF)
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    c.connect((host, port))
+    def prepare(c):
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SNDBUF)
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    c = connect(host, port, prepare)
     for at in range(0, len(data), WRITE):
         c.sendall(data[at : at + WRITE])
     c.shutdown(socket.SHUT_WR)

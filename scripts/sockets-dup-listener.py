@@ -13,7 +13,7 @@ import hashlib
 import os
 import socket
 
-from sockets_ends import main
+from sockets_ends import connect, main
 
 LAST = 99
 
@@ -49,7 +49,7 @@ def send(host, port, mib):
     data = os.urandom(int(mib * (1 << 20)))
     half = len(data) // 2
     for part in (data[:half], data[half:]):
-        c = socket.create_connection((host, port))
+        c = connect(host, port)
         c.sendall(part)
         c.shutdown(socket.SHUT_WR)
         c.recv(1)

@@ -12,7 +12,7 @@ import socket
 import sys
 import tempfile
 
-from sockets_ends import main, serve_hashed
+from sockets_ends import connect, main, serve_hashed
 
 
 
@@ -22,7 +22,7 @@ def send(host, port, mib):
     with tempfile.TemporaryFile() as f:
         f.write(data)
         f.flush()
-        c = socket.create_connection((host, port))
+        c = connect(host, port)
         # The first half by offset (socket.sendfile calls os.sendfile with one).
         sent = c.sendfile(f, offset=0, count=half)
         # The next quarter from the file's own offset, which must advance.

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-from sockets_ends import accept_one, main, read_hashed
+from sockets_ends import accept_one, connect, main, read_hashed
 
 
 def serve(port):
@@ -153,7 +153,7 @@ CHUNK = 200_000
 
 def send(host, port, mib, mode):
     data = os.urandom(mib << 20)
-    c = socket.create_connection((host, port))
+    c = connect(host, port)
     first = timeouts(c, data) if mode == "poll" else 0
     c.setblocking(False)
     r, w = os.pipe()

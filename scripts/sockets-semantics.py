@@ -21,7 +21,7 @@ import sys
 import termios
 import time
 
-from sockets_ends import accept_one, main
+from sockets_ends import accept_one, connect, main
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -106,7 +106,7 @@ def serve(port):
 
 def send(host, port, _mib):
     data = os.urandom(1000 + 4096 + 300)
-    c = socket.create_connection((host, port))
+    c = connect(host, port)
     expect_errno("send: send(MSG_OOB)", errno.EOPNOTSUPP, lambda: c.send(b"!", socket.MSG_OOB))
     r, w = os.pipe()
     expect_errno("send: splice from the socket", errno.EINVAL, lambda: os.splice(c.fileno(), w, 16))

@@ -13,10 +13,9 @@ import ctypes
 import errno
 import hashlib
 import os
-import socket
 import sys
 
-from sockets_ends import accept_one, main, read_hashed
+from sockets_ends import accept_one, connect, main, read_hashed
 
 LINE = 100
 END = b"END\n"
@@ -59,8 +58,7 @@ def fails_with_einval(what, rc):
 def send(host, port, mib):
     lines = [os.urandom(LINE // 2).hex().encode() + b"\n" for _ in range(int(mib * (1 << 20)) // (LINE + 1))]
     data = b"".join(lines)
-    c = socket.socket()
-    c.connect((host, port))
+    c = connect(host, port)
     fd = c.fileno()
     buf = ctypes.create_string_buffer(8)
     fails_with_einval("raw read(2)", libc.syscall(SYS_READ, fd, buf, 8))

@@ -16,13 +16,20 @@ def accept_one(port):
     return s.accept()[0]
 
 
-def connect(host, port):
-    """Connects, waiting up to 20 s for a listener (a server's start under TCG can take that)."""
+def connect(host, port, prepare=None):
+    """Connects a new socket (given to `prepare` first, for options that must precede the
+    connection), waiting up to 20 s for a listener (a server's start under TCG can take that):
+    the clients start as soon as their server is asked to."""
     deadline = time.monotonic() + 20
     while True:
+        c = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        if prepare:
+            prepare(c)
         try:
-            return socket.create_connection((host, port))
+            c.connect((host, port))
+            return c
         except ConnectionRefusedError:
+            c.close()
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)

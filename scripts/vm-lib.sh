@@ -7,6 +7,8 @@
 # vm_pair S SCMD C CCMD [SECS]  start server SCMD in guest S, run client CCMD in guest C (for
 #                      at most SECS, 600), then wait for the server; succeeds only if both do
 #                      (if the client fails, the server's output follows it)
+# vm_pair_on S PORT SCMD C CCMD [SECS]  vm_pair, the client started only once the server
+#                      listens on PORT (for clients that do not wait for a listener)
 # vm_serve G NAME PORT CMD [SECS]
 #                      start server CMD in guest G in the background and wait (SECS, 60) until
 #                      a TCP socket listens on PORT there; fails (with CMD's output) otherwise
@@ -218,6 +220,17 @@ vm_pair() {
     # The client failed: the server's side of the story (it may have failed first).
     echo "--- server in $1:"
     vm_wait "$1" "$server" 30
+    return 1
+}
+
+vm_pair_on() {
+    vm_serve "$1" pair "$2" "$3" || return 1
+    if vm_run "$4" "$5" "${6:-600}"; then
+        vm_served "$1" pair 300
+        return
+    fi
+    echo "--- server in $1:"
+    vm_served "$1" pair 30
     return 1
 }
 

@@ -1036,7 +1036,7 @@ sock_hash() {
 sock_iperf3() {
     local out dir
     for dir in "" -R; do
-        out=$(vm_pair B "$(socks) timeout 120 iperf3 -s -1 -p $PORT" A "sleep 1; $(socks) timeout 120 iperf3 -c $B -p $PORT -t 2 -P 4 $dir" 300) ||
+        out=$(vm_pair_on B $PORT "$(socks) timeout 120 iperf3 -s -1 -p $PORT" A "$(socks) timeout 120 iperf3 -c $B -p $PORT -t 2 -P 4 $dir" 300) ||
             { echo "$out"; return 1; }
         grep -E 'SUM.*(sender|receiver)|upgraded' <<<"$out"
         grep -qE 'SUM.* [1-9][0-9.]* [MG]bits/sec.*receiver' <<<"$out" || { echo "iperf3 ${dir:-forward}: no throughput"; return 1; }
@@ -1077,7 +1077,7 @@ sock_plain_peer() {
 sock_fork_split() {
     local out
     out=$(vm_pair B "$(socks) timeout 120 python3 $here/scripts/sockets-fork.py split $PORT" \
-        A "sleep 1; $(socks) timeout 120 python3 $here/scripts/sockets-fork.py send $B $PORT $1 split" 300) || { echo "$out"; return 1; }
+        A "$(socks) timeout 120 python3 $here/scripts/sockets-fork.py send $B $PORT $1 split" 300) || { echo "$out"; return 1; }
     echo "$out"
     local h
     for h in "client server" "server client"; do
@@ -1095,7 +1095,7 @@ read_by() { grep -oP "^$1 read \K[0-9a-f]{64}" <<<"$2"; }
 py_ends() {
     local out script="$here/scripts/sockets-$1.py"
     out=$(vm_pair B "$(socks) timeout 120 python3 $script $2 $PORT" \
-        A "sleep 1; $(socks) timeout 120 python3 $script send $B $PORT $3 ${4:-}" 300) || { echo "$out"; return 1; }
+        A "$(socks) timeout 120 python3 $script send $B $PORT $3 ${4:-}" 300) || { echo "$out"; return 1; }
     echo "$out"
     same_hashes "$out" && upgraded "${PY_ENDS_UPGRADED:-2}" "$out"
 }
