@@ -389,15 +389,13 @@ impl<'a> Domain<'a> {
     fn accessing<R>(&self, stag: u32, addr: u64, len: u64, need: u32, f: impl FnOnce(&Access) -> Result<R>) -> Result<R, Fault> {
         let access = self.with(stag, |mr| {
             let at = mr.offset(addr, len, need)?;
-            Ok(match (&mr.memory, mr.memory.counted()) {
-                (Memory::KernelVirtual, _) => Access::Kernel(at),
-                (_, Some(pages)) => {
-                    pages.accesses().begin();
-                    Access::Counted(pages, at)
-                }
-                // A fast registration without pages is never valid.
-                (_, None) => return Err(Fault::InvalidStag),
-            })
+            if let Memory::KernelVirtual = mr.memory {
+                return Ok(Access::Kernel(at));
+            }
+            // A fast registration without pages is never valid.
+            let pages = mr.memory.counted().ok_or(Fault::InvalidStag)?;
+            pages.accesses().begin();
+            Ok(Access::Counted(pages, at))
         })?;
         let r = f(&access).map_err(|_| Fault::Access);
         if let Access::Counted(pages, _) = access {
@@ -440,7 +438,7 @@ impl<'a> Domain<'a> {
     /// Invalidate): later accesses fail until a Fast Register. Fails for unknown or already
     /// invalid STags.
     pub(crate) fn invalidate(&self, stag: u32) -> Result<(), Fault> {
-        let held = self.with(stag, |mr| {
+        let (pages, generation) = self.with(stag, |mr| {
             if !mr.valid {
                 return Err(Fault::InvalidStag);
             }
@@ -451,7 +449,6 @@ impl<'a> Domain<'a> {
             Ok((pages, generation))
         })?;
         // No access begins any more; those begun end before the invalidation does.
-        let (pages, generation) = held;
         pages.accesses().wait_none_in(Some(generation));
         pages.let_go();
         Ok(())
