@@ -35,12 +35,24 @@ impl<T> Handles<T> {
     /// Stores `obj`; returns its handle (never 0). ENOSPC when `max` objects live.
     pub(crate) fn insert(&mut self, obj: T) -> Result<u32> {
         let handle = self.next_handle()?;
-        let slot = &mut self.slots[(handle >> 8) as usize];
+        self.insert_as(handle, obj)?;
+        Ok(handle)
+    }
+
+    /// Stores `obj` as `handle`, which [`Handles::next_handle`] returned while no insert ran
+    /// since (objects removed meanwhile do not matter: the slot stays empty). EINVAL if the
+    /// slot is taken or not there, ENOSPC when `max` objects live.
+    pub(crate) fn insert_as(&mut self, handle: u32, obj: T) -> Result {
+        if self.live >= self.max {
+            return Err(ENOSPC);
+        }
+        let index = (handle >> 8) as usize;
+        let slot = self.slots.get_mut(index).filter(|s| index != 0 && s.obj.is_none()).ok_or(EINVAL)?;
         (slot.key, slot.issued) = (handle as u8, handle as u8);
         slot.obj = Some(obj);
-        // Below `max` (checked by next_handle), so no overflow.
+        // Below `max` (checked above), so no overflow.
         self.live = self.live.saturating_add(1);
-        Ok(handle)
+        Ok(())
     }
 
     /// The handle the next [`Handles::insert`] will return (making room for it).

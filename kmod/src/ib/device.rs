@@ -194,8 +194,8 @@ impl IbDevice {
 
     /// Lists the connection `make` makes with a QP number: the table's next handle.
     pub(super) fn list_qp(&self, make: impl FnOnce(u32) -> Result<Arc<QpConnection>>) -> Result<Arc<QpConnection>> {
-        // One QP at a time, so the number taken is still the next one when it is listed (and
-        // the room made stays).
+        // One QP at a time, so the number taken is still free when it is listed (a QP destroyed
+        // meanwhile frees its own slot only), and the room made stays.
         let _lifecycle = self.lifecycle.lock();
         let wanted = self.qps.lock().room_wanted();
         if let Some(n) = wanted {
@@ -204,11 +204,7 @@ impl IbDevice {
         }
         let number = self.qps.lock().next_handle()?;
         let conn = make(number)?;
-        let listed = self.qps.lock().insert(conn.clone())?;
-        if listed != number {
-            self.forget_qp(listed);
-            return Err(EINVAL);
-        }
+        self.qps.lock().insert_as(number, conn.clone())?;
         Ok(conn)
     }
 
