@@ -35,18 +35,27 @@ pub(crate) struct QpConnection {
     pub(super) ibqp: usize,
     pub(super) qp: Arc<QueuePair>,
     #[pin]
-    hook: Mutex<Option<Hook<QueuePair>>>,
+    hook: Mutex<Hooked>,
     report: Arc<Report>,
     /// The MPA exchange in progress for `iw_connect` or `iw_accept`, until its job runs.
     #[pin]
     exchange: Mutex<Option<Arc<Exchange>>>,
 }
 
+/// A QP's socket hook.
+enum Hooked {
+    /// Not connected yet.
+    NotYet,
+    Connected(Hook<QueuePair>),
+    /// The QP is destroyed: a connection finishing now is refused, not hooked.
+    Destroyed,
+}
+
 impl QpConnection {
     pub(super) fn new(ibqp: *mut ffi::ib_qp, qp: Arc<QueuePair>) -> Result<Arc<QpConnection>> {
         let report = Arc::pin_init(pin_init!(Report { ibqp: ibqp as usize, state <- new_spinlock_bh!(Reporting::default(), "Report::state") }), GFP_KERNEL)?;
         qp.tell_ended(report.clone())?;
-        Arc::pin_init(pin_init!(QpConnection { ibqp: ibqp as usize, qp, hook <- new_mutex!(None), report, exchange <- new_mutex!(None) }), GFP_KERNEL)
+        Arc::pin_init(pin_init!(QpConnection { ibqp: ibqp as usize, qp, hook <- new_mutex!(Hooked::NotYet), report, exchange <- new_mutex!(None) }), GFP_KERNEL)
     }
 
     /// Takes the established stream and hooks its socket: the QP is connected.
@@ -55,7 +64,14 @@ impl QpConnection {
         self.qp.connect(est, &opts)?;
         let doorbell = self.qp.places_out_of_order();
         let hook = Hook::install(self.qp.socket()?, self.qp.clone(), doorbell, crate::rx_callback_max() > 0)?;
-        *self.hook.lock() = Some(hook);
+        let mut hooked = self.hook.lock();
+        if let Hooked::Destroyed = *hooked {
+            // Destroyed while connecting: its socket must not stay hooked after the destroy.
+            drop(hooked);
+            drop(hook);
+            return Err(econnaborted());
+        }
+        *hooked = Hooked::Connected(hook);
         Ok(())
     }
 
@@ -71,8 +87,10 @@ impl QpConnection {
 
     /// The QP is being destroyed (ended already): its socket is unhooked.
     pub(super) fn unhook(&self) {
-        let hook = self.hook.lock().take();
-        drop(hook);
+        let was = core::mem::replace(&mut *self.hook.lock(), Hooked::Destroyed);
+        if let Hooked::Connected(hook) = was {
+            drop(hook);
+        }
     }
 }
 
