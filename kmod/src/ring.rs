@@ -52,8 +52,12 @@ impl SharedRing {
     fn word(&self, off: usize) -> &AtomicU32 {
         assert!(off % 4 == 0 && off.checked_add(4).is_some_and(|end| end <= self.bytes));
         // SAFETY: in bounds and aligned (checked above; the allocation is page aligned), and the
-        // memory lives as long as `self`. Other writers (user space) only ever use atomic-sized
-        // stores on these words, and any value is a valid u32.
+        // memory lives as long as `self`. User space maps it too and may store anything of any
+        // width there at any moment (libsiw stores single octets into a CQE's flags word): the
+        // Rust memory model does not cover such a writer, but on every architecture the kernel
+        // builds for, an aligned 32-bit load, store or compare-and-swap is one access that sees
+        // each octet either before or after such a store, and any value is a valid u32. Nothing
+        // here trusts a value loaded: callers check it.
         unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(off).cast()) }
     }
 
