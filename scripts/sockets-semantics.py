@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Socket calls whose meaning on an upgraded connection must be TCP's or a clear errno
-(docs/sockets.md, "Socket calls"): MSG_WAITALL, MSG_PEEK, FIONREAD, recvmsg into two buffers,
+(docs/sockets.md, "Socket calls"): an epoll set that watched the socket before connect,
+MSG_WAITALL, MSG_PEEK, FIONREAD, recvmsg into two buffers,
 sendmmsg and recvmmsg, SO_ERROR, shutdown(SHUT_RD); MSG_OOB refused on send (EOPNOTSUPP) and
 receive (EINVAL), MSG_ERRQUEUE finding nothing (EAGAIN) and taking no data, splice refused
 (EINVAL) without taking data; close_range closing what the program asked and nothing of the
@@ -106,7 +107,13 @@ def serve(port):
 
 def send(host, port, _mib):
     data = os.urandom(1000 + 4096 + 300)
-    c = connect(host, port)
+    # Watched by an epoll set before it connects (as nginx watches its upstream sockets): the
+    # upgrade must leave the set watching the descriptor, not the module's TCP socket.
+    ep = select.epoll()
+    c = connect(host, port, prepare=lambda s: ep.register(s.fileno(), select.EPOLLOUT))
+    ready = dict(ep.poll(10))
+    check("send: the epoll set that watched the socket before connect reports it writable", ready.get(c.fileno(), 0) & select.EPOLLOUT != 0)
+    ep.modify(c.fileno(), select.EPOLLIN)
     expect_errno("send: send(MSG_OOB)", errno.EOPNOTSUPP, lambda: c.send(b"!", socket.MSG_OOB))
     r, w = os.pipe()
     expect_errno("send: splice from the socket", errno.EINVAL, lambda: os.splice(c.fileno(), w, 16))
@@ -121,6 +128,9 @@ def send(host, port, _mib):
     c.sendall(data[500:1000])
     time.sleep(0.3)
     c.sendall(data[1000:5096])
+    ready = dict(ep.poll(10))
+    check("send: the epoll set reports the server's answer readable", ready.get(c.fileno(), 0) & select.EPOLLIN != 0)
+    ep.close()
     check("send: the server took the 4096 octets", c.recv(1) == b"g")
     bufs = [ctypes.create_string_buffer(data[5096 + 100 * i : 5196 + 100 * i], 100) for i in range(3)]
     arr, keep = messages(bufs)

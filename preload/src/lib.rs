@@ -5,6 +5,7 @@
 //! library's own; on an upgraded one, to its [`conn::Conn`]. Design: `docs/sockets.md`.
 
 mod conn;
+mod epoll_sets;
 mod flags;
 mod flusher;
 mod probe;
@@ -274,7 +275,10 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         }
         return rc;
     }
-    if upgrade(fd, Role::Initiator, nonblocking) {
+    let watchers = epoll_sets::Watchers::take(fd);
+    let upgraded = upgrade(fd, Role::Initiator, nonblocking);
+    watchers.restore(fd);
+    if upgraded {
         0
     } else {
         -1
