@@ -557,12 +557,12 @@ static void iwarp_qp_hand_over(struct work_struct *work)
 	memalloc_noio_restore(noio);
 }
 
-void iwarp_shim_ib_qp_kick(struct ib_qp *qp, bool later)
+void iwarp_shim_ib_qp_kick(struct ib_qp *qp, unsigned int later_ms)
 {
 	struct delayed_work *dw = &container_of(qp, struct iwarp_ibqp, base)->hand_over;
 
-	if (later)
-		queue_delayed_work(iwarp_post_wq, dw, 1);
+	if (later_ms)
+		queue_delayed_work(iwarp_post_wq, dw, max(msecs_to_jiffies(later_ms), 1UL));
 	else
 		mod_delayed_work(iwarp_post_wq, dw, 0);
 }

@@ -430,8 +430,9 @@ struct iwarp_ib_verbs {
 };
 /* Whether locks that only disable bottom halves may be taken: no hard interrupt, IRQs on. */
 bool iwarp_shim_bh_locks_allowed(void);
-/* Runs @qp's hand_over in a work item (any context): at once, or @later (a tick on). */
-void iwarp_shim_ib_qp_kick(struct ib_qp *qp, bool later);
+/* Runs @qp's hand_over in a work item (any context): at once if @later_ms is 0, else that
+ * many milliseconds on (at least a tick). */
+void iwarp_shim_ib_qp_kick(struct ib_qp *qp, unsigned int later_ms);
 /* Waits until @qp's hand_over has run, and stops it running again (destroy_qp). */
 void iwarp_shim_ib_qp_settle(struct ib_qp *qp);
 /* Calls @ibcq's completion handler (the consumer's), if it has one, soon (in softirq context). */

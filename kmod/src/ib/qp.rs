@@ -161,7 +161,7 @@ pub(super) fn room_freed(posted: &SpinLockIrq<Posted>, ibqp: usize) {
         p.stalled = false;
         // SAFETY: under `posted`, before `closed`: the QP's destroy has not settled its work
         // yet, and will settle this too.
-        unsafe { ffi::iwarp_shim_ib_qp_kick(ibqp as *mut ffi::ib_qp, false) };
+        unsafe { ffi::iwarp_shim_ib_qp_kick(ibqp as *mut ffi::ib_qp, 0) };
     }
 }
 
@@ -322,7 +322,7 @@ impl KernelQp {
         posted.wrs.push(Some(Queued { wr, fence, refused: None })).map_err(|_| ENOMEM)?;
         // Under `posted`: once `closed` is set, nothing queues the work of a QP being destroyed.
         // SAFETY: the RDMA core's QP lives until its destroy, which settles the work first.
-        unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, false) };
+        unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, 0) };
         Ok(())
     }
 
@@ -366,7 +366,8 @@ impl KernelQp {
     /// has no room for yet (the ORD's Reads outstanding, the send queue full), or a fenced one
     /// while Reads or atomics before it are outstanding, stays at the head, as an RNIC holds it,
     /// and is tried again when the engine frees room ([`room_freed`]: an answer came), or a
-    /// tick later at the latest. One the engine refuses (a region
+    /// tick later at the latest (an ended QP's flush into a full CQ, a tenth of a second
+    /// later). One the engine refuses (a region
     /// that does not allow it) completes in error, and the QP ends, as an RNIC's does.
     fn hand_over_now(&self) {
         self.flush_held_recvs();
@@ -408,8 +409,11 @@ impl KernelQp {
                 }
                 p.stalled = true;
                 if !p.closed {
+                    // An ended QP stalls only on a full CQ, which a user's consumer frees
+                    // without telling us: it looks again ten times a second, not every tick.
+                    let later_ms = if self.qp.state() == QpState::Error { 100 } else { 1 };
                     // SAFETY: as in `post_send`; `end` settles this work before the QP goes.
-                    unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, true) };
+                    unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, later_ms) };
                 }
                 return;
             }
@@ -457,7 +461,7 @@ impl KernelQp {
                 // The work flushes it if the QP ended before the receive side could take it.
                 // Under `posted`, as in `post_send`.
                 // SAFETY: the RDMA core's QP lives until its destroy, which settles the work first.
-                unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, false) };
+                unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, 0) };
                 return Ok(());
             }
         }
