@@ -119,11 +119,20 @@ struct Queued {
     refused: Option<CompletionOp>,
 }
 
+/// Send ring entries copied per hold of the lock: a user who fills a ring of thousands must
+/// not keep interrupts off for the copy of them all.
+const TAKEN_AT_ONCE: usize = 32;
+
 impl Posted {
-    /// Takes what the user's send ring holds into `wrs`, as far as there is room.
+    /// Takes what the user's send ring holds into `wrs`, as far as there is room, at most
+    /// [`TAKEN_AT_ONCE`] entries: the caller holds `posted`, with interrupts off, and takes
+    /// again each time it hands one over.
     fn take_from_ring(&mut self, sig_all: bool, max_sge: u32, max_inline: u32) {
         let Some(ring) = &mut self.ring else { return };
-        while self.wrs.len() < self.wrs.capacity() {
+        for _ in 0..TAKEN_AT_ONCE {
+            if self.wrs.len() >= self.wrs.capacity() {
+                return;
+            }
             let queued = match ring.take(sig_all, max_sge, max_inline) {
                 None => return,
                 Some(TakenSend::Run { wr, fence }) => Queued { wr, fence, refused: None },
