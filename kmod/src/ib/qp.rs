@@ -412,15 +412,16 @@ impl KernelQp {
             let posted =
                 if fence && self.qp.asks_outstanding() { Err(ENOMEM) } else { self.post_or_flush(&self.send_cq, wr.wr_id, op, || self.qp.post_send(&wr)) };
             if posted == Err(ENOMEM) {
+                // An ended QP stalls only on a full CQ, which a user's consumer frees without
+                // telling us: it looks again ten times a second, not every tick. (The state is
+                // the receive side's, whose lock is never taken under `posted`.)
+                let later_ms = if self.qp.state() == QpState::Error { 100 } else { 1 };
                 let mut p = self.posted.lock();
                 if p.freed != freed {
                     continue;
                 }
                 p.stalled = true;
                 if !p.closed {
-                    // An ended QP stalls only on a full CQ, which a user's consumer frees
-                    // without telling us: it looks again ten times a second, not every tick.
-                    let later_ms = if self.qp.state() == QpState::Error { 100 } else { 1 };
                     // SAFETY: as in `post_send`; `end` settles this work before the QP goes.
                     unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, later_ms) };
                 }
@@ -480,7 +481,9 @@ impl KernelQp {
     /// Flushes the receives still held once the QP has ended (the receive side flushed what
     /// it held when it ended, and takes no more).
     fn flush_held_recvs(&self) {
-        if self.posted.lock().recvs.len() == 0 || self.qp.state() != QpState::Error {
+        // Counted first: `posted` is let go before the state's lock is taken.
+        let held = self.posted.lock().recvs.len();
+        if held == 0 || self.qp.state() != QpState::Error {
             return;
         }
         HeldRecvs::drain(&self.posted, |wr_id| {
