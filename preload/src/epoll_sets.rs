@@ -6,7 +6,7 @@
 //! becomes, with the same events and data, through the library's `epoll_ctl`.
 //!
 //! The sets are found where the kernel lists them, `/proc/self/fdinfo` of each epoll
-//! descriptor (the library does not see sets filled by raw system calls or before it loaded),
+//! descriptor, so sets filled by raw system calls or before the library loaded are found too;
 //! once per upgraded `connect`, whose question and MPA exchange cost far more.
 
 use crate::real::real;
