@@ -40,11 +40,10 @@ fn tables_are_ours() -> bool {
     let of = TABLES_OF.load(Ordering::Relaxed);
     of == 0 || of == std::process::id()
 }
-/// Listening descriptors whose port answers the upgrade question, each with the flag that keeps
-/// its answering thread answering. Duplicates of a listener (dup, dup2, dup3, F_DUPFD) share its
-/// flag, which is cleared when the last of them is closed: a connection accepted on any of them
-/// is upgraded, as its initiator was told.
-static LISTENERS: Mutex<BTreeMap<RawFd, Arc<AtomicBool>>> = Mutex::new(BTreeMap::new());
+/// Listening descriptors whose port answers the upgrade question, each with its answerer.
+/// Duplicates of a listener (dup, dup2, dup3, F_DUPFD) share it, and it stops when the last of
+/// them is closed: a connection accepted on any of them is upgraded, as its initiator was told.
+static LISTENERS: Mutex<BTreeMap<RawFd, Arc<probe::Answerer>>> = Mutex::new(BTreeMap::new());
 
 pub(crate) fn conn(fd: RawFd) -> Option<Arc<Conn>> {
     if !ANY.load(Ordering::Relaxed) {
@@ -71,9 +70,9 @@ fn release(fd: RawFd) {
     }
     drop(forget(fd));
     let mut listeners = LISTENERS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(open) = listeners.remove(&fd) {
-        if !listeners.values().any(|other| Arc::ptr_eq(other, &open)) {
-            open.store(false, Ordering::Relaxed);
+    if let Some(answerer) = listeners.remove(&fd) {
+        if !listeners.values().any(|other| Arc::ptr_eq(other, &answerer)) {
+            answerer.stop();
         }
     }
 }
@@ -298,9 +297,9 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     // SAFETY: the caller's arguments, passed on.
     let rc = unsafe { real(fd, backlog) };
     let answering = if rc != 0 {
-        // Nothing listens: the answerer stops (and frees the UDP port) within its wake period.
-        if let Some(open) = early {
-            open.store(false, Ordering::Relaxed);
+        // Nothing listens: the answerer stops, and frees the UDP port for the next try.
+        if let Some(answerer) = early {
+            answerer.stop();
         }
         None
     } else if bound {
@@ -308,16 +307,16 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     } else {
         answer_for(fd)
     };
-    if let Some(open) = answering {
-        LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).insert(fd, open);
+    if let Some(answerer) = answering {
+        LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).insert(fd, answerer);
     }
     rc
 }
 
 /// Starts answering questions for the listener `fd` if its connections are to be upgraded:
-/// the flag that keeps the answerer going, or None (its connections stay plain TCP; a listener
+/// its answerer, or None (its connections stay plain TCP; a listener
 /// already answering, such as one `listen` is called on again, keeps its answerer).
-fn answer_for(fd: RawFd) -> Option<Arc<AtomicBool>> {
+fn answer_for(fd: RawFd) -> Option<Arc<probe::Answerer>> {
     if LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&fd) {
         return None;
     }
@@ -332,12 +331,11 @@ fn answer_for(fd: RawFd) -> Option<Arc<AtomicBool>> {
         say!("SO_REUSEPORT: connections to {at} stay plain TCP");
         return None;
     }
-    let open = Arc::new(AtomicBool::new(true));
-    if !probe::answer(at, open.clone()) {
+    let answerer = probe::answer(at);
+    if answerer.is_none() {
         say!("UDP port {} is taken: connections to {at} stay plain TCP", at.port());
-        return None;
     }
-    Some(open)
+    answerer
 }
 
 /// # Safety
@@ -802,9 +800,14 @@ pub unsafe extern "C" fn closefrom(low: c_int) {
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> libc::pid_t {
     let real = real!(fork: unsafe extern "C" fn() -> libc::pid_t);
+    let mut answering = probe::hold();
     if !ANY.load(Ordering::Relaxed) {
         // SAFETY: the C library's fork.
-        return unsafe { real() };
+        let pid = unsafe { real() };
+        if pid == 0 {
+            probe::forked(&mut answering);
+        }
+        return pid;
     }
     // Every lock a child's first calls may take is held across the fork, in their order, so
     // that no other thread holds one in the child's copy. (The streams' locks are in memory the
@@ -827,6 +830,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         TABLES_OF.store(std::process::id(), Ordering::Relaxed);
         conns.iter().for_each(|c| c.forked());
         flusher::forked(&mut flushing);
+        probe::forked(&mut answering);
     }
     drop(flushing);
     drop(table);
@@ -900,8 +904,8 @@ fn share(fd: RawFd, new: RawFd) {
             drop(old);
         }
         let mut listeners = LISTENERS.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(open) = listeners.get(&fd).cloned() {
-            listeners.insert(new, open);
+        if let Some(answerer) = listeners.get(&fd).cloned() {
+            listeners.insert(new, answerer);
         }
     }
 }

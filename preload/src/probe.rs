@@ -13,7 +13,7 @@ use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 const QUERY: &[u8; 16] = b"IWARP-SOCKETS/2?";
@@ -170,29 +170,62 @@ pub(crate) fn ask(server: SocketAddrV4, from: u16) -> bool {
     false
 }
 
-/// Server side: answers questions on UDP `at` (the listener's address and port) from a thread,
-/// while `open` (the listener is open). False if the port is taken (that listener then never
-/// upgrades).
-pub(crate) fn answer(at: SocketAddrV4, open: Arc<AtomicBool>) -> bool {
-    let Some(asked) = Asked::shared() else { return false };
-    let Ok(sock) = UdpSocket::bind(at) else { return false };
-    // Wakes now and then to see whether the listener was closed.
-    if sock.set_read_timeout(Some(Duration::from_millis(500))).is_err() {
-        return false;
+/// A listener's answering thread. [`Answerer::stop`] ends it at once, so that the port is free
+/// for a `listen` that follows (a server that closes a listener and listens again on its port).
+pub(crate) struct Answerer {
+    open: AtomicBool,
+    /// Set by the first [`Answerer::stop`]: the socket is shut down only once.
+    stopping: AtomicBool,
+    /// Set by the thread once its socket is closed.
+    closed: AtomicBool,
+    /// The answering socket, open while `open` is.
+    fd: RawFd,
+    /// The process whose thread answers: a forked child's copy of the tables stops nothing.
+    pid: u32,
+}
+
+impl Answerer {
+    /// Stops answering and waits (at most a second) until the UDP port is free again.
+    pub(crate) fn stop(&self) {
+        if std::process::id() != self.pid || self.stopping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Before `open` is cleared, so the thread (which only leaves once it is) cannot have
+        // closed the socket and its number been reused. Linux wakes a receive on an unconnected
+        // UDP socket that is shut down (returning ENOTCONN, which says nothing here).
+        // SAFETY: shutdown(2) on the answering socket, still open (see above).
+        unsafe { libc::shutdown(self.fd, libc::SHUT_RD) };
+        self.open.store(false, Ordering::Release);
+        for _ in 0..1000 {
+            if self.closed.load(Ordering::Acquire) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
+}
+
+/// Server side: answers questions on UDP `at` (the listener's address and port) from a thread,
+/// until stopped. None if the port is taken (that listener then never upgrades).
+pub(crate) fn answer(at: SocketAddrV4) -> Option<Arc<Answerer>> {
+    let asked = Asked::shared()?;
+    let sock = UdpSocket::bind(at).ok()?;
+    let pid = std::process::id();
+    let answerer =
+        Arc::new(Answerer { open: AtomicBool::new(true), stopping: AtomicBool::new(false), closed: AtomicBool::new(false), fd: sock.as_raw_fd(), pid });
+    let ours = answerer.clone();
     // Listed while the thread holds the socket (a thread that fails to start drops it at once).
     let listed = Listed::new(sock.as_raw_fd());
     std::thread::Builder::new()
         .name("iwarp-probe".into())
         .spawn(move || {
             let mut buf = [0u8; 32];
-            while open.load(Ordering::Relaxed) {
+            while ours.open.load(Ordering::Acquire) {
+                // A stopped answerer's socket is shut down: this returns at once, and the
+                // loop ends.
                 let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
-                if !open.load(Ordering::Relaxed) {
-                    break;
-                }
                 let std::net::SocketAddr::V4(from) = from else { continue };
-                if n != 18 || buf[..16] != QUERY[..] {
+                if n != 18 || buf[..16] != QUERY[..] || !ours.open.load(Ordering::Acquire) {
                     continue;
                 }
                 let port = u16::from_be_bytes([buf[16], buf[17]]);
@@ -202,8 +235,11 @@ pub(crate) fn answer(at: SocketAddrV4, open: Arc<AtomicBool>) -> bool {
             }
             // Off the list before the socket closes (its number may be reused at once).
             drop(listed);
+            drop(sock);
+            ours.closed.store(true, Ordering::Release);
         })
-        .is_ok()
+        .ok()?;
+    Some(answerer)
 }
 
 /// The UDP sockets answering questions in this process (kept open by `close_range`).
@@ -222,6 +258,21 @@ impl Listed {
 impl Drop for Listed {
     fn drop(&mut self) {
         ANSWERING.lock().unwrap_or_else(|e| e.into_inner()).retain(|&f| f != self.0);
+    }
+}
+
+/// The list of answering sockets, held across `fork` so that the child's copy is whole.
+pub(crate) fn hold() -> MutexGuard<'static, Vec<RawFd>> {
+    ANSWERING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// In a forked child: closes its copies of the answering sockets. No thread of the child reads
+/// them (the parent's go on answering), so they would only keep the ports bound after the
+/// parent's listeners stop.
+pub(crate) fn forked(answering: &mut Vec<RawFd>) {
+    for fd in answering.drain(..) {
+        // SAFETY: the child's copy of a socket the library opened; nothing else names it.
+        unsafe { libc::close(fd) };
     }
 }
 
@@ -247,12 +298,25 @@ mod tests {
     #[test]
     fn a_listener_answers_and_remembers_the_question_once() {
         let at = SocketAddrV4::new(Ipv4Addr::LOCALHOST, free_port());
-        assert!(answer(at, Arc::new(AtomicBool::new(true))));
-        assert!(!answer(at, Arc::new(AtomicBool::new(true))), "the port is taken now");
+        let answerer = answer(at).unwrap();
+        assert!(answer(at).is_none(), "the port is taken now");
         assert!(ask(at, 40001));
         assert!(was_asked(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40001)));
         assert!(!was_asked(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40001)), "forgotten once matched");
         assert!(!was_asked(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40002)), "never asked");
+        answerer.stop();
+    }
+
+    #[test]
+    fn a_stopped_answerer_frees_its_port_at_once() {
+        let at = SocketAddrV4::new(Ipv4Addr::LOCALHOST, free_port());
+        let answerer = answer(at).unwrap();
+        let started = std::time::Instant::now();
+        answerer.stop();
+        assert!(started.elapsed() < Duration::from_millis(200), "stopped in {:?}", started.elapsed());
+        let again = answer(at).expect("the port is free for the next listener");
+        assert!(ask(at, 40005), "and the next listener answers");
+        again.stop();
     }
 
     /// A table of free slots, private to the test.
