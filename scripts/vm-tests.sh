@@ -1361,6 +1361,7 @@ tests() {
     t fault-crc-error-from-the-wire vm_pair B "$check fault-serve $PORT crc-error" A "$check bad-frame $B $PORT crc-error"
     t fault-nothing-placed-after-a-refused-invalidate vm_pair B "$check fault-serve $PORT foreign-invalidate" A "$check bad-frame $B $PORT foreign-invalidate"
     t fault-nothing-placed-after-a-bad-read-request vm_pair B "$check fault-serve $PORT bad-read-request" A "$check bad-frame $B $PORT bad-read-request"
+    t fault-urgent-data-ends-the-stream vm_pair B "$check fault-serve $PORT urgent" A "$check bad-frame $B $PORT urgent"
     # Segment boundaries never matter: a user-level peer sends a 60,000-octet FPDU 100 octets
     # at a time, and MSS-sized FPDUs 100 octets and one octet at a time.
     t wire-valid-stream-in-tiny-segments vm_pair B "$check drip-serve $PORT" A "$check drip $B $PORT"

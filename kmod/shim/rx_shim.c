@@ -41,6 +41,9 @@ void iwarp_shim_sock_release(struct socket *sock)
 /*
  * tcp_read_sock() offers the queued stream from copied_seq on, skb by skb, to @actor(@ctx, skb,
  * offset, len), which returns how many of those octets it consumed (0 stops). Socket lock held.
+ * -EPROTO once the peer sent urgent data, which MPA never does: tcp_read_sock() would stop at
+ * the urgent octet for good (only a recvmsg() moves past it), in the middle of octets the actor
+ * was offered and consumed.
  */
 int iwarp_shim_sock_read(struct socket *sock, void *ctx,
 			 int (*actor)(void *ctx, struct sk_buff *skb, u32 offset, size_t len))
@@ -48,6 +51,8 @@ int iwarp_shim_sock_read(struct socket *sock, void *ctx,
 	struct iwarp_reader r = { .ctx = ctx, .actor = actor };
 	read_descriptor_t desc = { .count = 1, .arg.data = &r };
 
+	if (READ_ONCE(tcp_sk(sock->sk)->urg_data))
+		return -EPROTO;
 	return tcp_read_sock(sock->sk, &desc, iwarp_read_actor);
 }
 

@@ -20,7 +20,7 @@
 use super::unacked::Unacked;
 use super::wr::{PeerRequest, PendingAtomic, PendingRead, PostedRecv, Sgl};
 use super::{Ended, Phase, QueuePair};
-use crate::error::{enotconn, FirstError};
+use crate::error::{enotconn, eproto, FirstError};
 use crate::fifo::Fifo;
 use crate::mr::{Domain, Fault};
 use crate::proto::atomic;
@@ -487,9 +487,12 @@ impl OnReceive for QueuePair {
         }
         let RxSide { engine: Some(engine), consumed, queues, ooo: place_ooo, gather: Some(gather), .. } = rx else { return };
         if queues.fatal.is_clear() && queues.peer_terminate.is_none() {
-            // An error here (the socket closed under us) shows as !established() below.
-            if let Ok(read) = locked.read(gather, |parts, last_chance| self.offer_in_order(engine, consumed, queues, parts, last_chance)) {
-                queues.placement.received_copied = queues.placement.received_copied.wrapping_add(read.copied as u64);
+            match locked.read(gather, |parts, last_chance| self.offer_in_order(engine, consumed, queues, parts, last_chance)) {
+                Ok(read) => queues.placement.received_copied = queues.placement.received_copied.wrapping_add(read.copied as u64),
+                // Urgent data: TCP delivers nothing past it to us, the stream is lost for MPA.
+                Err(e) if e == eproto() => queues.fatal.set(Terminate::new(Cause::MpaStreamLost)),
+                // Any other (the socket closed under us) shows as !established() below.
+                Err(_) => {}
             }
         }
         let ooo = sock.ooo_packets();

@@ -14,6 +14,7 @@
 //! delivers them in order later; docs/ooo-placement.md).
 
 use super::{seq_after, TcpSocket};
+use crate::error::eproto;
 use crate::ffi;
 use core::ffi::{c_int, c_void};
 use kernel::bindings::{sk_buff, socket};
@@ -317,7 +318,8 @@ pub(crate) struct Read {
     pub(crate) wants_copy: bool,
 }
 
-/// Offers the stream queued on `sock` to `f` (see [`Locked::read`]).
+/// Offers the stream queued on `sock` to `f` (see [`Locked::read`]). EPROTO if the peer sent
+/// urgent data (MPA never does; TCP would not deliver the stream past it to us).
 ///
 /// # Safety
 ///
@@ -341,6 +343,11 @@ unsafe fn read_queued<F: FnMut(&[&[u8]], bool) -> isize>(sock: *mut socket, gath
     // call, and the shim calls the actor only during it.
     let rc = unsafe { ffi::iwarp_shim_sock_read(sock, (&raw mut reader).cast(), Some(actor::<F>)) };
     to_result(rc)?;
+    if reader.skip != 0 {
+        // TCP stopped before the octets the caller consumed (urgent data arrived meanwhile):
+        // the stream and the caller are out of step.
+        return Err(eproto());
+    }
     Ok(Read { copied: reader.copied, wants_copy: reader.wants_copy })
 }
 

@@ -59,7 +59,8 @@
 //!                    Invalidate of a foreign STag, then a Write and a Send in the same segment,
 //!                    which fault-serve checks were neither placed nor completed;
 //!                    bad-read-request, the same after a Read Request of an STag that does not
-//!                    exist), and must get the module's Terminate back
+//!                    exist; urgent, a valid Write whose last octet is TCP urgent data, which
+//!                    MPA never sends), and must get the module's Terminate back
 //!   drip-serve PORT / drip HOST PORT   a user-level peer sends valid Writes and Sends (markers,
 //!                    CRC) in tiny TCP segments: one FPDU of 60,000 octets 100 at a time, FPDUs
 //!                    of 1,400 octets 100 at a time and one octet at a time; the module's side

@@ -25,6 +25,7 @@ pub(crate) fn cause(case: &str) -> Option<Cause> {
         "crc-error" => Some(Cause::MpaCrc),
         "foreign-invalidate" => Some(Cause::RdmapCannotInvalidate),
         "bad-read-request" => Some(Cause::RdmapInvalidStag),
+        "urgent" => Some(Cause::MpaStreamLost),
         _ => None,
     }
 }
@@ -140,6 +141,9 @@ fn broken(case: &str, t: &mut Transmitter, dst: Remote) -> Result<Vec<u8>, Strin
             frame(Message::Write { stag: dst.rkey, to: dst.addr }, &[0xa5; 64])?;
             frame(Message::Send { solicited: false, invalidate: None }, &[0x5a; 64])?;
         }
+        // A valid Write, its last octet sent as TCP urgent data (see `bad_frame`), which MPA
+        // never uses: TCP would stop delivering the stream to the module there.
+        "urgent" => frame(Message::Write { stag: dst.rkey, to: dst.addr }, &[0xa5; 64])?,
         _ => return Err(format!("unknown case {case}")),
     }
     Ok(wire)
@@ -178,7 +182,11 @@ pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
     let mut chunk = [0u8; 4096];
     loop {
         if !sent && !sink.0.is_empty() {
-            s.write_all(&wire).map_err(|e| e.to_string())?;
+            if case == "urgent" {
+                send_urgent(&s, &wire)?;
+            } else {
+                s.write_all(&wire).map_err(|e| e.to_string())?;
+            }
             println!("ok: sent {} octets breaking the protocol: {case}", wire.len());
             sent = true;
         }
@@ -193,6 +201,14 @@ pub(crate) fn bad_frame(host: &str, port: &str, case: &str) -> Check {
     ensure(sent, "the module's go-ahead arrived and the broken frame was sent")?;
     let term = sink.0.iter().find_map(|e| if let Event::Terminate(t) = e { Some(*t) } else { None });
     ensure(term.and_then(|t| t.cause()) == Some(want), format!("the module sent a Terminate ({want:?}) and closed: {:?}", sink.0))
+}
+
+/// Sends `wire` in one call with MSG_OOB: TCP marks its last octet urgent.
+fn send_urgent(s: &TcpStream, wire: &[u8]) -> Check {
+    use std::os::fd::AsRawFd;
+    // SAFETY: send(2) from a live buffer of its length on our socket.
+    let n = unsafe { libc::send(s.as_raw_fd(), wire.as_ptr().cast(), wire.len(), libc::MSG_OOB) };
+    ensure(n == wire.len() as isize, format!("sent {n} of {} octets with MSG_OOB", wire.len()))
 }
 
 /// The module's receiver: markers and CRC as `conn` settled.
