@@ -59,7 +59,8 @@ int iwarp_shim_tcp_probe(u16 *port, u32 *write_seq)
 
 /*
  * Takes a reference on the connected TCP socket behind the caller's @fd. Returns it, or an
- * ERR_PTR: -EBADF/-ENOTSOCK (not a socket), -EPROTONOSUPPORT (not TCP), -ENOTCONN (not
+ * ERR_PTR: -EBADF/-ENOTSOCK (not a socket), -EPROTONOSUPPORT (not TCP, or TCP carrying an
+ * upper-layer protocol such as kTLS, which reads the stream itself), -ENOTCONN (not
  * established).
  */
 struct socket *iwarp_shim_sock_adopt(int fd)
@@ -70,7 +71,8 @@ struct socket *iwarp_shim_sock_adopt(int fd)
 	if (!sock)
 		return ERR_PTR(err);
 	if (sock->sk->sk_type != SOCK_STREAM || sock->sk->sk_protocol != IPPROTO_TCP ||
-	    (sock->sk->sk_family != AF_INET && sock->sk->sk_family != AF_INET6))
+	    (sock->sk->sk_family != AF_INET && sock->sk->sk_family != AF_INET6) ||
+	    inet_csk_has_ulp(sock->sk))
 		err = -EPROTONOSUPPORT;
 	else if (READ_ONCE(sock->sk->sk_state) != TCP_ESTABLISHED)
 		err = -ENOTCONN;
