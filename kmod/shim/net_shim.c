@@ -110,6 +110,8 @@ struct socket *iwarp_shim_sock_connect(const struct iwarp_endpoint *to)
 	rc = sock_create_kern(current->nsproxy->net_ns, to->family, SOCK_STREAM, IPPROTO_TCP, &sock);
 	if (rc)
 		return ERR_PTR(rc);
+	/* A kernel socket holds no reference on its namespace: the caller's may go first. */
+	sk_net_refcnt_upgrade(sock->sk);
 	rc = kernel_connect(sock, (struct sockaddr_unsized *)&ss, len, O_NONBLOCK);
 	if (rc && rc != -EINPROGRESS) {
 		sock_release(sock);
@@ -160,6 +162,8 @@ struct socket *iwarp_shim_sock_listen(const struct iwarp_endpoint *at, u16 *port
 	rc = sock_create_kern(current->nsproxy->net_ns, at->family, SOCK_STREAM, IPPROTO_TCP, &sock);
 	if (rc)
 		return ERR_PTR(rc);
+	/* A kernel socket holds no reference on its namespace: the caller's may go first. */
+	sk_net_refcnt_upgrade(sock->sk);
 	sock_set_reuseaddr(sock->sk);
 	if (at->family == AF_INET6 && v6only)
 		rc = ip6_sock_set_v6only(sock->sk);
@@ -208,9 +212,11 @@ static void discard_unread(struct socket *sock)
 	char sink[256];
 	struct kvec iov = { .iov_base = sink, .iov_len = sizeof(sink) };
 	struct msghdr msg = {};
+	/* About what the receive queue holds: a peer that goes on sending cannot keep us here. */
+	unsigned int passes = READ_ONCE(sock->sk->sk_rcvbuf) / sizeof(sink) + 1;
 
 	/* MSG_TRUNC: TCP drops the octets without copying them. */
-	while (kernel_recvmsg(sock, &msg, &iov, 1, sizeof(sink), MSG_DONTWAIT | MSG_TRUNC) > 0)
+	while (passes-- && kernel_recvmsg(sock, &msg, &iov, 1, sizeof(sink), MSG_DONTWAIT | MSG_TRUNC) > 0)
 		;
 }
 
