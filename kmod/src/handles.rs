@@ -32,6 +32,11 @@ impl<T> Handles<T> {
         Handles { slots: KVec::new(), live: 0, max }
     }
 
+    /// Whether `max` objects live: inserting fails (ENOSPC).
+    pub(crate) fn is_full(&self) -> bool {
+        self.live >= self.max
+    }
+
     /// Stores `obj`; returns its handle (never 0). ENOSPC when `max` objects live.
     pub(crate) fn insert(&mut self, obj: T) -> Result<u32> {
         let handle = self.next_handle()?;
@@ -43,7 +48,7 @@ impl<T> Handles<T> {
     /// since (objects removed meanwhile do not matter: the slot stays empty). EINVAL if the
     /// slot is taken or not there, ENOSPC when `max` objects live.
     pub(crate) fn insert_as(&mut self, handle: u32, obj: T) -> Result {
-        if self.live >= self.max {
+        if self.is_full() {
             return Err(ENOSPC);
         }
         let index = (handle >> 8) as usize;
@@ -57,7 +62,7 @@ impl<T> Handles<T> {
 
     /// The handle the next [`Handles::insert`] will return (making room for it).
     pub(crate) fn next_handle(&mut self) -> Result<u32> {
-        if self.live >= self.max {
+        if self.is_full() {
             return Err(ENOSPC);
         }
         if self.slots.is_empty() {

@@ -205,8 +205,13 @@ impl MrTable {
         self.pds.remove(pd)
     }
 
-    /// Whether `[addr, addr + length)` may be registered in `pd` with `rights` (EINVAL if not).
+    /// Whether `[addr, addr + length)` may be registered in `pd` with `rights` (EINVAL if not;
+    /// ENOSPC if the table is full, found before anything is pinned: pages pinned for nothing
+    /// would be let go under the table's lock, where unpinning must not sleep).
     pub(crate) fn check_register(&self, pd: u32, addr: u64, length: u64, rights: u32) -> Result {
+        if self.regions.is_full() {
+            return Err(ENOSPC);
+        }
         let valid = self.has_pd(pd) && length > 0 && length <= MAX_MR_SIZE && addr.checked_add(length).is_some() && rights_allowed(rights);
         if valid {
             Ok(())

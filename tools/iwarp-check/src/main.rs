@@ -302,6 +302,19 @@ fn mr() -> Check {
     expect_errno("address range wrapping", pd.register_raw(u64::MAX - 10, 100, 0), libc::EINVAL)?;
     expect_errno("longer than max_mr_size", pd.register_raw(addr, abi::MAX_MR_SIZE + 1, 0), libc::EINVAL)?;
     expect_errno("unmapped address", pd.register_raw(0x1000, 4096, 0), libc::EFAULT)?;
+    // A full region table refuses before pinning (the debug kernel's dmesg shows the pages
+    // being let go under the table's lock, where unpinning must not sleep, if it did not).
+    let mut stags = Vec::new();
+    let full = loop {
+        match pd.register_raw(addr, 16, access::LOCAL_WRITE) {
+            Ok(stag) if stags.len() < abi::MAX_MR as usize => stags.push(stag),
+            other => break other,
+        }
+    };
+    expect_errno(&format!("region {} in a table of {}", stags.len() + 1, abi::MAX_MR), full, libc::ENOSPC)?;
+    for stag in stags {
+        dev.deregister_raw(stag).map_err(|e| e.to_string())?;
+    }
     // A read-only mapping cannot be registered for writing.
     // SAFETY: a fresh anonymous read-only mapping, unmapped below; nothing else uses it.
     let ro = unsafe { libc::mmap(std::ptr::null_mut(), page(), libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
