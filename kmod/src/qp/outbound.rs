@@ -128,11 +128,17 @@ impl TxSide {
     }
 
     /// Whether `obs` may be queued: ENOMEM when the queue would hold more work requests than
-    /// the send queue (responses have room of their own).
+    /// the send queue, ENOSPC when it would hold more responses than the IRD (each has room of
+    /// its own: a peer that asks for more than it may, and reads nothing, cannot take the
+    /// room of our work requests).
     fn room_for(&self, obs: &[Outbound]) -> Result {
         let wrs = obs.iter().filter(|ob| ob.is_wr()).count();
-        if self.wrs + wrs > self.max_wrs || self.queue.len() + obs.len() > self.queue.capacity() {
+        if self.wrs + wrs > self.max_wrs {
             return Err(ENOMEM);
+        }
+        let responses = self.queue.len() - self.wrs + (obs.len() - wrs);
+        if responses > self.queue.capacity() - self.max_wrs {
+            return Err(ENOSPC);
         }
         Ok(())
     }

@@ -238,9 +238,8 @@ impl QueuePair {
                     Some(PeerRequest::Atomic(resp)) => {
                         drop(rx);
                         let ob = Outbound::bare(Message::AtomicResponse(resp), None);
-                        // The queue has room for the IRD's responses; failing, the QP has ended.
-                        if self.enqueue([ob], |_| Ok(())).is_err() {
-                            return;
+                        if let Err(e) = self.enqueue([ob], |_| Ok(())) {
+                            return self.refused(e, Terminate::new(Cause::RdmapStreamCatastrophic));
                         }
                         continue;
                     }
@@ -258,13 +257,21 @@ impl QueuePair {
             match payload {
                 Ok(payload) => {
                     let msg = Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to };
-                    // The queue has room for the IRD's responses; failing, the QP has ended.
-                    if self.enqueue([Outbound { msg: Some(msg), payload, wr: None }], |_| Ok(())).is_err() {
-                        return;
+                    if let Err(e) = self.enqueue([Outbound { msg: Some(msg), payload, wr: None }], |_| Ok(())) {
+                        return self.refused(e, Terminate::new(Cause::RdmapStreamCatastrophic).with_read_request(rr.emit()));
                     }
                 }
                 Err(t) => return self.fail(t),
             }
+        }
+    }
+
+    /// A response the send queue refused: ENOSPC when the responses waiting for TCP are as many
+    /// as the IRD, so the peer has more requests outstanding than it may (it asked on without
+    /// reading the answers): the stream ends with `t`. Otherwise the QP has ended meanwhile.
+    fn refused(&self, e: Error, t: Terminate) {
+        if e == ENOSPC {
+            self.fail(t);
         }
     }
 
