@@ -24,6 +24,7 @@
 //! itself while received data waits unread.
 
 use crate::real::real;
+use crate::signals;
 use crate::say;
 use crate::shared::{Holders, Shared, SharedGuard, SharedMutex};
 use libc::{c_int, c_void};
@@ -403,7 +404,7 @@ impl Conn {
             opts.markers = false;
             opts.crc = false;
         }
-        let negotiated = qp.adopt(stream, &opts)?;
+        let negotiated = signals::held(|| qp.adopt(stream, &opts))?;
         if !negotiated.extensions {
             return Err(io::Error::from_raw_os_error(libc::EPROTO));
         }
@@ -843,7 +844,9 @@ impl Conn {
             }
             self.settle(&mut st);
             drop(st);
-            sleep_on(self.event_fd(), until.wait_ms(100));
+            if sleep_on(self.event_fd(), until.wait_ms(100)) && !until.restarts() {
+                return if got > 0 { Ok(got) } else { Err(io::Error::from_raw_os_error(libc::EINTR)) };
+            }
             st = self.lock();
         }
     }
@@ -962,7 +965,8 @@ impl Conn {
                 break;
             }
             drop(st);
-            self.sleep_on_send(100);
+            // Not even a signal ends this wait: the module reads `data` until they complete.
+            let _ = self.sleep_on_send(100);
         }
         drop(source);
         Some(result)
@@ -1012,16 +1016,18 @@ impl Conn {
             }
             self.settle(&mut st);
             drop(st);
-            self.sleep_on_send(until.wait_ms(2));
+            if self.sleep_on_send(until.wait_ms(2)) && !until.restarts() {
+                return if sent > 0 { Ok(sent) } else { Err(io::Error::from_raw_os_error(libc::EINTR)) };
+            }
             st = self.lock();
         }
     }
 
     /// Sleeps until a send completion or `ms` milliseconds (credits come on the receive CQ,
-    /// polled again when this returns).
-    fn sleep_on_send(&self, ms: i32) {
+    /// polled again when this returns); true if a signal handler interrupted the sleep.
+    fn sleep_on_send(&self, ms: i32) -> bool {
         self.arm_send();
-        sleep_on(self.send_event(), ms);
+        sleep_on(self.send_event(), ms)
     }
 
     /// Clears the send CQ's eventfd and arms it for the next completion.
@@ -1170,6 +1176,12 @@ impl<'a> Deadline<'a> {
         at.is_some_and(|at| Instant::now() >= at)
     }
 
+    /// Whether a call interrupted by a signal handler goes on, as the kernel restarts a socket
+    /// call: never with a timeout set ([`signals::restart_calls`]).
+    fn restarts(&mut self) -> bool {
+        !matches!(self.at, Some(Some(_))) && signals::restart_calls()
+    }
+
     /// How long to sleep before looking again: `most` milliseconds, or less if the deadline
     /// comes first.
     fn wait_ms(&mut self, most: i32) -> i32 {
@@ -1218,10 +1230,11 @@ fn signal(fd: RawFd) {
 
 /// Sleeps until the eventfd `fd` is signalled or `ms` milliseconds pass (what woke us is found
 /// by polling the CQs again).
-fn sleep_on(fd: RawFd, ms: i32) {
+fn sleep_on(fd: RawFd, ms: i32) -> bool {
     let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd for the duration of the call.
-    unsafe { real!(poll: unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int)(&mut pfd, 1, ms) };
+    let rc = unsafe { real!(poll: unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int)(&mut pfd, 1, ms) };
+    rc < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
 }
 
 /// Frees what the upgrade has made if it fails before a `Conn` takes it (what was made after

@@ -13,6 +13,7 @@ mod readiness;
 mod real;
 mod rules;
 mod shared;
+mod signals;
 mod stdio;
 
 use conn::Conn;
