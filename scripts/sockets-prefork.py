@@ -109,6 +109,11 @@ def send(host, port, mib):
         c.shutdown(socket.SHUT_WR)
         if c.recv(1) != b"k":
             exit(f"send: connection {i} got no answer")
+        # The worker's close ends the stream (a worker that could not let its connection go
+        # would leave it open, and this would wait).
+        c.settimeout(30)
+        if c.recv(1) != b"":
+            exit(f"send: connection {i} did not end after the answer")
         c.close()
     print(f"send: {len(data)} octets over {CONNECTIONS} connections")
     print(hashlib.sha256(data).hexdigest())

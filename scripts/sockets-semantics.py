@@ -5,7 +5,13 @@ MSG_WAITALL, MSG_PEEK, FIONREAD, recvmsg into two buffers,
 sendmmsg and recvmmsg, SO_ERROR, shutdown(SHUT_RD); MSG_OOB refused on send (EOPNOTSUPP) and
 receive (EINVAL), MSG_ERRQUEUE finding nothing (EAGAIN) and taking no data, splice refused
 (EINVAL) without taking data; close_range closing what the program asked and nothing of the
-library's, and releasing the connection it closes.
+library's, and releasing the connection it closes; close of a descriptor the library keeps
+refused (EBADF) as of one never opened; dup2 and dup3 that fail leaving their
+target's connection alone; a client that asked whether the server upgrades, was told yes
+and connected as plain TCP all the same (as one whose answer was lost) gets plain TCP, its
+octets the server's data. Signals: a vfork child (subprocess) closing its descriptors leaves
+the listener answering and upgrading; a signal every millisecond while accepting does not break
+the upgrade; a blocked recv ends when a signal handler raises, as on TCP.
 
 Usage: sockets-semantics.py serve PORT | send HOST PORT MIB (MIB unused)
 Both print the SHA-256 of the stream the client sent, for the caller to compare.
@@ -16,13 +22,15 @@ import fcntl
 import hashlib
 import os
 import select
+import signal
 import socket
 import struct
+import subprocess
 import sys
 import termios
 import time
 
-from sockets_ends import accept_one, connect, main
+from sockets_ends import connect, listening, main
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -62,14 +70,42 @@ def expect_errno(what, want, call):
     sys.exit(f"{what}: succeeded, want {errno.errorcode[want]}")
 
 
+def failed(rc):
+    """Raises the errno of a C call that returned -1."""
+    if rc == -1:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
 def check(what, ok):
     print(f"{what}: {'ok' if ok else 'WRONG'}", flush=True)
     if not ok:
         sys.exit(f"{what} is not as on TCP")
 
 
+class Interrupted(Exception):
+    pass
+
+
+def interrupt(*_):
+    raise Interrupted()
+
+
 def serve(port):
-    c = accept_one(port)
+    s = listening(port)
+    # A vfork child (subprocess's, which closes every descriptor but three) shares the
+    # library's tables: it must leave the listener to its parent.
+    subprocess.run(["true"], close_fds=True, check=True)
+    d = s.accept()[0]
+    got = d.recv(len(PLAIN), socket.MSG_WAITALL)
+    check("serve: a client told yes that stayed plain TCP: its octets arrive as data", got == PLAIN)
+    d.sendall(b"ok")
+    d.close()
+    # Signals while the connection is accepted and upgraded (a forking server's SIGCHLD).
+    signal.signal(signal.SIGALRM, lambda *_: None)
+    signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
+    c = s.accept()[0]
+    signal.setitimer(signal.ITIMER_REAL, 0)
     first = c.recv(1000, socket.MSG_WAITALL)
     check("serve: MSG_WAITALL waited for 1000 octets sent in two halves", len(first) == 1000)
     expect_errno("serve: recv(MSG_ERRQUEUE)", errno.EAGAIN, lambda: c.recv(16, socket.MSG_ERRQUEUE))
@@ -93,6 +129,15 @@ def serve(port):
     third = b"".join(b.raw[: m.len] for b, m in zip(bufs, arr)) if n > 0 else b""
     check(f"serve: recvmmsg took {n} messages of {[m.len for m in arr]} octets", n == 3 and len(third) == 300)
     check("serve: SO_ERROR is 0", c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0)
+    # The client waits for our answer: nothing arrives, and only the signal ends the recv.
+    signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    t = time.monotonic()
+    try:
+        c.recv(1)
+        check("serve: a blocked recv ended by the signal handler's exception", False)
+    except Interrupted:
+        check("serve: a blocked recv ended by the signal handler's exception", time.monotonic() - t < 5)
     out = [ctypes.create_string_buffer(b"o", 1), ctypes.create_string_buffer(b"k", 1)]
     arr, keep = messages(out)
     check("serve: sendmmsg sent 2 messages", libc.sendmmsg(c.fileno(), arr, 2, 0) == 2)
@@ -105,7 +150,49 @@ def serve(port):
     c.close()
 
 
+PLAIN = b"plain TCP all the same\n"
+
+
+def library_made(n):
+    """Whether descriptor `n` is the device or an eventfd (the library's, not this program's)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{n}") in ("/dev/iwarp", "anon_inode:[eventfd]")
+    except OSError:
+        return False
+
+
+def deaf_client(host, port):
+    """Asks the library's question, is told yes, and connects as plain TCP all the same, through
+    the C library's connect (which the library does not see), then speaks first."""
+    s = socket.socket()
+    s.bind(("0.0.0.0", 0))
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.settimeout(0.5)
+    deadline = time.monotonic() + 20
+    while True:
+        u.sendto(b"IWARP-SOCKETS/2?" + struct.pack(">H", s.getsockname()[1]), (host, port))
+        try:
+            answer = u.recv(64)
+            break
+        except OSError:
+            # No answer yet: the server is not listening yet.
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    check("send: asked, and told yes", answer[:16] == b"IWARP-SOCKETS/2!")
+    to = struct.pack("<HH4s8x", socket.AF_INET, socket.htons(port), socket.inet_aton(host))
+    failed(c_library.connect(s.fileno(), to, len(to)))
+    s.sendall(PLAIN)
+    check("send: the plain TCP client got the server's answer", s.recv(2, socket.MSG_WAITALL) == b"ok")
+    s.close()
+
+
+# The C library's own functions (looked up in it, not first in the library preloaded).
+c_library = ctypes.CDLL("libc.so.6", use_errno=True)
+
+
 def send(host, port, _mib):
+    deaf_client(host, port)
     data = os.urandom(1000 + 4096 + 300)
     # Watched by an epoll set before it connects (as nginx watches its upstream sockets): the
     # upgrade must leave the set watching the descriptor, not the module's TCP socket.
@@ -123,6 +210,13 @@ def send(host, port, _mib):
     check("send: close_range above the socket", libc.close_range(fd + 1, 1 << 16, 0) == 0)
     for p in (r, w):
         expect_errno(f"send: the pipe's descriptor {p} after close_range", errno.EBADF, lambda p=p: os.fstat(p))
+    # A loop closing every descriptor but its own (as a forked child may) closes none of the
+    # library's (its device and eventfds, which this program never made): over TCP those
+    # numbers would not be open.
+    theirs = [n for n in (int(n) for n in os.listdir("/proc/self/fd")) if library_made(n)]
+    check(f"send: the library's device and eventfds found ({theirs})", len(theirs) >= 3)
+    for n in theirs:
+        expect_errno(f"send: close({n}), a descriptor the program never opened", errno.EBADF, lambda n=n: os.close(n))
     c.sendall(data[:500])
     time.sleep(0.3)
     c.sendall(data[500:1000])
@@ -132,6 +226,11 @@ def send(host, port, _mib):
     check("send: the epoll set reports the server's answer readable", ready.get(c.fileno(), 0) & select.EPOLLIN != 0)
     ep.close()
     check("send: the server took the 4096 octets", c.recv(1) == b"g")
+    # dup2 and dup3 that fail close nothing: the connection goes on below.
+    closed = os.open("/dev/null", os.O_RDONLY)
+    os.close(closed)
+    expect_errno("send: dup2 of a closed descriptor onto the socket", errno.EBADF, lambda: os.dup2(closed, fd))
+    expect_errno("send: dup3 of the socket onto itself", errno.EINVAL, lambda: failed(libc.dup3(fd, fd, os.O_CLOEXEC)))
     bufs = [ctypes.create_string_buffer(data[5096 + 100 * i : 5196 + 100 * i], 100) for i in range(3)]
     arr, keep = messages(bufs)
     check("send: sendmmsg sent 3 messages of 100 octets", libc.sendmmsg(c.fileno(), arr, 3, 0) == 3)

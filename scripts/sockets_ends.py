@@ -7,13 +7,18 @@ import sys
 import time
 
 
-def accept_one(port):
-    """Listens on `port` and returns the first connection accepted."""
+def listening(port):
+    """A socket listening on `port`."""
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("0.0.0.0", port))
     s.listen(1)
-    return s.accept()[0]
+    return s
+
+
+def accept_one(port):
+    """Listens on `port` and returns the first connection accepted."""
+    return listening(port).accept()[0]
 
 
 def connect(host, port, prepare=None):

@@ -52,6 +52,12 @@ pub(crate) fn descriptor() -> Option<RawFd> {
     (f.pid == std::process::id() && f.kick >= 0).then_some(f.kick)
 }
 
+/// [`descriptor`], if its lock is free now (None otherwise).
+pub(crate) fn try_descriptor() -> Option<RawFd> {
+    let f = FLUSHER.try_lock().ok()?;
+    (f.pid == std::process::id() && f.kick >= 0).then_some(f.kick)
+}
+
 /// `conn` has octets waiting: the thread watches it until they are sent.
 pub(crate) fn watch(conn: Weak<Conn>) {
     let mut f = flusher();
@@ -59,7 +65,7 @@ pub(crate) fn watch(conn: Weak<Conn>) {
     if f.pid != me {
         // SAFETY: a new eventfd, non-blocking and closed on exec, owned by the thread.
         let kick = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if kick < 0 || std::thread::Builder::new().name("iwarp-flusher".into()).spawn(move || run(kick)).is_err() {
+        if kick < 0 || crate::signals::held(|| std::thread::Builder::new().name("iwarp-flusher".into()).spawn(move || run(kick))).is_err() {
             return;
         }
         *f = Flusher { pid: me, kick, conns: Vec::new() };
@@ -87,8 +93,18 @@ fn run(kick: RawFd) {
             }
         }
         // Under the flusher's lock: a write that makes octets wait again marks the connection
-        // watched before it takes this lock to add it.
-        flusher().conns.retain(|w| w.upgrade().is_some_and(|c| c.watched()));
+        // watched before it takes this lock to add it. The connections looked at are let go
+        // after it: the last reference to one closes it, which takes locks `fork` takes before
+        // this one.
+        let mut looked = Vec::new();
+        flusher().conns.retain(|w| {
+            w.upgrade().is_some_and(|c| {
+                let watched = c.watched();
+                looked.push(c);
+                watched
+            })
+        });
+        drop(looked);
         let wait = if fds.len() > 1 { LOOK_MS } else { -1 };
         // SAFETY: a live array of `fds.len()` descriptors.
         unsafe { poll(fds.as_mut_ptr(), fds.len() as nfds_t, wait) };

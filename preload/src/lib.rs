@@ -41,6 +41,12 @@ fn tables_are_ours() -> bool {
     let of = TABLES_OF.load(Ordering::Relaxed);
     of == 0 || of == std::process::id()
 }
+
+/// The tables are this process's from now on, once they name something of its own (an upgraded
+/// connection, an answering listener): a `vfork` child may not release them.
+fn claim_tables() {
+    let _ = TABLES_OF.compare_exchange(0, std::process::id(), Ordering::Relaxed, Ordering::Relaxed);
+}
 /// Listening descriptors whose port answers the upgrade question, each with its answerer.
 /// Duplicates of a listener (dup, dup2, dup3, F_DUPFD) share it, and it stops when the last of
 /// them is closed: a connection accepted on any of them is upgraded, as its initiator was told.
@@ -221,7 +227,7 @@ fn upgrade(fd: RawFd, role: Role, nonblocking: bool) -> bool {
             let c = c.into_shared();
             let old = CONNS.write().unwrap_or_else(|e| e.into_inner()).insert(fd, c);
             ANY.store(true, Ordering::Relaxed);
-            let _ = TABLES_OF.compare_exchange(0, std::process::id(), Ordering::Relaxed, Ordering::Relaxed);
+            claim_tables();
             drop(old);
             true
         }
@@ -309,6 +315,7 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
         answer_for(fd)
     };
     if let Some(answerer) = answering {
+        claim_tables();
         LISTENERS.lock().unwrap_or_else(|e| e.into_inner()).insert(fd, answerer);
     }
     rc
@@ -351,7 +358,10 @@ pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut sockl
     }
     match sockaddr_of(new, true) {
         Some(peer) if probe::was_asked(peer) => {
-            if upgrade(new, Role::Responder, flags & libc::SOCK_NONBLOCK != 0) {
+            if !probe::client_upgrades(new) {
+                say!("{peer} asked but does not upgrade: plain TCP");
+                new
+            } else if upgrade(new, Role::Responder, flags & libc::SOCK_NONBLOCK != 0) {
                 new
             } else {
                 // SAFETY: our descriptor, not handed out.
@@ -731,6 +741,12 @@ pub unsafe extern "C" fn recvmmsg(fd: c_int, msgs: *mut libc::mmsghdr, n: libc::
 /// As close(2).
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if tables_are_ours() && is_library_descriptor(fd) {
+        // A number the program never had (a loop closing every descriptor but a few, in a
+        // forked child): as over TCP, there is nothing open there for it to close.
+        set_errno(libc::EBADF);
+        return -1;
+    }
     release(fd);
     // SAFETY: the caller's descriptor, passed on.
     unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(fd) }
@@ -758,9 +774,7 @@ pub unsafe extern "C" fn close_range(first: libc::c_uint, last: libc::c_uint, fl
     for fd in named {
         release(fd);
     }
-    let mut keep: Vec<RawFd> = CONNS.read().unwrap_or_else(|e| e.into_inner()).values().flat_map(|c| c.descriptors()).collect();
-    keep.extend(flusher::descriptor());
-    keep.extend(probe::descriptors());
+    let mut keep = library_descriptors();
     keep.retain(in_range);
     keep.sort_unstable();
     keep.dedup();
@@ -782,6 +796,23 @@ pub unsafe extern "C" fn close_range(first: libc::c_uint, last: libc::c_uint, fl
     0
 }
 
+/// The library's own descriptors (connections', the flusher's, the answering sockets').
+fn library_descriptors() -> Vec<RawFd> {
+    let mut fds: Vec<RawFd> = CONNS.read().unwrap_or_else(|e| e.into_inner()).values().flat_map(|c| c.descriptors()).collect();
+    fds.extend(flusher::descriptor());
+    fds.extend(probe::descriptors());
+    fds
+}
+
+/// Whether `fd` is one of the library's own descriptors, looked up without waiting for a lock:
+/// the library closes its own descriptors with some of these held (a connection whose last
+/// reference goes in the flusher's look), and those are no longer listed then.
+fn is_library_descriptor(fd: RawFd) -> bool {
+    let conns = ANY.load(Ordering::Relaxed)
+        && (CONNS.try_read().is_ok_and(|t| t.values().any(|c| c.descriptors().contains(&fd))) || flusher::try_descriptor() == Some(fd));
+    conns || probe::try_descriptors().is_some_and(|d| d.contains(&fd))
+}
+
 /// As `close_range(low, ~0, 0)`: the C library's own closes the library's descriptors too.
 ///
 /// # Safety
@@ -801,18 +832,24 @@ pub unsafe extern "C" fn closefrom(low: c_int) {
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> libc::pid_t {
     let real = real!(fork: unsafe extern "C" fn() -> libc::pid_t);
+    // Every lock a child's first calls may take is held across the fork, in their order, so
+    // that no other thread holds one in the child's copy. (The streams' locks are in memory the
+    // processes share: another thread's is released in both.) The listeners' first: closing a
+    // listener stops its answerer with it held, and the answerer's thread takes the list of
+    // answering sockets.
+    let listeners = LISTENERS.lock().unwrap_or_else(|e| e.into_inner());
     let mut answering = probe::hold();
     if !ANY.load(Ordering::Relaxed) {
         // SAFETY: the C library's fork.
         let pid = unsafe { real() };
         if pid == 0 {
+            TABLES_OF.store(std::process::id(), Ordering::Relaxed);
             probe::forked(&mut answering);
         }
+        drop(answering);
+        drop(listeners);
         return pid;
     }
-    // Every lock a child's first calls may take is held across the fork, in their order, so
-    // that no other thread holds one in the child's copy. (The streams' locks are in memory the
-    // processes share: another thread's is released in both.)
     let watching = readiness::hold();
     let table = CONNS.read().unwrap_or_else(|e| e.into_inner());
     let mut conns: Vec<&Arc<Conn>> = Vec::new();
@@ -836,6 +873,8 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     drop(flushing);
     drop(table);
     drop(watching);
+    drop(answering);
+    drop(listeners);
     pid
 }
 
@@ -876,7 +915,7 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 /// As dup2(2).
 #[no_mangle]
 pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
-    if fd != to {
+    if fd != to && is_open(fd) {
         release(to);
     }
     // SAFETY: the caller's descriptors, passed on.
@@ -889,11 +928,20 @@ pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
 /// As dup3(2).
 #[no_mangle]
 pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
-    release(to);
+    // The C library's call refuses these (EINVAL) without closing `to`.
+    if fd != to && flags & !libc::O_CLOEXEC == 0 && is_open(fd) {
+        release(to);
+    }
     // SAFETY: the caller's descriptors, passed on.
     let new = unsafe { real!(dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int)(fd, to, flags) };
     share(fd, new);
     new
+}
+
+/// Whether `fd` is an open descriptor: `dup2` and `dup3` of one that is not fail (EBADF) and
+/// leave their target open, and so its connection.
+fn is_open(fd: RawFd) -> bool {
+    fcntl_real(fd, libc::F_GETFD, 0) >= 0
 }
 
 /// `new` (a duplicate of `fd`) shares `fd`'s connection or listener, if it has one.

