@@ -53,7 +53,7 @@ RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-s
 RELEASE_ONLY+='|^(qp-responder-waits-for-the-first-fpdu|qp-p2p-responder-waits-for-the-rtr|verbs-read-while-the-owner-writes)$'
 RELEASE_ONLY+='|^(verbs-markers-crc-1B-to-4MiB|verbs-plain-mpa-v1|verbs-64-qps-at-once|ib-uverbs-rping-64KiB|ib-uverbs-perftest-.*|ib-uverbs-qperf.*)$'
 RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-uverbs-rping-(server-to|client-of)-siw-|^ib-rdma-cm-to-siw$|^ib-nvme-target-(silent-then-back|guest-killed)$|^ib-nvme-under-net-|^ib-rdma-cm-mpa-'
-RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|timeouts|sendfile|zero|small|fortified|peer|close|calls|reuseport)'
+RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|memlock|timeouts|sendfile|zero|small|fortified|peer|close|calls|reuseport)'
 RELEASE_ONLY+='|^(ib-uverbs-killed-process-unpins-A|ib-nvme-over-fabrics|ib-uverbs-rping-64B|cm-slow-requests-block-nobody|verbs-reads-at-the-ird)$'
 # Fault injection (failslab, fail_page_alloc) is configured in the debug kernel only.
 DEBUG_ONLY='^fault-allocations-fail-in-the-module$'
@@ -1144,6 +1144,19 @@ sock_rules_file() {
     out=$(vm_unserve B rules2)
     upgraded 1 "$out" || { echo "$out"; return 1; }
 }
+# sock_memlock: an unprivileged client whose RLIMIT_MEMLOCK (6 MiB) holds one connection's
+# buffers opens two at once to a hash server (sockets-memlock.py): the first is upgraded, the
+# second stays plain TCP (the library does not ask), both intact.
+sock_memlock() {
+    local out rc=0
+    hash_server memlock "$PORT" || return 1
+    out=$(vm_run A "chmod 666 /dev/iwarp; $(socks) prlimit --memlock=6291456:6291456 setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all timeout 120 python3 $here/scripts/sockets-memlock.py $B $PORT; rc=\$?; chmod 600 /dev/iwarp; exit \$rc" 300) || rc=1
+    echo "$out"
+    hashes_back 2 "$out" && upgraded 1 "$out" || rc=1
+    out=$(vm_unserve B memlock)
+    upgraded 1 "$out" || { echo "$out"; rc=1; }
+    return $rc
+}
 # sock_pollout: SO_RCVTIMEO and SO_SNDTIMEO are kept; a non-blocking writer waits with poll,
 # select and epoll, level- and edge-triggered (each set mixing the upgraded socket with a pipe),
 # against a slow reader: a socket reported writable always takes a write (edge-triggered, the
@@ -1429,6 +1442,7 @@ tests() {
     t sockets-fork-processes-read-in-turn py_ends fork turns 8 turns
     t sockets-socat-forking-server-three-clients sock_fork_server
     t sockets-rules-file-by-address sock_rules_file
+    t sockets-memlock-limit-leaves-tcp sock_memlock
     t sockets-timeouts-and-nonblocking-writer-poll-select-epoll sock_pollout
     t sockets-sendfile-and-gathered-sendmsg sock_gather
     t sockets-zero-copy-writes-reusing-the-buffer sock_zero_copy

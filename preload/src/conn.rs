@@ -24,9 +24,9 @@
 //! itself while received data waits unread.
 
 use crate::real::real;
-use crate::signals;
 use crate::say;
 use crate::shared::{Holders, Shared, SharedGuard, SharedMutex};
+use crate::signals;
 use libc::{c_int, c_void};
 use libiwarp::{
     Access, CompletionQueue, ConnectOptions, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, RecvWr, Remote, Role, SendOp, SendWr, Sge, WcOpcode,
@@ -132,6 +132,30 @@ fn zero_copy_from() -> Option<usize> {
 /// Whether iwarp.ko is here to upgrade to.
 pub(crate) fn module_present() -> bool {
     Device::open().is_ok()
+}
+
+/// `CAP_IPC_LOCK`'s bit in a capability set (`linux/capability.h`).
+const CAP_IPC_LOCK: u32 = 14;
+
+/// Octets an upgraded connection pins: its send and receive rings and its receive buffers.
+const PINNED: u64 = (2 * RING + RECV_BUF * RECVS as usize) as u64;
+
+/// Whether this process may pin one more connection's buffers: the module charges them to
+/// RLIMIT_MEMLOCK, unless the process has CAP_IPC_LOCK. Asked before the upgrade question is
+/// asked or answered yes, so that a process at its limit stays plain TCP rather than failing
+/// the upgrade after both sides agreed to it.
+pub(crate) fn room_to_pin() -> bool {
+    // SAFETY: rlimit is plain data, filled by getrlimit.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: a live rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
+        return true;
+    }
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return true };
+    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
+    let ipc_lock = field("CapEff:").and_then(|c| u64::from_str_radix(c, 16).ok()).is_some_and(|caps| caps & 1 << CAP_IPC_LOCK != 0);
+    let pinned = field("VmPin:").and_then(|v| v.trim_end_matches("kB").trim().parse::<u64>().ok()).unwrap_or(0) * 1024;
+    ipc_lock || pinned + PINNED <= lim.rlim_cur
 }
 
 /// What every process holding the connection shares (a [`Shared`] page of its own).

@@ -248,6 +248,11 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         // SAFETY: the caller's arguments, passed on.
         return unsafe { real(fd, addr, len) };
     };
+    if !conn::room_to_pin() {
+        say!("RLIMIT_MEMLOCK leaves no room for another connection's buffers: {to} stays plain TCP");
+        // SAFETY: as above.
+        return unsafe { real(fd, addr, len) };
+    }
     // Our port must be known before we ask: bind to one now if the program did not.
     let from = match sockaddr_of(fd, false) {
         Some(a) if a.port() != 0 => a.port(),

@@ -245,7 +245,8 @@ pub(crate) fn answer(at: SocketAddrV4) -> Option<Arc<Answerer>> {
     let ours = answerer.clone();
     // Listed while the thread holds the socket (a thread that fails to start drops it at once).
     let listed = Listed::new(sock.as_raw_fd());
-    signals::held(|| std::thread::Builder::new().name("iwarp-probe".into()).spawn(move || {
+    signals::held(|| {
+        std::thread::Builder::new().name("iwarp-probe".into()).spawn(move || {
             let mut buf = [0u8; 32];
             while ours.open.load(Ordering::Acquire) {
                 // A stopped answerer's socket is shut down: this returns at once (nothing
@@ -255,7 +256,9 @@ pub(crate) fn answer(at: SocketAddrV4) -> Option<Arc<Answerer>> {
                     continue;
                 }
                 let port = u16::from_be_bytes([buf[16], buf[17]]);
-                if asked.remember(key(*from.ip(), port), now()) {
+                // No answer (the client stays plain TCP) if this process could not pin the
+                // connection's buffers (a worker of a prefork server may be another process).
+                if crate::conn::room_to_pin() && asked.remember(key(*from.ip(), port), now()) {
                     let _ = sock.send_to(&message(ANSWER, port), from);
                 }
             }
@@ -266,8 +269,9 @@ pub(crate) fn answer(at: SocketAddrV4) -> Option<Arc<Answerer>> {
             // SAFETY: the socket this thread owns, closed once.
             unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(sock.into_raw_fd()) };
             ours.closed.store(true, Ordering::Release);
-        }))
-        .ok()?;
+        })
+    })
+    .ok()?;
     Some(answerer)
 }
 
