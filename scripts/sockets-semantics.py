@@ -11,7 +11,9 @@ target's connection alone; a client that asked whether the server upgrades, was 
 and connected as plain TCP all the same (as one whose answer was lost) gets plain TCP, its
 octets the server's data. Signals: a vfork child (subprocess) closing its descriptors leaves
 the listener answering and upgrading; a signal every millisecond while accepting does not break
-the upgrade; a blocked recv ends when a signal handler raises, as on TCP.
+the upgrade; a blocked recv ends when a signal handler raises, as on TCP. Last, on a third
+connection, shutdown(SHUT_WR) returns at once though the peer, reading nothing, has no
+receive left for the end.
 
 Usage: sockets-semantics.py serve PORT | send HOST PORT MIB (MIB unused)
 Both print the SHA-256 of the stream the client sent, for the caller to compare.
@@ -148,6 +150,16 @@ def serve(port):
     print(hashlib.sha256(first + second + third).hexdigest())
     c.recv(1)
     c.close()
+    # A client that read our 100 octets, wrote until it ran out of our receives (handing its
+    # credits back with the last one), then shut its writing down: we read nothing meanwhile.
+    e = s.accept()[0]
+    e.sendall(b"x" * 100)
+    time.sleep(6)
+    n = 0
+    while d := e.recv(1 << 16):
+        n += len(d)
+    e.sendall(str(n).encode())
+    e.close()
 
 
 PLAIN = b"plain TCP all the same\n"
@@ -242,6 +254,31 @@ def send(host, port, _mib):
     s = socket.socket()
     check(f"send: a new socket on descriptor {s.fileno()} (the old one's was {fd}) is unbound", s.getsockname() == ("0.0.0.0", 0))
     s.close()
+    # Out of the peer's receives (it reads nothing for 6 s), shutdown(SHUT_WR) returns at once,
+    # as TCP's does; the end follows the data once the peer reads.
+    e = connect(host, port)
+    # Read first: we owe the peer credits, and hand them back with our last receive of its once
+    # we are stuck ourselves.
+    check("send: the peer's 100 octets read first", e.recv(100, socket.MSG_WAITALL) == b"x" * 100)
+    e.setblocking(False)
+    sent = 0
+    # Writes until the socket stays unwritable for 2 s: the peer's receives are used up.
+    while select.select([], [e], [], 2)[1]:
+        try:
+            while True:
+                sent += e.send(b"0123456789")
+        except BlockingIOError:
+            pass
+    check(f"send: {sent} octets written before the peer's receives ran out", sent > 0)
+    t = time.monotonic()
+    e.shutdown(socket.SHUT_WR)
+    check(f"send: shutdown(SHUT_WR) after {sent} octets, the peer reading nothing, returned at once", time.monotonic() - t < 1)
+    e.setblocking(True)
+    got = b""
+    while d := e.recv(64):
+        got += d
+    check(f"send: the peer read all {sent} octets, then the end ({got})", got == str(sent).encode())
+    e.close()
     print(f"send: {len(data)} octets")
     print(hashlib.sha256(data).hexdigest())
 

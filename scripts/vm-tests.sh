@@ -1180,7 +1180,7 @@ sock_stdio() {
 # sock_semantics: socket calls whose meaning must be TCP's or a clear errno (sockets-semantics.py),
 # both ends checking, the stream compared by hash.
 sock_semantics() {
-    py_ends semantics serve 0
+    PY_ENDS_UPGRADED=4 py_ends semantics serve 0
 }
 # sock_dup_listener: a server accepts twice on the last of three duplicates of its listener,
 # with the original open, then closed; both connections are upgraded on both sides.

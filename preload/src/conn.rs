@@ -231,6 +231,9 @@ pub(crate) struct Stream {
     broken: bool,
     /// We ended ours.
     ended: bool,
+    /// Our end is still to be sent: it waits for the data before it and a credit of the
+    /// peer's, and goes with the first look that finds them ([`Conn::progress`]).
+    end_waits: bool,
     /// The application shut reading down (`shutdown(SHUT_RD)`): reads return what is buffered,
     /// then 0 at once, as TCP's do.
     read_shut: bool,
@@ -272,6 +275,7 @@ impl Stream {
             eof: false,
             broken: false,
             ended: false,
+            end_waits: false,
             read_shut: false,
             error_reported: false,
             tails: (0, 0),
@@ -341,7 +345,7 @@ impl DerefMut for Locked<'_> {
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
         self.guard.tails = self.conn.qp.tails();
-        self.conn.control().waiting.store(self.guard.pending > 0, Ordering::Release);
+        self.conn.control().waiting.store(self.guard.pending > 0 || self.guard.end_waits, Ordering::Release);
     }
 }
 
@@ -567,9 +571,15 @@ impl Conn {
         if st.pending > 0 && !Self::in_flight(st) {
             let _ = self.flush(st);
         }
+        if st.end_waits && st.pending == 0 && st.credits >= 1 && st.sq_free >= 1 && !st.broken {
+            st.end_waits = false;
+            if let Err(e) = self.control_message(st, Kind::End) {
+                st.break_because(format_args!("sending the end failed: {e}"));
+            }
+        }
         // Else this process's flusher sends them when it is: the process that wrote them may
         // have gone.
-        if st.pending > 0 {
+        if st.pending > 0 || st.end_waits && !st.broken {
             self.watch();
         }
     }
@@ -742,7 +752,7 @@ impl Conn {
             let mut st = self.lock();
             self.arm_send();
             self.progress(&mut st);
-            st.pending > 0 && !st.broken
+            (st.pending > 0 || st.end_waits) && !st.broken
         };
         if !still {
             self.watched.store(false, Ordering::Release);
@@ -1060,38 +1070,30 @@ impl Conn {
         let _ = self.send_cq().arm(false);
     }
 
-    /// Ends our stream (shutdown's SHUT_WR, or close): the peer reads EOF after the data.
+    /// Ends our stream (shutdown's SHUT_WR, or close): the peer reads EOF after the data. As
+    /// TCP's FIN, the end follows the data without waiting: it goes once the data before it
+    /// has gone and the peer has a receive for it ([`Stream::end_waits`]).
     pub(crate) fn end(&self) -> io::Result<()> {
         let mut st = self.lock();
         if st.ended {
             return Ok(());
         }
         st.ended = true;
-        // Waits (bounded) for a credit and a queue entry: the end must follow the data, not
-        // replace it.
-        for _ in 0..5000 {
-            self.progress(&mut st);
-            if st.broken {
-                return Err(io::Error::from_raw_os_error(libc::EPIPE));
-            }
-            self.flush(&mut st)?;
-            if st.pending == 0 && st.credits >= 1 && st.sq_free >= 1 {
-                return self.control_message(&mut st, Kind::End);
-            }
-            drop(st);
-            std::thread::sleep(Duration::from_millis(1));
-            st = self.lock();
+        st.end_waits = true;
+        self.progress(&mut st);
+        if st.broken {
+            return Err(io::Error::from_raw_os_error(libc::EPIPE));
         }
-        Err(io::Error::from_raw_os_error(libc::ETIMEDOUT))
+        Ok(())
     }
 
-    /// Sends the octets waiting in the send ring (bounded, 5 s), before this process lets its
-    /// copy go: its flusher, which may be the one watching them, goes with it.
+    /// Sends the octets (and the end) waiting in the send ring (bounded, 5 s), before this
+    /// process lets its copy go: its flusher, which may be the one watching them, goes with it.
     fn send_waiting(&self) {
         for _ in 0..5000 {
             let mut st = self.lock();
             self.progress(&mut st);
-            if st.pending == 0 || st.broken {
+            if st.pending == 0 && !st.end_waits || st.broken {
                 return;
             }
             drop(st);
@@ -1106,7 +1108,7 @@ impl Conn {
         for _ in 0..5000 {
             let mut st = self.lock();
             self.progress(&mut st);
-            if st.sq_free == SQ || st.broken {
+            if !st.end_waits && st.sq_free == SQ || st.broken {
                 break;
             }
             drop(st);
