@@ -289,29 +289,8 @@ void iwarp_shim_doorbell_unregister(void)
 }
 
 /*
- * Holds a hooked socket's upper-layer-protocol slot, so that no ULP (kTLS, whose parser keeps
- * pointers to skbs still queued, which our reads free, and which would save our callbacks as
- * its own) can be set on it through a descriptor the user kept: TCP_ULP then fails with EEXIST.
- * Never registered, so never set through setsockopt; no owner and no release, so a socket that
- * TCP destroyed with it set would leave nothing to put back (the hook holds the socket, and is
- * removed before the module goes).
- */
-static struct tcp_ulp_ops iwarp_ulp = {
-	.name = "iwarp",
-};
-
-/* Lets the ULP slot go (the socket's works are done: none reads it any more). */
-static void release_ulp(struct sock *sk)
-{
-	lock_sock(sk);
-	if (inet_csk(sk)->icsk_ulp_ops == &iwarp_ulp)
-		inet_csk(sk)->icsk_ulp_ops = NULL;
-	release_sock(sk);
-}
-
-/*
  * Hooks @sock, with the doorbell if @doorbell, receiving in data_ready if @ready is set;
- * returns the hook or an ERR_PTR (-EBUSY: the socket has a user or a ULP already).
+ * returns the hook or an ERR_PTR (-EBUSY: the socket has a user already).
  */
 struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, void (*run)(void *owner),
 					   void (*run_tx)(void *owner), unsigned int (*ready)(void *owner),
@@ -335,19 +314,9 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 	INIT_WORK(&h->work, iwarp_hook_work);
 	INIT_WORK(&h->tx_work, iwarp_hook_tx_work);
 	INIT_HLIST_NODE(&h->node);
-	/* Under the socket lock, as TCP_ULP is set. */
-	lock_sock(sk);
-	if (inet_csk(sk)->icsk_ulp_ops) {
-		release_sock(sk);
-		kfree(h);
-		return ERR_PTR(-EBUSY);
-	}
-	inet_csk(sk)->icsk_ulp_ops = &iwarp_ulp;
-	release_sock(sk);
 	write_lock_bh(&sk->sk_callback_lock);
 	if (sk->sk_user_data) {
 		write_unlock_bh(&sk->sk_callback_lock);
-		release_ulp(sk);
 		kfree(h);
 		return ERR_PTR(-EBUSY);
 	}
@@ -407,6 +376,5 @@ void iwarp_shim_hook_remove(struct iwarp_hook *h)
 	/* Nothing can queue either work now (kicks look the hook up under the lock). */
 	cancel_work_sync(&h->work);
 	cancel_work_sync(&h->tx_work);
-	release_ulp(sk);
 	kfree(h);
 }
