@@ -58,24 +58,10 @@ int iwarp_shim_tcp_probe(u16 *port, u32 *write_seq)
 }
 
 /*
- * Holds an adopted socket's upper-layer-protocol slot while the module has it, so that no ULP
- * (kTLS, whose parser keeps pointers to skbs still queued, which our reads free, and which
- * would save our socket callbacks as its own) can be set on it through a descriptor the user
- * kept: TCP_ULP then fails with EEXIST. Never registered, so never set through setsockopt; no
- * owner and no release, so a socket TCP destroyed with it set would leave nothing to put back
- * (the module holds the socket until iwarp_shim_sock_put(), which lets the slot go first).
- */
-static struct tcp_ulp_ops iwarp_ulp = {
-	.name = "iwarp",
-};
-
-/*
- * Takes a reference on the connected TCP socket behind the caller's @fd, and its ULP slot.
- * Returns it, or an ERR_PTR: -EBADF/-ENOTSOCK (not a socket), -EPROTONOSUPPORT (not TCP, or TCP
- * carrying an upper-layer protocol such as kTLS, which reads the stream itself), -ENOTCONN (not
- * established). Takes the socket lock (TCP_ULP is set under it): the caller holds no lock of
- * the module's (the QP table is taken under mmap_lock, and TCP takes mmap_lock under the
- * socket lock).
+ * Takes a reference on the connected TCP socket behind the caller's @fd. Returns it, or an
+ * ERR_PTR: -EBADF/-ENOTSOCK (not a socket), -EPROTONOSUPPORT (not TCP, or TCP carrying an
+ * upper-layer protocol such as kTLS, which reads the stream itself and keeps pointers into
+ * its queue), -ENOTCONN (not established).
  */
 struct socket *iwarp_shim_sock_adopt(int fd)
 {
@@ -85,19 +71,13 @@ struct socket *iwarp_shim_sock_adopt(int fd)
 	if (!sock)
 		return ERR_PTR(err);
 	if (sock->sk->sk_type != SOCK_STREAM || sock->sk->sk_protocol != IPPROTO_TCP ||
-	    (sock->sk->sk_family != AF_INET && sock->sk->sk_family != AF_INET6)) {
+	    (sock->sk->sk_family != AF_INET && sock->sk->sk_family != AF_INET6) ||
+	    inet_csk_has_ulp(sock->sk))
 		err = -EPROTONOSUPPORT;
-	} else if (READ_ONCE(sock->sk->sk_state) != TCP_ESTABLISHED) {
+	else if (READ_ONCE(sock->sk->sk_state) != TCP_ESTABLISHED)
 		err = -ENOTCONN;
-	} else {
-		lock_sock(sock->sk);
-		err = inet_csk_has_ulp(sock->sk) ? -EPROTONOSUPPORT : 0;
-		if (!err)
-			inet_csk(sock->sk)->icsk_ulp_ops = &iwarp_ulp;
-		release_sock(sock->sk);
-		if (!err)
-			return sock;
-	}
+	else
+		return sock;
 	sockfd_put(sock);
 	return ERR_PTR(err);
 }
@@ -243,14 +223,10 @@ static void discard_unread(struct socket *sock)
 /*
  * Closes the connection in order (unread data discarded, then FIN after whatever is still
  * queued to send, which TCP goes on delivering after the close) and drops the reference
- * iwarp_shim_sock_adopt() took, letting its ULP slot go first. Never waits for the peer.
+ * iwarp_shim_sock_adopt() took. Never waits for the peer.
  */
 void iwarp_shim_sock_put(struct socket *sock)
 {
-	lock_sock(sock->sk);
-	if (inet_csk(sock->sk)->icsk_ulp_ops == &iwarp_ulp)
-		inet_csk(sock->sk)->icsk_ulp_ops = NULL;
-	release_sock(sock->sk);
 	discard_unread(sock);
 	kernel_sock_shutdown(sock, SHUT_RDWR);
 	sockfd_put(sock);
