@@ -22,6 +22,8 @@ use std::time::Duration;
 
 const QUERY: &[u8; 16] = b"IWARP-SOCKETS/2?";
 const ANSWER: &[u8; 16] = b"IWARP-SOCKETS/2!";
+/// The answer of a listener whose process cannot take another upgraded connection.
+const REFUSAL: &[u8; 16] = b"IWARP-SOCKETS/2-";
 /// Tries, and how long each waits for the answer.
 const TRIES: u32 = 3;
 const WAIT: Duration = Duration::from_millis(50);
@@ -256,9 +258,11 @@ pub(crate) fn answer(at: SocketAddrV4) -> Option<Arc<Answerer>> {
                     continue;
                 }
                 let port = u16::from_be_bytes([buf[16], buf[17]]);
-                // No answer (the client stays plain TCP) if this process could not pin the
+                // No (the client stays plain TCP, at once) if this process could not pin the
                 // connection's buffers (a worker of a prefork server may be another process).
-                if crate::conn::room_to_pin() && asked.remember(key(*from.ip(), port), now()) {
+                if !crate::conn::room_to_pin() {
+                    let _ = sock.send_to(&message(REFUSAL, port), from);
+                } else if asked.remember(key(*from.ip(), port), now()) {
                     let _ = sock.send_to(&message(ANSWER, port), from);
                 }
             }
