@@ -1091,10 +1091,12 @@ read_by() { grep -oP "^$1 read \K[0-9a-f]{64}" <<<"$2"; }
 # py_ends NAME SERVE MIB [MODE]: scripts/sockets-NAME.py's two ends, both with the library:
 # `SERVE PORT` in B, `send B PORT MIB [MODE]` in A; both print the hash of the stream, which
 # must agree, and both connections must be upgraded (PY_ENDS_UPGRADED: how many ends, if the
-# ends make more than one connection).
+# ends make more than one connection). The client starts once the server listens: one that
+# asked before the server's answerer was there, and connected just after it listened, would
+# stay plain TCP (rightly: the server's library had not agreed).
 py_ends() {
     local out script="$here/scripts/sockets-$1.py"
-    out=$(vm_pair B "$(socks) timeout 120 python3 $script $2 $PORT" \
+    out=$(vm_pair_on B "$PORT" "$(socks) timeout 120 python3 $script $2 $PORT" \
         A "$(socks) timeout 120 python3 $script send $B $PORT $3 ${4:-}" 300) || { echo "$out"; return 1; }
     echo "$out"
     same_hashes "$out" && upgraded "${PY_ENDS_UPGRADED:-2}" "$out"
