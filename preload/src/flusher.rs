@@ -48,14 +48,19 @@ pub(crate) fn forked(f: &mut Flusher) {
 
 /// The thread's eventfd, if it runs in this process.
 pub(crate) fn descriptor() -> Option<RawFd> {
-    let f = flusher();
-    (f.pid == std::process::id() && f.kick >= 0).then_some(f.kick)
+    flusher().kick_here()
 }
 
 /// [`descriptor`], if its lock is free now (None otherwise).
 pub(crate) fn try_descriptor() -> Option<RawFd> {
-    let f = FLUSHER.try_lock().ok()?;
-    (f.pid == std::process::id() && f.kick >= 0).then_some(f.kick)
+    FLUSHER.try_lock().ok()?.kick_here()
+}
+
+impl Flusher {
+    /// The thread's eventfd, if it runs in this process.
+    fn kick_here(&self) -> Option<RawFd> {
+        (self.pid == std::process::id() && self.kick >= 0).then_some(self.kick)
+    }
 }
 
 /// `conn` has octets waiting: the thread watches it until they are sent.

@@ -815,7 +815,7 @@ fn library_descriptors() -> Vec<RawFd> {
 fn is_library_descriptor(fd: RawFd) -> bool {
     let conns = ANY.load(Ordering::Relaxed)
         && (CONNS.try_read().is_ok_and(|t| t.values().any(|c| c.descriptors().contains(&fd))) || flusher::try_descriptor() == Some(fd));
-    conns || probe::try_descriptors().is_some_and(|d| d.contains(&fd))
+    conns || probe::answers_on(fd)
 }
 
 /// As `close_range(low, ~0, 0)`: the C library's own closes the library's descriptors too.

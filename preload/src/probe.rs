@@ -12,6 +12,7 @@
 
 use crate::real::real;
 use crate::signals;
+use iwarp_proto::mpa::frame::REQUEST_KEY;
 use std::ffi::c_int;
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -195,22 +196,7 @@ pub(crate) struct Answerer {
 impl Answerer {
     /// Whether `fd` is still the answering socket: a UDP socket bound where it was.
     fn still_answering(&self) -> bool {
-        // SAFETY: sockaddr_in is plain data.
-        let mut at: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        let (mut kind, mut kind_len) = (0 as c_int, std::mem::size_of::<c_int>() as libc::socklen_t);
-        // SAFETY: both calls write into live buffers of the lengths given.
-        let rc = unsafe {
-            real!(getsockname: unsafe extern "C" fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> c_int)(self.fd, (&raw mut at).cast(), &mut len)
-                | real!(getsockopt: unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::c_void, *mut libc::socklen_t) -> c_int)(
-                    self.fd,
-                    libc::SOL_SOCKET,
-                    libc::SO_TYPE,
-                    (&raw mut kind).cast(),
-                    &mut kind_len,
-                )
-        };
-        rc == 0 && kind == libc::SOCK_DGRAM && at.sin_family == libc::AF_INET as libc::sa_family_t && u16::from_be(at.sin_port) == self.at.port()
+        crate::socket_option(self.fd, libc::SO_TYPE) == Some(libc::SOCK_DGRAM) && crate::sockaddr_of(self.fd, false) == Some(self.at)
     }
 
     /// Stops answering and waits (at most a second) until the UDP port is free again.
@@ -288,10 +274,8 @@ fn receive_from(sock: &UdpSocket, buf: &mut [u8]) -> Option<(usize, SocketAddrV4
     let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
     // SAFETY: `buf` and `from` are live and as long as said.
     let n = unsafe { libc::recvfrom(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0, (&raw mut from).cast(), &mut len) };
-    if n <= 0 || len as usize != std::mem::size_of::<libc::sockaddr_in>() || from.sin_family != libc::AF_INET as libc::sa_family_t {
-        return None;
-    }
-    Some((n as usize, SocketAddrV4::new(Ipv4Addr::from(u32::from_be(from.sin_addr.s_addr)), u16::from_be(from.sin_port))))
+    let from = crate::inet((&raw const from).cast(), len)?;
+    (n > 0).then_some((n as usize, from))
 }
 
 /// The UDP sockets answering questions in this process (kept open by `close_range`).
@@ -329,9 +313,9 @@ pub(crate) fn forked(answering: &mut Vec<RawFd>) {
     }
 }
 
-/// [`descriptors`], if their list's lock is free now (None otherwise).
-pub(crate) fn try_descriptors() -> Option<Vec<RawFd>> {
-    Some(ANSWERING.try_lock().ok()?.clone())
+/// Whether `fd` is an answering socket, if their list's lock is free now (false otherwise).
+pub(crate) fn answers_on(fd: RawFd) -> bool {
+    ANSWERING.try_lock().is_ok_and(|list| list.contains(&fd))
 }
 
 /// The descriptors of the answering sockets.
@@ -339,8 +323,6 @@ pub(crate) fn descriptors() -> Vec<RawFd> {
     ANSWERING.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-/// What an upgrading client sends first: its MPA request's key (RFC 5044 section 7.1.1).
-const MPA_REQUEST: &[u8; 16] = b"MPA ID Req Frame";
 /// How long a server waits for the first octets of a client that asked: one that upgrades
 /// sends its MPA request as soon as it has connected and made its queues, and gives up after
 /// 10 s itself.
@@ -359,10 +341,10 @@ pub(crate) fn client_upgrades(fd: RawFd) -> bool {
         let n = unsafe { recv(fd, first.as_mut_ptr().cast(), first.len(), libc::MSG_PEEK | libc::MSG_DONTWAIT) };
         let errno = std::io::Error::last_os_error().raw_os_error();
         match n {
-            16 => return first == *MPA_REQUEST,
+            16 => return first == *REQUEST_KEY,
             // The stream ended before a request.
             0 => return false,
-            n if n > 0 && first[..n as usize] != MPA_REQUEST[..n as usize] => return false,
+            n if n > 0 && first[..n as usize] != REQUEST_KEY[..n as usize] => return false,
             n if n < 0 && !matches!(errno, Some(libc::EAGAIN | libc::EINTR)) => return false,
             _ => {}
         }
