@@ -10,8 +10,8 @@ refused (EBADF) as of one never opened; dup2 and dup3 that fail leaving their
 target's connection alone; a client that asked whether the server upgrades, was told yes
 and connected as plain TCP all the same (as one whose answer was lost) gets plain TCP, its
 octets the server's data. Signals: a vfork child (subprocess) closing its descriptors leaves
-the listener answering and upgrading; a signal every millisecond while accepting does not break
-the upgrade; a blocked recv ends when a signal handler raises, as on TCP. Last, on a third
+the listener answering and upgrading; a signal every millisecond while connecting (the client
+waits for the MPA reply) or accepting does not break the upgrade; a blocked recv ends when a signal handler raises, as on TCP. Last, on a third
 connection, shutdown(SHUT_WR) returns at once though the peer, reading nothing, has no
 receive left for the end.
 
@@ -209,7 +209,12 @@ def send(host, port, _mib):
     # Watched by an epoll set before it connects (as nginx watches its upstream sockets): the
     # upgrade must leave the set watching the descriptor, not the module's TCP socket.
     ep = select.epoll()
+    # Signals while it connects and waits for the server's MPA reply (a handler without
+    # SA_RESTART, as Python's): the upgrade goes on.
+    signal.signal(signal.SIGALRM, lambda *_: None)
+    signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
     c = connect(host, port, prepare=lambda s: ep.register(s.fileno(), select.EPOLLOUT))
+    signal.setitimer(signal.ITIMER_REAL, 0)
     ready = dict(ep.poll(10))
     check("send: the epoll set that watched the socket before connect reports it writable", ready.get(c.fileno(), 0) & select.EPOLLOUT != 0)
     ep.modify(c.fileno(), select.EPOLLIN)
