@@ -17,6 +17,7 @@ mod mr;
 mod pd;
 mod qp;
 mod ring;
+pub mod sockets_wire;
 mod sys;
 
 pub use abi::Sge;

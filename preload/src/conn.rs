@@ -29,6 +29,7 @@ use crate::shared::{Holders, Shared, SharedGuard, SharedMutex};
 use crate::signals;
 use libc::{c_int, c_void};
 use libiwarp::{
+    sockets_wire::{Hello, Imm, Kind},
     Access, CompletionQueue, ConnectOptions, Device, MemoryRegion, ProtectionDomain, QpInit, QueuePair, RecvWr, Remote, Role, SendOp, SendWr, Sge, WcOpcode,
     WcStatus, WorkCompletion,
 };
@@ -58,66 +59,6 @@ const PAGE: usize = 4096;
 const ZERO_COPY_FROM: usize = 64 << 10;
 // What [`Imm`] carries must fit its fields: ring octets in 24 bits, receives in 12.
 const _: () = assert!(RING < 1 << 24 && MOST <= RING && RECVS < 1 << 12);
-
-/// What a message of Immediate Data says, in its 8 octets: the kind (4 bits), the receives
-/// given back (12), the ring octets given back (24), and the octets the Write before it placed
-/// (24), from the high bits down.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-struct Imm {
-    kind: Kind,
-    recvs: u32,
-    freed: u32,
-    len: u32,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[repr(u8)]
-enum Kind {
-    Data = 0,
-    Credit = 1,
-    End = 2,
-}
-
-impl Imm {
-    fn encode(self) -> u64 {
-        (u64::from(self.kind as u8) << 60) | (u64::from(self.recvs & 0xfff) << 48) | (u64::from(self.freed & 0xff_ffff) << 24) | u64::from(self.len & 0xff_ffff)
-    }
-
-    fn decode(v: u64) -> Option<Imm> {
-        let kind = match v >> 60 {
-            0 => Kind::Data,
-            1 => Kind::Credit,
-            2 => Kind::End,
-            _ => return None,
-        };
-        Some(Imm { kind, recvs: (v >> 48) as u32 & 0xfff, freed: (v >> 24) as u32 & 0xff_ffff, len: v as u32 & 0xff_ffff })
-    }
-}
-
-/// The one Send of the protocol, each side's first message: where the peer may write.
-/// Octets: `HELLO_MAGIC`, then the ring's length (u32), then its [`Remote`], little-endian.
-struct Hello;
-
-impl Hello {
-    const MAGIC: [u8; 4] = *b"IWS2";
-    const LEN: usize = 8 + Remote::LEN;
-
-    fn emit(ring: Remote, len: usize) -> [u8; Hello::LEN] {
-        let mut b = [0u8; Hello::LEN];
-        b[..4].copy_from_slice(&Hello::MAGIC);
-        b[4..8].copy_from_slice(&(len as u32).to_le_bytes());
-        b[8..].copy_from_slice(&ring.to_bytes());
-        b
-    }
-
-    fn parse(b: &[u8]) -> Option<(Remote, usize)> {
-        if b.len() != Hello::LEN || b[..4] != Hello::MAGIC {
-            return None;
-        }
-        let len = u32::from_le_bytes(b[4..8].try_into().ok()?) as usize;
-        (len > 0).then_some((Remote::from_bytes(&b[8..])?, len))
-    }
-}
 
 /// The size from which writes go by zero copy, if they do.
 fn zero_copy_from() -> Option<usize> {
@@ -1342,20 +1283,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn immediate_data_round_trips_at_each_field_limit() {
-        for imm in [
-            Imm { kind: Kind::Data, recvs: 0, freed: 0, len: 1 },
-            Imm { kind: Kind::Credit, recvs: RECVS, freed: RING as u32, len: 0 },
-            Imm { kind: Kind::End, recvs: 0xfff, freed: 0xff_ffff, len: 0xff_ffff },
-        ] {
-            assert_eq!(Imm::decode(imm.encode()), Some(imm));
-        }
-        // Kinds 3 to 15 are nobody's.
-        assert_eq!(Imm::decode(3 << 60), None);
-        assert_eq!(Imm::decode(u64::MAX), None);
-    }
-
-    #[test]
     fn immediate_data_that_lies_breaks_the_stream() {
         let data = |len| Imm { kind: Kind::Data, recvs: 0, freed: 0, len };
         let mut st = Stream::new();
@@ -1382,19 +1309,5 @@ mod tests {
         wrote.tx_head = 50;
         assert!(wrote.take_imm(Imm { kind: Kind::Credit, recvs: 0, freed: 50, len: 0 }));
         assert!(!wrote.take_imm(Imm { kind: Kind::Credit, recvs: 0, freed: 1, len: 0 }));
-    }
-
-    #[test]
-    fn hello_parses_what_it_emits_and_nothing_else() {
-        let ring = Remote { addr: 0x7f00_1234_5000, rkey: 0xabcd_0102 };
-        let b = Hello::emit(ring, RING);
-        assert_eq!(Hello::parse(&b), Some((ring, RING)));
-        assert_eq!(Hello::parse(&b[..Hello::LEN - 1]), None);
-        let mut bad = b;
-        bad[0] ^= 1;
-        assert_eq!(Hello::parse(&bad), None);
-        let mut empty = b;
-        empty[4..8].fill(0);
-        assert_eq!(Hello::parse(&empty), None);
     }
 }

@@ -13,6 +13,7 @@
 use crate::real::real;
 use crate::signals;
 use iwarp_proto::mpa::frame::REQUEST_KEY;
+use libiwarp::sockets_wire::Probe;
 use std::ffi::c_int;
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -21,10 +22,6 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-const QUERY: &[u8; 16] = b"IWARP-SOCKETS/2?";
-const ANSWER: &[u8; 16] = b"IWARP-SOCKETS/2!";
-/// The answer of a listener whose process cannot take another upgraded connection.
-const REFUSAL: &[u8; 16] = b"IWARP-SOCKETS/2-";
 /// Tries, and how long each waits for the answer.
 const TRIES: u32 = 3;
 const WAIT: Duration = Duration::from_millis(50);
@@ -148,13 +145,6 @@ fn now() -> u64 {
     ts.tv_sec as u64
 }
 
-fn message(head: &[u8; 16], port: u16) -> [u8; 18] {
-    let mut m = [0u8; 18];
-    m[..16].copy_from_slice(head);
-    m[16..].copy_from_slice(&port.to_be_bytes());
-    m
-}
-
 /// Client side: whether `server` will upgrade a connection from our port `from`.
 pub(crate) fn ask(server: SocketAddrV4, from: u16) -> bool {
     let Ok(sock) = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)) else { return false };
@@ -163,11 +153,11 @@ pub(crate) fn ask(server: SocketAddrV4, from: u16) -> bool {
     }
     let mut buf = [0u8; 32];
     for _ in 0..TRIES {
-        if sock.send(&message(QUERY, from)).is_err() {
+        if sock.send(&Probe::Query.emit(from)).is_err() {
             return false;
         }
         match sock.recv(&mut buf) {
-            Ok(18) if buf[..18] == message(ANSWER, from) => return true,
+            Ok(n) if Probe::parse(&buf[..n]) == Some((Probe::Answer, from)) => return true,
             Ok(_) => return false,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => continue,
             // ECONNREFUSED: nobody of ours on that port.
@@ -240,16 +230,16 @@ pub(crate) fn answer(at: SocketAddrV4) -> Option<Arc<Answerer>> {
                 // A stopped answerer's socket is shut down: this returns at once (nothing
                 // received, from no address), and the loop ends.
                 let Some((n, from)) = receive_from(&sock, &mut buf) else { continue };
-                if n != 18 || buf[..16] != QUERY[..] || !ours.open.load(Ordering::Acquire) {
+                let Some((Probe::Query, port)) = Probe::parse(&buf[..n]) else { continue };
+                if !ours.open.load(Ordering::Acquire) {
                     continue;
                 }
-                let port = u16::from_be_bytes([buf[16], buf[17]]);
                 // No (the client stays plain TCP, at once) if this process could not pin the
                 // connection's buffers (a worker of a prefork server may be another process).
                 if !crate::conn::room_to_pin() {
-                    let _ = sock.send_to(&message(REFUSAL, port), from);
+                    let _ = sock.send_to(&Probe::Refusal.emit(port), from);
                 } else if asked.remember(key(*from.ip(), port), now()) {
-                    let _ = sock.send_to(&message(ANSWER, port), from);
+                    let _ = sock.send_to(&Probe::Answer.emit(port), from);
                 }
             }
             // Off the list before the socket closes (its number may be reused at once).
