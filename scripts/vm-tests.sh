@@ -998,13 +998,6 @@ preload="$here/target/release/libiwarp_preload.so"
 # The library's environment for this test's ports; it says on stderr what it upgraded.
 # socks: the library's environment for a test's ends (SOCKS_EXTRA: more of it).
 socks() { echo "LD_PRELOAD=$preload IWARP_SOCKETS=$PORT-$((PORT + 9)) IWARP_SOCKETS_LOG=1 ${SOCKS_EXTRA:-}"; }
-# upgraded N OUTPUT: OUTPUT says N connections were upgraded, and shows it.
-upgraded() {
-    local n
-    n=$(grep -c 'iwarp-preload: descriptor .* upgraded' <<<"$2")
-    echo "$n connection(s) upgraded (want $1)"
-    [ "$n" = "$1" ]
-}
 # same_hashes OUTPUT: OUTPUT holds two SHA-256 lines (what was sent, what arrived), equal.
 same_hashes() {
     local h
@@ -1183,6 +1176,21 @@ sock_stdio() {
 # both ends checking, the stream compared by hash.
 sock_semantics() {
     PY_ENDS_UPGRADED=4 py_ends semantics serve 0
+}
+# sock_liar: a peer of the library's that lies in its Immediate Data (iwarp-check sockets-liar,
+# one connection per case, each an honest message, the lie, an honest message) toward a server
+# through the library (sockets-liar.py): every stream delivers the first message and nothing
+# after the lie, then ends.
+sock_liar() {
+    local out rc=0 case
+    vm_serve B liar "$PORT" "$(socks) timeout 200 python3 $here/scripts/sockets-liar.py $PORT 4" || return 1
+    for case in past-the-ring unknown-kind after-the-end credits; do
+        vm_run A "timeout 60 $check sockets-liar $B $PORT $case" 90 || rc=1
+    done
+    out=$(vm_served B liar 120) || rc=1
+    echo "$out"
+    upgraded 4 "$out" || rc=1
+    return $rc
 }
 # sock_dup_listener: a server accepts twice on the last of three duplicates of its listener,
 # with the original open, then closed; both connections are upgraded on both sides.
@@ -1458,6 +1466,7 @@ tests() {
     t sockets-close-while-the-reader-holds-its-lock sock_close_held
     t sockets-calls-as-tcp-or-a-clear-errno sock_semantics
     t sockets-peer-killed-mid-stream sock_peer_killed
+    t sockets-peer-that-lies-is-cut-off sock_liar
     t fault-peer-guest-killed peer_killed
     t nothing-left-A vm_run A "$check stats-zero"
     t nothing-left-B vm_run B "$check stats-zero"

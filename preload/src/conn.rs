@@ -170,6 +170,9 @@ pub(crate) struct Stream {
     eof: bool,
     /// The connection broke (an error completion: the peer went away or broke the protocol).
     broken: bool,
+    /// The peer broke the protocol: nothing it sent after is taken. What follows a lie is no
+    /// longer its stream in order (a Write after one lands where the lie said nothing).
+    refused: bool,
     /// We ended ours.
     ended: bool,
     /// Our end is still to be sent: it waits for the data before it and a credit of the
@@ -215,6 +218,7 @@ impl Stream {
             messages: 0,
             eof: false,
             broken: false,
+            refused: false,
             ended: false,
             end_waits: false,
             read_shut: false,
@@ -538,6 +542,9 @@ impl Conn {
     /// posted again (true).
     fn received(&self, st: &mut Stream, wc: &WorkCompletion) -> bool {
         self.events().arrived.fetch_add(1, Ordering::Relaxed);
+        if st.refused {
+            return false;
+        }
         let slot = wc.wr_id as usize;
         if wc.status != WcStatus::Success || wc.opcode != WcOpcode::Recv {
             st.break_because(format_args!(
@@ -564,6 +571,7 @@ impl Conn {
         };
         if !well_formed {
             st.break_because(format_args!("the peer's message {:?} breaks the protocol", wc.imm));
+            st.refused = true;
             return false;
         }
         true

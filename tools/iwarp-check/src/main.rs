@@ -89,6 +89,8 @@
 //!   rtr-mismatch-accept PORT / rtr-mismatch-ask HOST PORT   the same, the module responding:
 //!                    the user-level initiator's TERM ends the QP, the held Send is flushed
 //!   p2p-read-burst-serve PORT / p2p-read-burst HOST PORT   a Read RTR, then a full ORD of Reads
+//!   sockets-liar HOST PORT CASE   a peer of the sockets library that lies in its Immediate
+//!                    Data (src/sockets_liar.rs); scripts/sockets-liar.py serves it
 //!   rping-serve PORT SIZE COUNT OPTS / rping-connect HOST PORT SIZE COUNT OPTS   rping's
 //!                    protocol (src/rping.rs), with Linux's rping on siw as the peer
 //!   stag-serve PORT OPTS / stag-drive HOST PORT OPTS   Read with Invalidate, Local Invalidate
@@ -120,6 +122,7 @@ mod p2p;
 mod raw;
 mod rng;
 mod rping;
+mod sockets_liar;
 mod stags;
 mod verbs;
 mod wire;
@@ -192,6 +195,7 @@ fn main() -> ExitCode {
         Some("ext-serve") if args.len() == 2 => extensions::serve(&args[1]),
         Some("stag-serve") if args.len() == 3 => stags::serve(&args[1], &args[2]),
         Some("stag-drive") if args.len() == 4 => stags::drive(&args[1], &args[2], &args[3]),
+        Some("sockets-liar") if args.len() == 4 => sockets_liar::lie(&args[1], &args[2], &args[3]),
         Some("ext-drive") if args.len() == 3 => extensions::drive(&args[1], &args[2]),
         Some("ird-read") if args.len() == 3 => ird::read_at_ird(&args[1], &args[2]),
         Some("interop-serve") if args.len() == 5 => num(2).ok_or("SIZE".to_string()).and_then(|n| interop::serve(&args[1], n, &args[3], &args[4])),
