@@ -269,7 +269,11 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
             }
         }
     };
-    if !conn::module_present() || !probe::ask(to, from) {
+    // The question (at most 150 ms) and, once the server said yes, the connection (made at once
+    // or refused: the server just answered) with signals held back: a signal would use up the
+    // question's tries, or end connect with EINTR while TCP goes on connecting, and a caller
+    // that waits for that (Python does) never calls connect again to be upgraded.
+    if !conn::module_present() || !signals::held(|| probe::ask(to, from)) {
         // SAFETY: as above.
         return unsafe { real(fd, addr, len) };
     }
@@ -279,7 +283,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         fcntl_real(fd, libc::F_SETFL, (flags & !libc::O_NONBLOCK) as libc::c_ulong);
     }
     // SAFETY: as above.
-    let rc = unsafe { real(fd, addr, len) };
+    let rc = signals::held(|| unsafe { real(fd, addr, len) });
     if rc != 0 {
         if nonblocking {
             fcntl_real(fd, libc::F_SETFL, flags as libc::c_ulong);
