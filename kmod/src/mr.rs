@@ -20,7 +20,7 @@ use crate::sync::{BottomHalvesOff, SpinLockBh};
 use crate::verbs::{access, MAX_MR, MAX_MR_SIZE, MAX_PD};
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
-use kernel::sync::Arc;
+use kernel::sync::{Arc, Mutex};
 
 /// Registered regions of all contexts.
 static REGIONS: AtomicU64 = AtomicU64::new(0);
@@ -233,12 +233,17 @@ impl MrTable {
 
     /// Registers the calling process's buffer `[start, start + length)` in `pd` with `rights`,
     /// its octets named from `iova` on (verbs' address of the region; the buffer's own address
-    /// unless the caller chose another); returns its STag. Checks, pins (which sleeps) outside
-    /// the table's lock, then inserts: the caller keeps domains from going in between.
-    pub(crate) fn register_user(table: &SpinLockBh<MrTable>, pd: u32, start: u64, iova: u64, length: u64, rights: u32) -> Result<u32> {
+    /// unless the caller chose another); returns its STag. Checks, then pins outside every
+    /// lock: faulting the pages in may take as long as their file system (a FUSE daemon that
+    /// never answers), and `lifecycle` (the front door's lock that keeps domains from going)
+    /// is taken by every QP's creation. Then checks again and inserts under `lifecycle`; pages
+    /// pinned for nothing are let go here, outside the table's lock.
+    pub(crate) fn register_user(table: &SpinLockBh<MrTable>, lifecycle: &Mutex<()>, pd: u32, start: u64, iova: u64, length: u64, rights: u32) -> Result<u32> {
         table.lock().check_register(pd, iova, length, rights)?;
         let writable = rights & (access::LOCAL_WRITE | access::REMOTE_WRITE) != 0;
         let pages = Arc::new(PinnedPages::pin(start, length, writable)?, GFP_KERNEL_ACCOUNT)?;
+        let _lifecycle = lifecycle.lock();
+        table.lock().check_register(pd, iova, length, rights)?;
         MrTable::reserve(table)?;
         table.lock().register(pd, pages, iova, length, rights)
     }

@@ -305,10 +305,8 @@ impl Context {
         if req.lkey != 0 || req.stag != 0 {
             return Err(EINVAL);
         }
-        // The domain cannot go while the region is made.
-        let _lifecycle = self.lifecycle.lock();
         let rights = translate::access(req.access)?;
-        let stag = MrTable::register_user(&self.mrs, req.pd, req.addr, req.addr, req.length, rights)?;
+        let stag = MrTable::register_user(&self.mrs, &self.lifecycle, req.pd, req.addr, req.addr, req.length, rights)?;
         req.lkey = stag;
         req.stag = stag;
         Ok(())
@@ -398,8 +396,8 @@ impl Context {
             recv_source: None,
         };
         // DEALLOC_PD cannot free the domain until the QP is in the table. Lock order: the
-        // lifecycle lock, then QPs (mmap takes the QPs under mmap_lock, and REG_MR pins, taking
-        // mmap_lock, under the lifecycle lock).
+        // lifecycle lock, then QPs (mmap takes the QPs under mmap_lock; REG_MR pins, taking
+        // mmap_lock, before it takes the lifecycle lock).
         let _lifecycle = self.lifecycle.lock();
         if !self.mrs.lock().has_pd(req.pd) {
             return Err(EINVAL);

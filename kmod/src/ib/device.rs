@@ -154,8 +154,7 @@ impl IbDevice {
     /// len)` pinned, named from `iova` on, with the rights `ib_access` names.
     pub(super) fn user_mr(&self, pd: u32, start: u64, len: u64, iova: u64, ib_access: i32) -> Result<u32> {
         let rights = rights(ib_access)?;
-        let _lifecycle = self.lifecycle.lock();
-        MrTable::register_user(&self.mrs, pd, start, iova, len, rights)
+        MrTable::register_user(&self.mrs, &self.lifecycle, pd, start, iova, len, rights)
     }
 
     /// A region for fast registrations of up to `max_pages` kernel pages (`alloc_mr`);
