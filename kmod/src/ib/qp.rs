@@ -123,6 +123,9 @@ struct Queued {
 /// not keep interrupts off for the copy of them all.
 const TAKEN_AT_ONCE: usize = 32;
 
+/// Requests one hand-over passes to the engine before it leaves the rest to its work item.
+const HAND_OVER_BUDGET: usize = 256;
+
 impl Posted {
     /// Takes what the user's send ring holds into `wrs`, as far as there is room, at most
     /// [`TAKEN_AT_ONCE`] entries: the caller holds `posted`, with interrupts off, and takes
@@ -378,9 +381,13 @@ impl KernelQp {
     /// tick later at the latest (an ended QP's flush into a full CQ, a tenth of a second
     /// later). One the engine refuses (a region
     /// that does not allow it) completes in error, and the QP ends, as an RNIC's does.
+    ///
+    /// At most [`HAND_OVER_BUDGET`] requests per call; the work item goes on from there. A
+    /// user's send ring is memory its owner may refill as fast as this drains it (and an ended
+    /// QP flushes each request at once), so one call must not run for ever.
     fn hand_over_now(&self) {
         self.flush_held_recvs();
-        loop {
+        for _ in 0..HAND_OVER_BUDGET {
             let (wr, freed) = {
                 let mut posted = self.posted.lock();
                 if posted.closed {
@@ -431,6 +438,11 @@ impl KernelQp {
             if let Err(e) = posted {
                 self.refused_at_turn(&self.send_cq, wr.wr_id, op, e);
             }
+        }
+        let p = self.posted.lock();
+        if !p.closed {
+            // SAFETY: as in `post_send`; `end` settles this work before the QP goes.
+            unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, 0) };
         }
     }
 
