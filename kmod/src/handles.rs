@@ -105,6 +105,9 @@ impl<T> Handles<T> {
             return Err(EINVAL);
         }
         slot.key = handle as u8;
+        // The slot's next object gets the key after this one, not this one again (a peer may
+        // still hold it).
+        slot.issued = slot.key;
         slot.obj.as_mut().ok_or(EINVAL)
     }
 
