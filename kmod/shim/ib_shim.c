@@ -1169,7 +1169,12 @@ int iwarp_shim_ib_register(const struct iwarp_ib_callbacks *cb, const struct iwa
 	iwarp_limits = *limits;
 	iwarp_cb = cb;
 	iwarp_verbs = verbs;
-	iwarp_cm_wq = alloc_workqueue("iwarp_cm", WQ_UNBOUND, 0);
+	/*
+	 * WQ_MEM_RECLAIM: iw_cm's destroy waits for the event a connection job delivers, and
+	 * nvme-rdma tears down and reconnects under writeback pressure, when no new kworker may
+	 * be had (siw's CM workqueue has a rescuer too).
+	 */
+	iwarp_cm_wq = alloc_workqueue("iwarp_cm", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 	/*
 	 * Not WQ_HIGHPRI: a woken high-priority kworker preempts the poster at once, so a busy
 	 * submitter (fio 32 deep over nvme-rdma) was switched out and back for nearly every post,
