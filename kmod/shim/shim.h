@@ -41,7 +41,7 @@ u32 iwarp_shim_crc32c(u32 crc, const void *p, size_t len);
 int iwarp_shim_tcp_probe(u16 *port, u32 *write_seq);
 struct socket *iwarp_shim_sock_adopt(int fd);
 struct iwarp_endpoint;
-struct socket *iwarp_shim_sock_connect(const struct iwarp_endpoint *to);
+struct socket *iwarp_shim_sock_connect(const struct iwarp_endpoint *to, const struct iwarp_endpoint *from);
 int iwarp_shim_sock_connected(struct socket *sock);
 struct socket *iwarp_shim_sock_listen(const struct iwarp_endpoint *at, u16 *port, int backlog, bool v6only, int ifindex);
 struct socket *iwarp_shim_sock_accept(struct socket *listener, struct iwarp_endpoint *peer);

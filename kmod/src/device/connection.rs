@@ -159,7 +159,7 @@ impl Context {
         let initiator = req.role == abi::role::INITIATOR;
         let (sock, side) = match from {
             SocketFrom::Fd => (TcpSocket::adopt(req.fd)?, if initiator { Side::Initiator } else { Side::Responder }),
-            SocketFrom::Connect(to) => (TcpSocket::connect(&to)?, Side::Initiator),
+            SocketFrom::Connect(to) => (TcpSocket::connect(&to, None)?, Side::Initiator),
             SocketFrom::Request(p) => (p.sock, Side::Accepting(p.handshake)),
         };
         match qp::establish(sock, side, &local, &private, req.timeout_ms) {

@@ -91,12 +91,15 @@ impl TcpSocket {
         TcpSocket::new(made(unsafe { ffi::iwarp_shim_sock_adopt(fd) })?)
     }
 
-    /// A new kernel TCP socket connecting to `to` (IPv4 or IPv6; EAFNOSUPPORT otherwise):
-    /// [`TcpSocket::connected`] says when it is.
-    pub(crate) fn connect(to: &Endpoint) -> Result<TcpSocket> {
+    /// A new kernel TCP socket connecting to `to` (IPv4 or IPv6; EAFNOSUPPORT otherwise), from
+    /// `from` if given (of the same family; port 0: any): [`TcpSocket::connected`] says when it
+    /// is.
+    pub(crate) fn connect(to: &Endpoint, from: Option<&Endpoint>) -> Result<TcpSocket> {
         let to = ffi::iwarp_endpoint::from(*to);
-        // SAFETY: `to` is a live local, read during the call.
-        TcpSocket::new(made(unsafe { ffi::iwarp_shim_sock_connect(&to) })?)
+        let from = from.map(|f| ffi::iwarp_endpoint::from(*f));
+        let from_ptr = from.as_ref().map_or(core::ptr::null(), core::ptr::from_ref);
+        // SAFETY: `to` and `from` are live locals (or `from_ptr` is NULL), read during the call.
+        TcpSocket::new(made(unsafe { ffi::iwarp_shim_sock_connect(&to, from_ptr) })?)
     }
 
     /// Whether the connection is made (true, whatever happened after), still being made
