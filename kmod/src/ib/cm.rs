@@ -137,9 +137,9 @@ impl Report {
             return;
         }
         // iw_cm reserved room for this event and CLOSE when it made the `cm_id` (four entries
-        // for a connect, three for a request's): it cannot refuse them.
+        // for a connect, three for a request's).
         // SAFETY: `id` is referenced until `last` lets it go.
-        unsafe { ffi::iwarp_shim_iw_event(id as *mut ffi::iw_cm_id, ev) };
+        unsafe { deliver(id, ev) };
         let close = {
             let mut st = self.state.lock();
             st.up = true;
@@ -159,7 +159,7 @@ impl Report {
         }
         // SAFETY: `id` was referenced until here.
         unsafe {
-            ffi::iwarp_shim_iw_event(id as *mut ffi::iw_cm_id, ev);
+            deliver(id, ev);
             ffi::iwarp_shim_iw_ref(id as *mut ffi::iw_cm_id, false);
         }
     }
@@ -176,6 +176,22 @@ impl Report {
     /// Sends CLOSE, the last event.
     fn close(&self) {
         self.last(&event(ffi::IWARP_IW_CLOSE, 0, Endpoint::default(), Endpoint::default()));
+    }
+}
+
+/// Sends `ev` to the `cm_id` `id`. iw_cm copies a CONNECT_REPLY's private data with an atomic
+/// allocation and drops the event if that fails; the reply then goes again without it: it must
+/// arrive (iw_cm waits for it for ever, and a CLOSE after a lost one reaches its `BUG()`).
+///
+/// # Safety
+/// `id` is a referenced `cm_id`.
+unsafe fn deliver(id: usize, ev: &ffi::iwarp_iw_event) {
+    // SAFETY: `id` is referenced (the caller's promise); `ev` is live during the call.
+    let refused = unsafe { ffi::iwarp_shim_iw_event(id as *mut ffi::iw_cm_id, ev) } != 0;
+    if refused && ev.private_len != 0 {
+        let bare = ffi::iwarp_iw_event { private_data: core::ptr::null(), private_len: 0, ..*ev };
+        // SAFETY: as above.
+        unsafe { ffi::iwarp_shim_iw_event(id as *mut ffi::iw_cm_id, &bare) };
     }
 }
 
