@@ -13,7 +13,7 @@
 use kernel::prelude::*;
 
 struct Slot<T> {
-    /// The key that names the object now.
+    /// The key that names the object now (or named the last one, in an empty slot).
     key: u8,
     /// The key the slot's last insert gave: the next insert gives the one after it.
     issued: u8,
@@ -75,9 +75,16 @@ impl<T> Handles<T> {
                 self.slots.len().saturating_sub(1)
             }
         };
-        // Inserts give keys 1 to 255 in turn.
-        let key = match self.slots[index].issued.wrapping_add(1) {
+        // Inserts give keys 1 to 255 in turn, but never the key the slot's last object had at
+        // its end: a Fast Register may have stepped it to the one next in turn (the RDMA
+        // core's ib_inc_rkey does), and a peer may still hold it.
+        let after = |k: u8| match k.wrapping_add(1) {
             0 => 1,
+            k => k,
+        };
+        let slot = &self.slots[index];
+        let key = match after(slot.issued) {
+            k if k == slot.key => after(k),
             k => k,
         };
         Ok((index as u32) << 8 | u32::from(key))
@@ -105,9 +112,6 @@ impl<T> Handles<T> {
             return Err(EINVAL);
         }
         slot.key = handle as u8;
-        // The slot's next object gets the key after this one, not this one again (a peer may
-        // still hold it).
-        slot.issued = slot.key;
         slot.obj.as_mut().ok_or(EINVAL)
     }
 
