@@ -444,20 +444,31 @@ impl<'a> Domain<'a> {
         self.with(stag, |mr| if mr.valid { Ok(()) } else { Err(Fault::InvalidStag) })
     }
 
-    /// Invalidates `stag` (a Local Invalidate, a Read with Invalidate, a peer's Send with
-    /// Invalidate): later accesses fail until a Fast Register. Fails for unknown or already
-    /// invalid STags.
+    /// Invalidates `stag` (a Read with Invalidate, a peer's Send with Invalidate): later
+    /// accesses fail until a Fast Register. Fails for unknown or already invalid STags.
     pub(crate) fn invalidate(&self, stag: u32) -> Result<(), Fault> {
-        let (pages, generation) = self.with(stag, |mr| {
+        self.invalidate_unless(stag, false)
+    }
+
+    /// A Local Invalidate of `stag`: [`Self::invalidate`], but an STag already invalid is done
+    /// already, as verbs allow (and siw, which checks no state): a consumer may invalidate a
+    /// region the peer's Send with Invalidate has invalidated.
+    pub(crate) fn invalidate_local(&self, stag: u32) -> Result<(), Fault> {
+        self.invalidate_unless(stag, true)
+    }
+
+    fn invalidate_unless(&self, stag: u32, invalid_is_done: bool) -> Result<(), Fault> {
+        let found = self.with(stag, |mr| {
             if !mr.valid {
-                return Err(Fault::InvalidStag);
+                return if invalid_is_done { Ok(None) } else { Err(Fault::InvalidStag) };
             }
             // The DMA region is never invalidated.
             let pages = mr.memory.counted().ok_or(Fault::Access)?;
             mr.valid = false;
             let generation = pages.accesses().generation();
-            Ok((pages, generation))
+            Ok(Some((pages, generation)))
         })?;
+        let Some((pages, generation)) = found else { return Ok(()) };
         // No access begins any more; those begun end before the invalidation does.
         pages.accesses().wait_none_in(Some(generation));
         pages.let_go();

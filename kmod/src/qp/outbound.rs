@@ -453,15 +453,14 @@ impl QueuePair {
         }
     }
 
-    /// Flushes what is still queued (the QP ended).
+    /// Flushes what is still queued (the QP ended): every request, signaled or not, as verbs
+    /// and siw do (a request TCP took counts as done, signaled or not).
     pub(super) fn flush_queued(&self) {
         let mut guard = self.tx.lock();
         let Some(side) = &mut *guard else { return };
         side.drain(|wr| {
-            if wr.signaled {
-                // A full CQ loses it; the QP is in error either way.
-                let _ = self.send_cq.push(&self.completion(wr.wr_id, Status::Flushed, wr.opcode, 0));
-            }
+            // A full CQ loses it; the QP is in error either way.
+            let _ = self.send_cq.push(&self.completion(wr.wr_id, Status::Flushed, wr.opcode, 0));
         });
     }
 }

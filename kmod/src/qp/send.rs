@@ -83,7 +83,9 @@ impl QueuePair {
                 let r = |id| atomic::Request::compare_swap(id, rkey, remote_addr, compare, swap);
                 return self.post_atomic(req, r, CompletionOp::CompareSwap);
             }
-            SendOp::LocalInvalidate { stag } => return self.post_local(req, CompletionOp::LocalInvalidate, |mrs| mrs.invalidate(stag).map_err(|_| EINVAL)),
+            SendOp::LocalInvalidate { stag } => {
+                return self.post_local(req, CompletionOp::LocalInvalidate, |mrs| mrs.invalidate_local(stag).map_err(|_| EINVAL))
+            }
             SendOp::FastRegister { stag, addr, length, rights } => {
                 return self.post_local(req, CompletionOp::FastRegister, |mrs| mrs.fast_register(stag, addr, length, rights))
             }
