@@ -53,7 +53,7 @@ RELEASE_ONLY='^(tcp-A-to-B|siw-link-A|verbs-markers-every-64B|wire-fpdus-start-s
 RELEASE_ONLY+='|^(qp-responder-waits-for-the-first-fpdu|qp-p2p-responder-waits-for-the-rtr|verbs-read-while-the-owner-writes)$'
 RELEASE_ONLY+='|^(verbs-markers-crc-1B-to-4MiB|verbs-plain-mpa-v1|verbs-64-qps-at-once|ib-uverbs-rping-64KiB|ib-uverbs-perftest-.*|ib-uverbs-qperf.*)$'
 RELEASE_ONLY+='|^ib-nvme-(host|target)-on-siw$|^ib-uverbs-rping-(server-to|client-of)-siw-|^ib-rdma-cm-to-siw$|^ib-nvme-target-(silent-then-back|guest-killed)$|^ib-nvme-under-net-|^ib-rdma-cm-mpa-'
-RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|memlock|timeouts|sendfile|zero|small|fortified|peer|close|calls|reuseport)'
+RELEASE_ONLY+='|^sockets-(iperf3|sockperf|http|plain|fork|socat-forking|rules|memlock|timeouts|sendfile|zero|small|fortified|peer|close|calls|reuseport|exit)'
 RELEASE_ONLY+='|^(ib-uverbs-killed-process-unpins-A|ib-nvme-over-fabrics|ib-uverbs-rping-64B|cm-slow-requests-block-nobody|verbs-reads-at-the-ird)$'
 # Fault injection (failslab, fail_page_alloc) is configured in the debug kernel only.
 DEBUG_ONLY='^fault-allocations-fail-in-the-module$'
@@ -1219,6 +1219,11 @@ sock_close() {
     echo "$out"
     return $rc
 }
+# sock_exit: a server answers (2,000 lines, then 1 MiB) and exits without closing, through the
+# C library's exit (sockets-exit.py): the client reads all of it, then EOF, as over TCP.
+sock_exit() {
+    PY_ENDS_UPGRADED=2 py_ends exit serve 1
+}
 # sock_close_held: the same, with A's receive work (all of it: rx_callback_max=0) holding the
 # socket lock 20 ms after each read (inject_receive_hold_us), so the server's last octets and
 # its close reach A while the lock is held and wait in TCP's backlog: the stream must still end
@@ -1464,6 +1469,7 @@ tests() {
     t sockets-reuseport-pair-stays-tcp sock_reuseport
     t sockets-close-right-after-writing sock_close
     t sockets-close-while-the-reader-holds-its-lock sock_close_held
+    t sockets-exit-without-close-ends-with-eof sock_exit
     t sockets-calls-as-tcp-or-a-clear-errno sock_semantics
     t sockets-peer-killed-mid-stream sock_peer_killed
     t sockets-peer-that-lies-is-cut-off sock_liar

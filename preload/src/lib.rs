@@ -6,6 +6,7 @@
 
 mod conn;
 mod epoll_sets;
+mod exit;
 mod flags;
 mod flusher;
 mod probe;
@@ -64,6 +65,28 @@ fn forget(fd: RawFd) -> Option<Arc<Conn>> {
         return None;
     }
     CONNS.write().unwrap_or_else(|e| e.into_inner()).remove(&fd)
+}
+
+/// Releases every connection this process holds, each in a thread of its own (a close waits,
+/// bounded, for its octets to reach the peer), and returns once all are done: at the program's
+/// exit ([`exit`]).
+fn release_all() {
+    if !tables_are_ours() || !ANY.load(Ordering::Relaxed) {
+        return;
+    }
+    let fds: Vec<RawFd> = CONNS.read().unwrap_or_else(|e| e.into_inner()).keys().copied().collect();
+    // The threads start with signals held, as the library's others: none runs a handler of the
+    // program's.
+    signals::held(|| {
+        std::thread::scope(|s| {
+            for fd in fds {
+                // A thread that cannot start: this one closes it.
+                if std::thread::Builder::new().spawn_scoped(s, move || release(fd)).is_err() {
+                    release(fd);
+                }
+            }
+        })
+    });
 }
 
 /// Forgets `fd`'s connection; the last reference to it in this process closes it, or leaves it
