@@ -243,24 +243,6 @@ void iwarp_shim_sock_put(struct socket *sock)
 	sockfd_put(sock);
 }
 
-/* Sends all @len bytes (blocking). Returns 0 or a negative errno. */
-int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len)
-{
-	while (len) {
-		struct kvec iov = { .iov_base = (void *)buf, .iov_len = len };
-		struct msghdr msg = { .msg_flags = MSG_NOSIGNAL };
-		int rc = kernel_sendmsg(sock, &msg, &iov, 1, len);
-
-		if (rc < 0)
-			return rc;
-		if (rc == 0)
-			return -EPIPE;
-		buf += rc;
-		len -= rc;
-	}
-	return 0;
-}
-
 /*
  * Sends as much of @len bytes as the send buffer takes now, without waiting. Returns the count,
  * -EAGAIN if it takes nothing (sk_write_space follows when it can), or another negative errno.

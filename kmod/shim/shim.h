@@ -48,7 +48,6 @@ struct socket *iwarp_shim_sock_accept(struct socket *listener, struct iwarp_endp
 void iwarp_shim_sock_put(struct socket *sock);
 void iwarp_shim_sock_shutdown(struct socket *sock, bool send_only);
 bool iwarp_shim_sock_established(struct socket *sock);
-int iwarp_shim_sock_send_all(struct socket *sock, const void *buf, size_t len);
 int iwarp_shim_sock_send_nowait(struct socket *sock, const void *buf, size_t len);
 int iwarp_shim_sock_recv_nowait(struct socket *sock, void *buf, size_t len);
 long iwarp_shim_sock_send_pages(struct socket *sock, struct bio_vec *bv, size_t n, const u32 *records, size_t nrec,

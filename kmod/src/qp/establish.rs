@@ -93,7 +93,8 @@ impl OnSettled for Waiter {
 }
 
 /// An initiator that cannot use the reply sends the TERM RFC 6581 asks for before the caller
-/// closes the socket; best effort, the connection fails either way.
+/// closes the socket; best effort (what the send buffer takes now), the connection fails
+/// either way.
 fn send_term(sock: &TcpSocket, h: &Handshake) {
     let Ok(mut fpdu) = KBox::new(Fpdu::default(), GFP_KERNEL_ACCOUNT) else { return };
     if !h.frame_term::<KernelCrc>(&mut fpdu) {
@@ -101,7 +102,7 @@ fn send_term(sock: &TcpSocket, h: &Handshake) {
     }
     let Ok(mut wire) = KVec::from_elem(0u8, fpdu.wire_len as usize, GFP_KERNEL_ACCOUNT) else { return };
     fpdu.write_to(&[][..] as &[u8], &mut wire);
-    let _ = sock.send_all(&wire);
+    let _ = sock.send_nowait(&wire);
 }
 
 /// An MPA exchange in progress, driven by its socket's callbacks and by a timer for its
@@ -283,12 +284,16 @@ pub(crate) fn advance(sock: &TcpSocket, h: &mut Handshake) -> Result<bool> {
     }
 }
 
-/// Sends what `h` hands out now, waiting for room (a reject frame, from the caller of REJECT,
-/// then the exchange is done).
+/// Sends what `h` hands out now (a reject frame, then the exchange is done) without waiting:
+/// `iw_reject` runs in iw_cm's workqueue, where nothing may wait for the network. A reject is a
+/// few hundred octets into a send buffer nothing has used yet; EAGAIN if even that does not
+/// fit, and the connection closes without it.
 pub(crate) fn send_out(sock: &TcpSocket, h: &mut Handshake) -> Result {
     while h.step() == Step::Send {
-        sock.send_all(h.transmit())?;
-        h.sent(h.transmit().len());
+        match sock.send_nowait(h.transmit())? {
+            0 => return Err(EAGAIN),
+            n => h.sent(n),
+        }
     }
     Ok(())
 }

@@ -134,12 +134,6 @@ impl TcpSocket {
         Ok((TcpSocket { sock: made(raw)?, watch }, Endpoint::from(&peer)))
     }
 
-    /// Sends all of `buf`, blocking.
-    pub(crate) fn send_all(&self, buf: &[u8]) -> Result {
-        // SAFETY: the socket reference is live; `buf` is valid for reads of its length.
-        to_result(unsafe { ffi::iwarp_shim_sock_send_all(self.sock.as_ptr(), buf.as_ptr().cast(), buf.len()) })
-    }
-
     /// Queues as much of `frags`, in order, as the send buffer takes now, by reference (TCP
     /// takes its own page references and copies nothing); when it cannot take all, the hook's
     /// transmit work runs once it can take more. The fragments are records of `records[i]`
