@@ -974,9 +974,11 @@ ib_rdma_cm_mpa() {
     vm_run A "$undo" || rc=1
     return $rc
 }
-# The same toward siw: ib-nvme-host-on-siw left A's iw0 without markers. A guest has siw
-# only while it has no device of ours (siw_excluded).
+# The same toward siw, markers off on A's iw0 (siw refuses them; set here, not left to
+# ib-nvme-host-on-siw, so that the test runs alone too). A guest has siw only while it has no
+# device of ours (siw_excluded).
 ib_rdma_cm_to_siw() {
+    vm_run A "echo 0 >/sys/class/infiniband/iw0/mpa_markers" || return 1
     rdma_cm_between iw0 siw0 "modprobe siw && $(rdma_link siw0 siw)" "rmmod siw"
 }
 # The same between siw and us (markers off on our side, the link's mpa_markers: siw has none),
