@@ -1185,13 +1185,13 @@ sock_semantics() {
 # after the lie, then ends.
 sock_liar() {
     local out rc=0 case
-    vm_serve B liar "$PORT" "$(socks) timeout 200 python3 $here/scripts/sockets-liar.py $PORT 4" || return 1
-    for case in past-the-ring unknown-kind after-the-end credits; do
+    vm_serve B liar "$PORT" "$(socks) timeout 200 python3 $here/scripts/sockets-liar.py $PORT 5" || return 1
+    for case in past-the-ring unknown-kind after-the-end credits data-with-credits; do
         vm_run A "timeout 60 $check sockets-liar $B $PORT $case" 90 || rc=1
     done
     out=$(vm_served B liar 120) || rc=1
     echo "$out"
-    upgraded 4 "$out" || rc=1
+    upgraded 5 "$out" || rc=1
     return $rc
 }
 # sock_dup_listener: a server accepts twice on the last of three duplicates of its listener,

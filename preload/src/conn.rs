@@ -233,8 +233,13 @@ impl Stream {
     /// came after its end; nor hand back more receives than we posted, or free more of its
     /// ring than we wrote.
     fn take_imm(&mut self, imm: Imm) -> bool {
-        self.credits += imm.recvs;
-        self.peer_freed += u64::from(imm.freed);
+        // The credits first, taken only with the rest: a message whose credits lie must not
+        // place its data or end the stream before it is found out.
+        let credits = self.credits + imm.recvs;
+        let peer_freed = self.peer_freed + u64::from(imm.freed);
+        if credits > RECVS || peer_freed > self.tx_head {
+            return false;
+        }
         let well_formed = match imm.kind {
             Kind::Data => self.placed(imm.len as usize),
             Kind::End => {
@@ -243,7 +248,10 @@ impl Stream {
             }
             Kind::Credit => true,
         };
-        well_formed && self.peer_freed <= self.tx_head && self.credits <= RECVS
+        if well_formed {
+            (self.credits, self.peer_freed) = (credits, peer_freed);
+        }
+        well_formed
     }
 
     /// The peer's Write of `len` octets is in our ring, at the head: whether that fits what it
@@ -1317,5 +1325,11 @@ mod tests {
         wrote.tx_head = 50;
         assert!(wrote.take_imm(Imm { kind: Kind::Credit, recvs: 0, freed: 50, len: 0 }));
         assert!(!wrote.take_imm(Imm { kind: Kind::Credit, recvs: 0, freed: 1, len: 0 }));
+        // Data or an end whose credits lie places nothing and ends nothing.
+        let mut lied = Stream::new();
+        assert!(!lied.take_imm(Imm { kind: Kind::Data, recvs: 2, freed: 0, len: 100 }));
+        assert_eq!((lied.rx_head, lied.credits), (0, RECVS - 1));
+        assert!(!lied.take_imm(Imm { kind: Kind::End, recvs: 0, freed: 1, len: 0 }));
+        assert!(!lied.eof);
     }
 }

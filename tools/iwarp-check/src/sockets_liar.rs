@@ -7,7 +7,8 @@
 //!
 //! CASE: `past-the-ring` (a Write said to place more than the ring holds), `unknown-kind` (a
 //! message of a kind nobody's), `after-the-end` (data after the end of the stream), `credits`
-//! (receives handed back that the server never gave).
+//! (receives handed back that the server never gave), `data-with-credits` (a Write that fits,
+//! whose message hands back such receives).
 
 use super::{ensure, open, Check};
 use crate::verbs::{done, region};
@@ -129,6 +130,7 @@ pub(crate) fn lie(host: &str, port: &str, case: &str) -> Check {
         "unknown-kind" => send(LATER, FIRST.len(), 3 << 60 | LATER as u64)?,
         "after-the-end" => send(0, 0, Imm { kind: Kind::End, recvs: 0, freed: 0, len: 0 }.encode())?,
         "credits" => send(0, 0, Imm { kind: Kind::Credit, recvs: Imm::MAX_RECVS, freed: 0, len: 0 }.encode())?,
+        "data-with-credits" => send(LATER, FIRST.len(), Imm { kind: Kind::Data, recvs: Imm::MAX_RECVS, freed: 0, len: LATER as u32 }.encode())?,
         _ => return Err(format!("no case {case}")),
     }
     // Honest on its own: what a server that went on reading after the lie would hand on.
