@@ -17,9 +17,8 @@ extern "C" fn at_load() {
 }
 
 extern "C" fn at_exit() {
-    // The C library flushes its streams only after every exit handler; those on upgraded
-    // sockets (`fdopen`) write through this library, which is about to close them.
-    // SAFETY: fflush(NULL) flushes every output stream of the process.
-    unsafe { libc::fflush(std::ptr::null_mut()) };
-    crate::release_all();
+    if crate::holds_connections() {
+        crate::stdio::flush_streams();
+        crate::release_all();
+    }
 }

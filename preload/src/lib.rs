@@ -27,6 +27,7 @@ use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 /// Upgraded descriptors (a `dup` shares its original's connection).
 static CONNS: RwLock<BTreeMap<RawFd, Arc<Conn>>> = RwLock::new(BTreeMap::new());
@@ -67,26 +68,65 @@ fn forget(fd: RawFd) -> Option<Arc<Conn>> {
     CONNS.write().unwrap_or_else(|e| e.into_inner()).remove(&fd)
 }
 
-/// Releases every connection this process holds, each in a thread of its own (a close waits,
-/// bounded, for its octets to reach the peer), and returns once all are done: at the program's
-/// exit ([`exit`]).
+/// Whether this process holds upgraded connections of its own.
+fn holds_connections() -> bool {
+    ANY.load(Ordering::Relaxed) && tables_are_ours()
+}
+
+/// How long the program's exit waits for its connections to close, at most: as long as one
+/// close may take (a peer reading nothing holds it to its bounds).
+const EXIT_WAIT: Duration = Duration::from_secs(16);
+
+/// Closes every connection this process holds, each in a thread of its own, as its last close
+/// would, waiting for them at most [`EXIT_WAIT`] (then the kernel ends what is left, abruptly):
+/// at the program's exit ([`exit`]). Nothing here waits for a lock another thread may hold for
+/// ever (a signal handler may have called `exit` in the middle of a call of the library's).
 fn release_all() {
-    if !tables_are_ours() || !ANY.load(Ordering::Relaxed) {
-        return;
+    let Ok(mut table) = CONNS.try_write() else { return };
+    let mut conns: Vec<Arc<Conn>> = Vec::new();
+    for (_, c) in std::mem::take(&mut *table) {
+        if !conns.iter().any(|k| Arc::ptr_eq(k, &c)) {
+            conns.push(c);
+        }
     }
-    let fds: Vec<RawFd> = CONNS.read().unwrap_or_else(|e| e.into_inner()).keys().copied().collect();
-    // The threads start with signals held, as the library's others: none runs a handler of the
-    // program's.
-    signals::held(|| {
-        std::thread::scope(|s| {
-            for fd in fds {
-                // A thread that cannot start: this one closes it.
-                if std::thread::Builder::new().spawn_scoped(s, move || release(fd)).is_err() {
-                    release(fd);
-                }
-            }
-        })
-    });
+    drop(table);
+    let (done, finished) = std::sync::mpsc::channel();
+    let mut started = 0;
+    for c in conns {
+        let done = done.clone();
+        // Each thread starts with signals held: none runs a handler of the program's.
+        let spawned = signals::held(|| {
+            std::thread::Builder::new().name("iwarp-exit".into()).spawn(move || {
+                close_last(c);
+                let _ = done.send(());
+            })
+        });
+        match spawned {
+            Ok(_) => started += 1,
+            // No thread: the kernel ends it (waiting for it here would add its close to the
+            // others').
+            Err(_) => continue,
+        }
+    }
+    let until = Instant::now() + EXIT_WAIT;
+    for _ in 0..started {
+        if finished.recv_timeout(until.saturating_duration_since(Instant::now())).is_err() {
+            return;
+        }
+    }
+}
+
+/// Drops `c` once it is the last reference to its connection in this process, so that its
+/// close runs in this thread: another (the flusher, looking at it a moment) would be ended by
+/// the exit in the middle of it. Gives up after a second (a thread blocked in a call on it).
+fn close_last(mut c: Arc<Conn>) {
+    for _ in 0..1000 {
+        match Arc::try_unwrap(c) {
+            Ok(conn) => return drop(conn),
+            Err(shared) => c = shared,
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Forgets `fd`'s connection; the last reference to it in this process closes it, or leaves it

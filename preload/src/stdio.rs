@@ -6,6 +6,7 @@
 
 use crate::real::real;
 use libc::{c_char, c_int, c_void, size_t, ssize_t, FILE};
+use std::sync::Mutex;
 
 /// glibc's `cookie_io_functions_t`.
 #[repr(C)]
@@ -18,11 +19,43 @@ struct CookieIo {
 
 extern "C" {
     fn fopencookie(cookie: *mut c_void, mode: *const c_char, io: CookieIo) -> *mut FILE;
+    fn ftrylockfile(stream: *mut FILE) -> c_int;
+    fn funlockfile(stream: *mut FILE);
 }
+
+/// A stream's cookie: its descriptor, and the stream (set once made).
+struct Cookie {
+    fd: c_int,
+    stream: *mut FILE,
+}
+
+/// The streams made here and not closed yet, by their cookies (as addresses): flushed at the
+/// program's exit ([`flush_streams`]). A stream's close takes it off under its own lock.
+static STREAMS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 /// The descriptor a stream's cookie carries.
 fn fd_of(cookie: *mut c_void) -> c_int {
-    cookie as usize as c_int
+    // SAFETY: every cookie is a live `Cookie` until the stream's close frees it.
+    unsafe { (*cookie.cast::<Cookie>()).fd }
+}
+
+/// Flushes the streams made here, at the program's exit: the C library flushes its streams
+/// only after every exit handler, and these write through this library, whose exit handler
+/// closes their connections. A stream another thread holds locked (a read blocked in it, or
+/// its close under way) is left alone: waiting for it could wait for ever.
+pub(crate) fn flush_streams() {
+    let Ok(streams) = STREAMS.try_lock() else { return };
+    for &cookie in streams.iter() {
+        // SAFETY: a listed cookie is live (its close takes it off first, under this lock), and
+        // so is its stream; flushed only while this thread holds the stream's lock.
+        unsafe {
+            let f = (*(cookie as *const Cookie)).stream;
+            if !f.is_null() && ftrylockfile(f) == 0 {
+                libc::fflush(f);
+                funlockfile(f);
+            }
+        }
+    }
 }
 
 unsafe extern "C" fn read(cookie: *mut c_void, buf: *mut c_char, n: size_t) -> ssize_t {
@@ -45,8 +78,13 @@ unsafe extern "C" fn write(cookie: *mut c_void, buf: *const c_char, n: size_t) -
 }
 
 unsafe extern "C" fn close(cookie: *mut c_void) -> c_int {
+    let fd = fd_of(cookie);
+    STREAMS.lock().unwrap_or_else(|e| e.into_inner()).retain(|&c| c != cookie as usize);
+    // SAFETY: made by Box::into_raw in `fdopen`, off the list now, freed once (stdio calls
+    // close once).
+    drop(unsafe { Box::from_raw(cookie.cast::<Cookie>()) });
     // SAFETY: the stream's descriptor, which fclose closes, as the C library's fdopen does.
-    unsafe { crate::close(fd_of(cookie)) }
+    unsafe { crate::close(fd) }
 }
 
 /// # Safety
@@ -58,6 +96,18 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
         return unsafe { real!(fdopen: unsafe extern "C" fn(c_int, *const c_char) -> *mut FILE)(fd, mode) };
     }
     let io = CookieIo { read: Some(read), write: Some(write), seek: None, close: Some(close) };
-    // SAFETY: the cookie is the descriptor's number; `mode` is the caller's string.
-    unsafe { fopencookie(fd as usize as *mut c_void, mode, io) }
+    let cookie = Box::into_raw(Box::new(Cookie { fd, stream: std::ptr::null_mut() }));
+    // Made under the list's lock, so that nothing flushes it half made.
+    let mut streams = STREAMS.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: the cookie lives until the stream's close; `mode` is the caller's string.
+    let f = unsafe { fopencookie(cookie.cast(), mode, io) };
+    if f.is_null() {
+        // SAFETY: made above, never handed out.
+        drop(unsafe { Box::from_raw(cookie) });
+        return f;
+    }
+    // SAFETY: the cookie is live; nothing reads `stream` without the list's lock.
+    unsafe { (*cookie).stream = f };
+    streams.push(cookie as usize);
+    f
 }
