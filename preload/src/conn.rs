@@ -1141,20 +1141,8 @@ impl<'a> Deadline<'a> {
         let conn = self.conn;
         let opt = self.opt;
         let at = *self.at.get_or_insert_with(|| {
-            let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
-            let mut len = std::mem::size_of::<libc::timeval>() as libc::socklen_t;
-            // SAFETY: a timeval and its length, both live, for the C library's getsockopt.
-            let rc = unsafe {
-                real!(getsockopt: unsafe extern "C" fn(c_int, c_int, c_int, *mut c_void, *mut libc::socklen_t) -> c_int)(
-                    conn.shadow.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&raw mut tv).cast(),
-                    &mut len,
-                )
-            };
-            let wait = Duration::new(tv.tv_sec.max(0) as u64, tv.tv_usec.max(0) as u32 * 1000);
-            (rc == 0 && !wait.is_zero()).then(|| Instant::now() + wait)
+            let wait = crate::time_option(conn.shadow.as_raw_fd(), opt).filter(|w| !w.is_zero())?;
+            Some(Instant::now() + wait)
         });
         at.is_some_and(|at| Instant::now() >= at)
     }

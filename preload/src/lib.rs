@@ -302,6 +302,82 @@ fn upgrade(fd: RawFd, role: Role, nonblocking: bool) -> bool {
     }
 }
 
+/// How long an upgrading connect holds signals back for TCP's connection at most.
+const CONNECT_HELD: Duration = Duration::from_secs(1);
+
+/// `fd`'s socket option `name` that is a time (SO_SNDTIMEO, SO_RCVTIMEO), as the C library's
+/// getsockopt reads it (zero: none), or None if it cannot be read.
+pub(crate) fn time_option(fd: RawFd, name: c_int) -> Option<Duration> {
+    let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+    let mut len = std::mem::size_of::<libc::timeval>() as socklen_t;
+    // SAFETY: a timeval and its length, both live.
+    let rc = unsafe {
+        real!(getsockopt: unsafe extern "C" fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(
+            fd,
+            libc::SOL_SOCKET,
+            name,
+            (&raw mut tv).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then(|| Duration::new(tv.tv_sec.max(0) as u64, tv.tv_usec.max(0) as u32 * 1000))
+}
+
+/// Sets `fd`'s socket option `name` that is a time to `d`; whether it took.
+fn set_time_option(fd: RawFd, name: c_int, d: Duration) -> bool {
+    let tv = libc::timeval { tv_sec: d.as_secs() as libc::time_t, tv_usec: d.subsec_micros() as libc::suseconds_t };
+    // SAFETY: a timeval and its length, both live.
+    unsafe {
+        real!(setsockopt: unsafe extern "C" fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int)(
+            fd,
+            libc::SOL_SOCKET,
+            name,
+            (&raw const tv).cast(),
+            std::mem::size_of::<libc::timeval>() as socklen_t,
+        ) == 0
+    }
+}
+
+/// Runs `f` (a connect) with `fd`'s SO_SNDTIMEO, which bounds a blocking connect, set to `limit`,
+/// then puts the program's back; errno stays `f`'s.
+fn with_send_timeout(fd: RawFd, limit: Duration, f: impl FnOnce() -> c_int) -> c_int {
+    let old = time_option(fd, libc::SO_SNDTIMEO).filter(|_| set_time_option(fd, libc::SO_SNDTIMEO, limit));
+    let rc = f();
+    if let Some(old) = old {
+        let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        set_time_option(fd, libc::SO_SNDTIMEO, old);
+        set_errno(e);
+    }
+    rc
+}
+
+/// The rest of a blocking connect that stays plain TCP (its upgrade's wait ran out): waits for
+/// TCP as the program's connect would, within its SO_SNDTIMEO (EINPROGRESS after it), and ends
+/// with EINTR on a signal (the connection goes on, as an interrupted connect's does).
+fn connected_plain(fd: RawFd) -> c_int {
+    let limit = match time_option(fd, libc::SO_SNDTIMEO) {
+        Some(d) if !d.is_zero() => c_int::try_from(d.as_millis()).unwrap_or(c_int::MAX),
+        _ => -1,
+    };
+    let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+    // SAFETY: one live pollfd; the C library's poll (the program's socket is plain here).
+    let n = unsafe { real!(poll: unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int)(&mut p, 1, limit) };
+    match n {
+        n if n < 0 => -1,
+        0 => {
+            set_errno(libc::EINPROGRESS);
+            -1
+        }
+        _ => match socket_option(fd, libc::SO_ERROR) {
+            Some(0) => 0,
+            e => {
+                set_errno(e.unwrap_or(libc::EIO));
+                -1
+            }
+        },
+    }
+}
+
 /// # Safety
 /// As connect(2).
 #[no_mangle]
@@ -332,10 +408,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
             }
         }
     };
-    // The question (at most 150 ms) and, once the server said yes, the connection (made at once
-    // or refused: the server just answered) with signals held back: a signal would use up the
-    // question's tries, or end connect with EINTR while TCP goes on connecting, and a caller
-    // that waits for that (Python does) never calls connect again to be upgraded.
+    // The question (at most 150 ms) with signals held back: a signal would use up its tries.
     if !conn::module_present() || !signals::held(|| probe::ask(to, from)) {
         // SAFETY: as above.
         return unsafe { real(fd, addr, len) };
@@ -345,12 +418,22 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     if nonblocking {
         fcntl_real(fd, libc::F_SETFL, (flags & !libc::O_NONBLOCK) as libc::c_ulong);
     }
+    // The connection, once the server said yes, with signals held back too (a signal would end
+    // connect with EINTR while TCP goes on connecting, and a caller that waits for that, as
+    // Python does, never calls connect again to be upgraded), but for [`CONNECT_HELD`] at most:
+    // a server that answered may still not take the connection at once (a full backlog, a
+    // lost SYN). Then it goes on as plain TCP: the server upgrades only a client that sends an
+    // MPA request.
     // SAFETY: as above.
-    let rc = signals::held(|| unsafe { real(fd, addr, len) });
+    let rc = signals::held(|| with_send_timeout(fd, CONNECT_HELD, || unsafe { real(fd, addr, len) }));
     if rc != 0 {
+        let e = io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
         if nonblocking {
             fcntl_real(fd, libc::F_SETFL, flags as libc::c_ulong);
+        } else if e == libc::EINPROGRESS {
+            return connected_plain(fd);
         }
+        set_errno(e);
         return rc;
     }
     let watchers = epoll_sets::Watchers::take(fd);
