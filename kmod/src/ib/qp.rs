@@ -365,8 +365,18 @@ impl KernelQp {
             p.handing = true;
         }
         loop {
-            self.hand_over_now();
+            let spent = self.hand_over_now();
             let mut p = self.posted.lock();
+            if spent {
+                // The budget is spent: the work item goes on from here, whatever another
+                // caller asked meanwhile (which would keep this one going round for ever).
+                (p.handing, p.again) = (false, false);
+                if !p.closed {
+                    // SAFETY: as in `post_send`; `end` settles this work before the QP goes.
+                    unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, 0) };
+                }
+                return;
+            }
             if !core::mem::take(&mut p.again) {
                 p.handing = false;
                 return;
@@ -382,21 +392,22 @@ impl KernelQp {
     /// later). One the engine refuses (a region
     /// that does not allow it) completes in error, and the QP ends, as an RNIC's does.
     ///
-    /// At most [`HAND_OVER_BUDGET`] requests per call; the work item goes on from there. A
-    /// user's send ring is memory its owner may refill as fast as this drains it (and an ended
-    /// QP flushes each request at once), so one call must not run for ever.
-    fn hand_over_now(&self) {
+    /// At most [`HAND_OVER_BUDGET`] requests per call; then it returns true, and the work item
+    /// is to go on from there. A user's send ring is memory its owner may refill as fast as this
+    /// drains it (and an ended QP flushes each request at once), so one call must not run for
+    /// ever.
+    fn hand_over_now(&self) -> bool {
         self.flush_held_recvs();
         for _ in 0..HAND_OVER_BUDGET {
             let (wr, freed) = {
                 let mut posted = self.posted.lock();
                 if posted.closed {
-                    return;
+                    return false;
                 }
                 posted.take_from_ring(self.sq_sig_all, self.max_sge, self.max_inline);
                 (posted.wrs.get(0).copied().flatten(), posted.freed)
             };
-            let Some(Queued { mut wr, fence, refused }) = wr else { return };
+            let Some(Queued { mut wr, fence, refused }) = wr else { return false };
             if let Some(op) = refused {
                 self.posted.lock().wrs.pop();
                 self.refused_at_turn(&self.send_cq, wr.wr_id, op, EINVAL);
@@ -432,18 +443,14 @@ impl KernelQp {
                     // SAFETY: as in `post_send`; `end` settles this work before the QP goes.
                     unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, later_ms) };
                 }
-                return;
+                return false;
             }
             self.posted.lock().wrs.pop();
             if let Err(e) = posted {
                 self.refused_at_turn(&self.send_cq, wr.wr_id, op, e);
             }
         }
-        let p = self.posted.lock();
-        if !p.closed {
-            // SAFETY: as in `post_send`; `end` settles this work before the QP goes.
-            unsafe { ffi::iwarp_shim_ib_qp_kick(self.conn.ibqp as *mut ffi::ib_qp, 0) };
-        }
+        true
     }
 
     /// The engine refused a request at its turn (`e`): it completes in error and the QP ends,
