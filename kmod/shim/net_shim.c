@@ -96,28 +96,36 @@ static struct socket *with_file(struct socket *sock)
 /*
  * Starts connecting a new kernel TCP socket, in the caller's network namespace, to @to (IPv4
  * or IPv6), without waiting (iwarp_shim_sock_connected() says how it goes); from @from if not
- * NULL (port 0: any). The socket gets a file, so iwarp_shim_sock_put() releases it like an
- * adopted one. Returns it, or an ERR_PTR.
+ * NULL and of @to's family (port 0: any). The socket gets a file, so iwarp_shim_sock_put()
+ * releases it like an adopted one. Returns it, or an ERR_PTR.
  */
 struct socket *iwarp_shim_sock_connect(const struct iwarp_endpoint *to, const struct iwarp_endpoint *from)
 {
 	struct sockaddr_storage ss, fs;
 	int len = iwarp_sockaddr_from(&ss, to);
-	int from_len = from ? iwarp_sockaddr_from(&fs, from) : 0;
+	int from_len = from && from->family == to->family ? iwarp_sockaddr_from(&fs, from) : 0;
 	struct socket *sock;
 	int rc;
 
-	if (!len || (from && from_len != len))
+	if (!len)
 		return ERR_PTR(-EAFNOSUPPORT);
 	rc = sock_create_kern(current->nsproxy->net_ns, to->family, SOCK_STREAM, IPPROTO_TCP, &sock);
 	if (rc)
 		return ERR_PTR(rc);
 	/* A kernel socket holds no reference on its namespace: the caller's may go first. */
 	sk_net_refcnt_upgrade(sock->sk);
-	if (from) {
+	if (from_len) {
 		/* As siw: the port may have been a closed connection's a moment ago. */
 		sock_set_reuseaddr(sock->sk);
 		rc = kernel_bind(sock, (struct sockaddr_unsized *)&fs, from_len);
+		if (rc == -EADDRINUSE) {
+			/* rdma_cm's port is its own, not TCP's: a socket of TCP's may hold it. */
+			struct iwarp_endpoint any_port = *from;
+
+			any_port.port = 0;
+			iwarp_sockaddr_from(&fs, &any_port);
+			rc = kernel_bind(sock, (struct sockaddr_unsized *)&fs, from_len);
+		}
 		if (rc) {
 			sock_release(sock);
 			return ERR_PTR(rc);

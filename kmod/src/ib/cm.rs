@@ -406,7 +406,7 @@ fn copy(b: &[u8]) -> Result<KVec<u8>> {
 /// `iw_connect`: starts the MPA exchange toward the `cm_id`'s remote address for QP `p.qpn`
 /// and returns; CONNECT_REPLY follows. The connection leaves from the `cm_id`'s local address
 /// and port, as siw's does: rdma_cm bound them (the device's address, a port it reports to
-/// both ends).
+/// both ends; rdma_cm's port space is not TCP's, so if a socket holds that port, another).
 pub(super) fn connect(dev: &IbDevice, id: *mut ffi::iw_cm_id, p: &ffi::iwarp_iw_param) -> Result {
     let conn = dev.qp(p.qpn).ok_or(EINVAL)?;
     let (local, private) = (local(dev, p)?, private_data(p)?);

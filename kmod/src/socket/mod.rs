@@ -92,8 +92,8 @@ impl TcpSocket {
     }
 
     /// A new kernel TCP socket connecting to `to` (IPv4 or IPv6; EAFNOSUPPORT otherwise), from
-    /// `from` if given (of the same family; port 0: any): [`TcpSocket::connected`] says when it
-    /// is.
+    /// `from` if given and of `to`'s family (port 0, or a port another socket holds: any):
+    /// [`TcpSocket::connected`] says when it is.
     pub(crate) fn connect(to: &Endpoint, from: Option<&Endpoint>) -> Result<TcpSocket> {
         let to = ffi::iwarp_endpoint::from(*to);
         let from = from.map(|f| ffi::iwarp_endpoint::from(*f));
