@@ -21,6 +21,7 @@ use conn::Conn;
 use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t, timespec};
 use libiwarp::Role;
 use real::real;
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
@@ -73,6 +74,17 @@ fn holds_connections() -> bool {
     ANY.load(Ordering::Relaxed) && tables_are_ours()
 }
 
+/// Each connection once, however many descriptors name it (`dup`).
+fn distinct<C: Borrow<Arc<Conn>>>(all: impl IntoIterator<Item = C>) -> Vec<C> {
+    let mut once: Vec<C> = Vec::new();
+    for c in all {
+        if !once.iter().any(|k| Arc::ptr_eq(k.borrow(), c.borrow())) {
+            once.push(c);
+        }
+    }
+    once
+}
+
 /// How long the program's exit waits for its connections to close, at most: as long as one
 /// close may take (a peer reading nothing holds it to its bounds).
 const EXIT_WAIT: Duration = Duration::from_secs(16);
@@ -83,12 +95,7 @@ const EXIT_WAIT: Duration = Duration::from_secs(16);
 /// ever (a signal handler may have called `exit` in the middle of a call of the library's).
 fn release_all() {
     let Ok(mut table) = CONNS.try_write() else { return };
-    let mut conns: Vec<Arc<Conn>> = Vec::new();
-    for (_, c) in std::mem::take(&mut *table) {
-        if !conns.iter().any(|k| Arc::ptr_eq(k, &c)) {
-            conns.push(c);
-        }
-    }
+    let conns = distinct(std::mem::take(&mut *table).into_values());
     drop(table);
     let (done, finished) = std::sync::mpsc::channel();
     let mut started = 0;
@@ -1007,12 +1014,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     }
     let watching = readiness::hold();
     let table = CONNS.read().unwrap_or_else(|e| e.into_inner());
-    let mut conns: Vec<&Arc<Conn>> = Vec::new();
-    for c in table.values() {
-        if !conns.iter().any(|k| Arc::ptr_eq(k, c)) {
-            conns.push(c);
-        }
-    }
+    let conns = distinct(table.values());
     let mut flushing = flusher::hold();
     // SAFETY: as above; the locks held are released on both sides of it below.
     let pid = unsafe { real() };
