@@ -1401,6 +1401,11 @@ tests() {
     t verbs-reads-at-the-ird vm_pair B "$check ird-serve $PORT" A "$check ird-read $B $PORT"
     # One Read Request beyond the IRD: a Terminate, after whole responses in order.
     t verbs-reads-beyond-the-ird vm_pair B "$check ird-overflow-serve $PORT" A "$check ird-overflow $B $PORT"
+    # A Read answered short (its last segment before the Read's length): our Terminate, the
+    # Read completed in error, nothing placed past what came.
+    for c in empty half; do
+        t verbs-read-answered-short-$c vm_pair B "$check short-response-serve $PORT $c" A "$check short-response $B $PORT $c"
+    done
     # RFC 7306: Fetch-and-Adds from two QPs on one counter, a Compare-and-Swap lock, Write with
     # Immediate and Immediate Data; a peer that declines the extensions is never sent them.
     t verbs-rfc7306-atomics-and-immediate-data vm_pair B "$check ext-serve $PORT" A "$check ext-drive $B $PORT"

@@ -68,6 +68,10 @@ pub(crate) struct Queues {
     next_recv_msn: u32,
     pub(super) rq: Fifo<PostedRecv>,
     pub(super) reads: Fifo<PendingRead>,
+    /// Octets of the oldest Read's response placed in order so far: each segment must continue
+    /// where the last ended, and the last must end the Read (as siw checks), so that a peer
+    /// cannot complete a Read whose buffer it never filled.
+    read_placed: u64,
     /// Our Atomic Requests outstanding, in order (they count against the Read queue's depth).
     pub(super) atomics: Fifo<PendingAtomic>,
     /// Both sides agreed to the RFC 7306 extensions.
@@ -113,6 +117,7 @@ impl RxSide {
             next_recv_msn: 1,
             rq,
             reads,
+            read_placed: 0,
             atomics,
             extensions: false,
             unacked,
@@ -278,10 +283,17 @@ impl Sink for Placer<'_> {
                     return Err(Cause::DdpInvalidStag);
                 }
                 let inside = to.checked_sub(s.addr).and_then(|at| at.checked_add(u64::from(len))).is_some_and(|end| end <= u64::from(s.length));
-                if !inside {
+                // In order (a segment placed early is checked again in its turn), each segment
+                // continues the response.
+                if !inside || !self.early && to.checked_sub(s.addr) != Some(self.q.read_placed) {
                     return Err(Cause::DdpBaseBounds);
                 }
-                self.mrs.check(stag, to, u64::from(len), access::LOCAL_WRITE).map_err(|_| Cause::RdmapCatastrophic)
+                self.mrs.check(stag, to, u64::from(len), access::LOCAL_WRITE).map_err(|_| Cause::RdmapCatastrophic)?;
+                if !self.early {
+                    // At most the Read's length (checked above).
+                    self.q.read_placed = self.q.read_placed.saturating_add(u64::from(len));
+                }
+                Ok(())
             }
             Target::Untagged { msn, mo } => {
                 self.fill(msn);
@@ -342,6 +354,13 @@ impl Sink for Placer<'_> {
                 self.complete_acked_before_answer();
                 if let Some(r) = self.q.reads.pop() {
                     self.qp.send_cq.room_freed();
+                    let whole = core::mem::take(&mut self.q.read_placed) == u64::from(r.sink.length);
+                    if !whole {
+                        // The last segment came before the response filled the buffer.
+                        self.q.fatal.set(Terminate::new(Cause::DdpBaseBounds));
+                        self.complete(true, self.qp.completion(r.wr_id, Status::Fatal, CompletionOp::RdmaRead, 0));
+                        return;
+                    }
                     // A Read with Invalidate whose STag went meanwhile (a peer's Send with
                     // Invalidate) completes in error, and reports it even unsignaled.
                     let invalidated = r.invalidate == 0 || self.mrs.invalidate(r.invalidate).is_ok();

@@ -34,9 +34,9 @@ pub(crate) const SOURCE: usize = 1 << 20;
 const SINK: u32 = 0x5151_5100;
 
 /// Where responses land: one slot of [`SIZE`] per outstanding Read.
-struct Slots {
+pub(crate) struct Slots {
     mem: Vec<u8>,
-    events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
 }
 
 impl Sink for Slots {
@@ -60,11 +60,11 @@ impl Sink for Slots {
 }
 
 /// A connected Reader: the connection, its framing and what arrived.
-struct Reader {
-    s: TcpStream,
-    t: Transmitter,
+pub(crate) struct Reader {
+    pub(crate) s: TcpStream,
+    pub(crate) t: Transmitter,
     rx: Receiver,
-    sink: Slots,
+    pub(crate) sink: Slots,
     /// The module's IRD (what MPA settled as our ORD).
     depth: usize,
     src: Remote,
@@ -75,7 +75,7 @@ struct Reader {
 impl Reader {
     /// Connects, settles MPA asking for as deep an ORD as it carries (we get the module's IRD),
     /// sends its first FPDU ([`crate::wire::hello`]) and waits for the module's go-ahead.
-    fn connect(host: &str, port: &str) -> Result<Reader, String> {
+    pub(crate) fn connect(host: &str, port: &str) -> Result<Reader, String> {
         let mut s = dial(host, port)?;
         s.set_nodelay(true).map_err(|e| e.to_string())?;
         s.set_read_timeout(Some(Duration::from_secs(120))).map_err(|e| e.to_string())?;
@@ -105,7 +105,7 @@ impl Reader {
     }
 
     /// Reads and parses what the module sent next; false once it closed.
-    fn read_more(&mut self) -> Result<bool, String> {
+    pub(crate) fn read_more(&mut self) -> Result<bool, String> {
         let n = self.s.read(&mut self.chunk).map_err(|e| format!("read: {e}"))?;
         if n == 0 {
             return Ok(false);

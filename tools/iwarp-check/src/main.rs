@@ -74,6 +74,9 @@
 //!                    nothing for 3 s: every response must come whole and in order
 //!   ird-overflow-serve PORT / ird-overflow HOST PORT   one Read Request more than the IRD at
 //!                    once: responses before it whole and in order, then the module's Terminate
+//!   short-response-serve PORT CASE / short-response HOST PORT CASE   the peer answers the
+//!                    module's Read with a response that ends short (empty, half): the Read must
+//!                    complete in error, the QP end with our Terminate (src/short_response.rs)
 //!   interop-serve PORT SIZE OPTS END / interop-connect HOST PORT SIZE OPTS END   side A of the
 //!                    interop script with siw (tools/siw-peer/siw-peer.c, src/interop.rs): Sends
 //!                    from two SGEs and with Solicited Event, Writes and Reads both ways, Send
@@ -122,6 +125,7 @@ mod p2p;
 mod raw;
 mod rng;
 mod rping;
+mod short_response;
 mod sockets_liar;
 mod stags;
 mod verbs;
@@ -190,6 +194,8 @@ fn main() -> ExitCode {
         Some("ird-serve") if args.len() == 2 => verbs::ird_serve(&args[1]),
         Some("ird-overflow-serve") if args.len() == 2 => verbs::ird_overflow_serve(&args[1]),
         Some("ird-overflow") if args.len() == 3 => ird::overflow(&args[1], &args[2]),
+        Some("short-response-serve") if args.len() == 3 => verbs::short_response_serve(&args[1], &args[2]),
+        Some("short-response") if args.len() == 4 => short_response::answer(&args[1], &args[2], &args[3]),
         Some("mutate-serve") if args.len() == 4 => nums(2).map_err(String::from).and_then(|(n, seed)| mutate::serve(&args[1], n, seed)),
         Some("mutate") if args.len() == 5 => nums(3).map_err(String::from).and_then(|(n, seed)| mutate::peer(&args[1], &args[2], n, seed)),
         Some("ext-serve") if args.len() == 2 => extensions::serve(&args[1]),

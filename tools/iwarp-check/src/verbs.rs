@@ -629,6 +629,32 @@ pub(crate) fn ird_overflow_serve(port: &str) -> Check {
     })
 }
 
+/// `short-response-serve`: our Read of [`SHORT_READ`] octets, answered short by the peer
+/// (`crate::short_response`), must complete in error and end the QP with our Terminate, the
+/// sink past what the response carried (`half`: half of it) as it was.
+pub(crate) fn short_response_serve(port: &str, case: &str) -> Check {
+    let dev = open()?;
+    let (scq, rcq) = (dev.create_cq(16).map_err(|e| e.to_string())?, dev.create_cq(16).map_err(|e| e.to_string())?);
+    let pd = dev.alloc_pd().map_err(|e| e.to_string())?;
+    let mut b = buffers(&pd, SHORT_READ)?;
+    b.sink.as_mut_slice().fill(0x5a);
+    let s = connect(&pd, (&scq, &rcq), Via::Stream(listen(port)?), Role::Responder, "", b, 16, 2)?;
+    s.send(&[s.b.ctl.sge(0..16)], true)?;
+    let sge = [s.b.sink.sge(0..SHORT_READ)];
+    s.qp.post_send(&SendWr { wr_id: 9, op: SendOp::Read(s.peer_src), sge: &sge, signaled: true }).map_err(|e| format!("post Read: {e}"))?;
+    let mut wc = [WorkCompletion::EMPTY];
+    let n = scq.wait(&mut wc, SPIN, WAIT).map_err(|e| format!("wait for the Read: {e}"))?;
+    ensure(n == 1 && wc[0].wr_id == 9 && wc[0].status != WcStatus::Success, format!("B: the Read answered {case} completed in error ({:?})", &wc[..n]))?;
+    let st = wait_ended(&s.qp)?;
+    let want = QpState::Error { terminate: Some(Cause::DdpBaseBounds.code()), sent: true };
+    ensure(st == want, format!("B: the {case} Read Response ended the QP with our Terminate ({st:?})"))?;
+    let carried = if case == "half" { SHORT_READ / 2 } else { 0 };
+    ensure(s.b.sink.as_slice()[carried..].iter().all(|&x| x == 0x5a), format!("B: nothing placed past the {carried} octets the response carried"))
+}
+
+/// Octets of the Read `short-response-serve` makes.
+const SHORT_READ: usize = 64 << 10;
+
 /// Size of the region `read-race` Reads while its owner writes it.
 const RACED: usize = 1 << 20;
 /// Reads of [`RACED`] octets `read-race` makes, [`CROSS_READS`] at a time.
