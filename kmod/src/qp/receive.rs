@@ -389,7 +389,12 @@ impl Sink for Placer<'_> {
             }
             Event::AtomicRequest(r) => {
                 // Carried out now, in stream order (everything before it is placed); the
-                // response waits its turn behind the Reads asked before it.
+                // response waits its turn behind the Reads asked before it. One past the IRD
+                // we offered is refused before it changes anything.
+                if self.q.requests.len() >= self.q.requests.capacity() {
+                    self.q.fatal.set(Terminate::new(Cause::RdmapStreamCatastrophic));
+                    return;
+                }
                 match self.mrs.atomic(r.stag, r.to, access::REMOTE_ATOMIC, |v| r.apply(v)) {
                     Ok(original) => {
                         if self.q.requests.push(PeerRequest::Atomic(atomic::Response { id: r.id, original })).is_err() {
