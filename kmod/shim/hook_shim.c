@@ -82,6 +82,72 @@ static u32 iwarp_hook_key(__be16 lport, __be16 rport)
 	return (u32)ntohs(lport) << 16 | ntohs(rport);
 }
 
+/*
+ * The hook of @sk, if @sk is the connection it was installed on; caller holds sk_callback_lock.
+ * A hooked socket the application disconnects (connect(AF_UNSPEC)) and makes listen is a
+ * connection no more: its callbacks become TCP's at their next call (accept must be woken), and
+ * the connections it accepts inherit the callbacks but never the hook, which is published with
+ * SK_USER_DATA_NOCOPY.
+ */
+static struct iwarp_hook *iwarp_hook_of(const struct sock *sk)
+{
+	struct iwarp_hook *h = (struct iwarp_hook *)((uintptr_t)sk->sk_user_data & SK_USER_DATA_PTRMASK);
+
+	return h && h->sk == sk && READ_ONCE(sk->sk_state) != TCP_LISTEN ? h : NULL;
+}
+
+/* TCP's own callbacks, taken at load from a socket of the module's (none is exported). */
+static struct {
+	void (*data_ready)(struct sock *sk);
+	void (*state_change)(struct sock *sk);
+	void (*write_space)(struct sock *sk);
+} iwarp_tcp_default;
+
+int iwarp_shim_hook_init(void)
+{
+	struct socket *sock;
+	int err = sock_create_kern(&init_net, AF_INET, SOCK_STREAM, IPPROTO_TCP, &sock);
+
+	if (err)
+		return err;
+	iwarp_tcp_default.data_ready = sock->sk->sk_data_ready;
+	iwarp_tcp_default.state_change = sock->sk->sk_state_change;
+	iwarp_tcp_default.write_space = sock->sk->sk_write_space;
+	sock_release(sock);
+	return 0;
+}
+
+static void iwarp_hook_data_ready(struct sock *sk);
+static void iwarp_hook_data_wake(struct sock *sk);
+static void iwarp_hook_state_change(struct sock *sk);
+static void iwarp_hook_write_space(struct sock *sk);
+
+/* Whether @f is one of the hook's callbacks. */
+static bool iwarp_hook_ours(void (*f)(struct sock *sk))
+{
+	return f == iwarp_hook_data_ready || f == iwarp_hook_data_wake || f == iwarp_hook_state_change ||
+	       f == iwarp_hook_write_space;
+}
+
+/*
+ * A callback of the hook's ran on a socket it does not hook: one that inherited the callbacks
+ * (see iwarp_hook_of()), or one unhooked since the call began. Whichever of the hook's callbacks
+ * it still has become TCP's own, so that nothing of the module's stays on it. The caller then
+ * wakes as TCP would (never through the socket's current callback: a ULP installed over ours
+ * calls ours from its own).
+ */
+static void iwarp_hook_disown(struct sock *sk)
+{
+	write_lock_bh(&sk->sk_callback_lock);
+	if (iwarp_hook_ours(sk->sk_data_ready))
+		sk->sk_data_ready = iwarp_tcp_default.data_ready;
+	if (iwarp_hook_ours(sk->sk_state_change))
+		sk->sk_state_change = iwarp_tcp_default.state_change;
+	if (iwarp_hook_ours(sk->sk_write_space))
+		sk->sk_write_space = iwarp_tcp_default.write_space;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
 static void iwarp_hook_work(struct work_struct *work)
 {
 	struct iwarp_hook *h = container_of(work, struct iwarp_hook, work);
@@ -103,8 +169,8 @@ void iwarp_shim_sock_kick(struct socket *sock, bool tx)
 	struct iwarp_hook *h;
 
 	read_lock_bh(&sk->sk_callback_lock);
-	h = sk->sk_user_data;
-	if (h && h->sk == sk)
+	h = iwarp_hook_of(sk);
+	if (h)
 		queue_work(system_highpri_wq, tx ? &h->tx_work : &h->work);
 	read_unlock_bh(&sk->sk_callback_lock);
 }
@@ -117,23 +183,42 @@ u64 iwarp_shim_sock_doorbells(struct socket *sock)
 	u64 n = 0;
 
 	read_lock_bh(&sk->sk_callback_lock);
-	h = sk->sk_user_data;
-	if (h && h->sk == sk)
+	h = iwarp_hook_of(sk);
+	if (h)
 		n = atomic64_read(&h->doorbells);
 	read_unlock_bh(&sk->sk_callback_lock);
 	return n;
 }
 
-/* Runs in softirq context with the socket spinlock held: only queue the work. */
-static void iwarp_hook_wake(struct sock *sk)
+/*
+ * Runs in softirq context with the socket spinlock held: only queues the work. False if @sk is
+ * not hooked (the caller wakes as TCP would).
+ */
+static bool iwarp_hook_wake(struct sock *sk)
 {
 	struct iwarp_hook *h;
 
 	read_lock_bh(&sk->sk_callback_lock);
-	h = sk->sk_user_data;
+	h = iwarp_hook_of(sk);
 	if (h)
 		queue_work(system_highpri_wq, &h->work);
 	read_unlock_bh(&sk->sk_callback_lock);
+	if (!h)
+		iwarp_hook_disown(sk);
+	return h;
+}
+
+/* data_ready of a hook that receives in its work. */
+static void iwarp_hook_data_wake(struct sock *sk)
+{
+	if (!iwarp_hook_wake(sk))
+		iwarp_tcp_default.data_ready(sk);
+}
+
+static void iwarp_hook_state_change(struct sock *sk)
+{
+	if (!iwarp_hook_wake(sk))
+		iwarp_tcp_default.state_change(sk);
 }
 
 /*
@@ -147,7 +232,7 @@ static void iwarp_hook_data_ready(struct sock *sk)
 	struct iwarp_hook *h;
 
 	read_lock_bh(&sk->sk_callback_lock);
-	h = sk->sk_user_data;
+	h = iwarp_hook_of(sk);
 	if (h) {
 		unsigned int what = h->ready(h->owner);
 
@@ -157,6 +242,10 @@ static void iwarp_hook_data_ready(struct sock *sk)
 			queue_work(system_highpri_wq, &h->tx_work);
 	}
 	read_unlock_bh(&sk->sk_callback_lock);
+	if (!h) {
+		iwarp_hook_disown(sk);
+		iwarp_tcp_default.data_ready(sk);
+	}
 }
 
 /*
@@ -168,7 +257,7 @@ static void iwarp_hook_write_space(struct sock *sk)
 	struct iwarp_hook *h;
 
 	read_lock_bh(&sk->sk_callback_lock);
-	h = sk->sk_user_data;
+	h = iwarp_hook_of(sk);
 	if (h) {
 		unsigned int what;
 
@@ -186,11 +275,12 @@ static void iwarp_hook_write_space(struct sock *sk)
 			queue_work(system_highpri_wq, &h->tx_work);
 		if ((what & IWARP_SPACE_WATCH) && sk->sk_socket)
 			set_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
-	} else if (sk->sk_write_space != iwarp_hook_write_space) {
-		/* Unhooked since this call began: the restored callback still has to wake. */
-		sk->sk_write_space(sk);
 	}
 	read_unlock_bh(&sk->sk_callback_lock);
+	if (!h) {
+		iwarp_hook_disown(sk);
+		iwarp_tcp_default.write_space(sk);
+	}
 }
 
 /*
@@ -323,9 +413,9 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 	h->old_data_ready = sk->sk_data_ready;
 	h->old_state_change = sk->sk_state_change;
 	h->old_write_space = sk->sk_write_space;
-	sk->sk_user_data = h;
-	sk->sk_data_ready = ready ? iwarp_hook_data_ready : iwarp_hook_wake;
-	sk->sk_state_change = iwarp_hook_wake;
+	__rcu_assign_sk_user_data_with_flags(sk, h, SK_USER_DATA_NOCOPY);
+	sk->sk_data_ready = ready ? iwarp_hook_data_ready : iwarp_hook_data_wake;
+	sk->sk_state_change = iwarp_hook_state_change;
 	sk->sk_write_space = iwarp_hook_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);
 	if (doorbell) {
@@ -368,10 +458,14 @@ void iwarp_shim_hook_remove(struct iwarp_hook *h)
 		synchronize_rcu();
 	}
 	write_lock_bh(&sk->sk_callback_lock);
-	sk->sk_user_data = NULL;
-	sk->sk_data_ready = h->old_data_ready;
-	sk->sk_state_change = h->old_state_change;
-	sk->sk_write_space = h->old_write_space;
+	rcu_assign_sk_user_data(sk, NULL);
+	/* A callback another user installed over ours since (and calls) is left to it. */
+	if (iwarp_hook_ours(sk->sk_data_ready))
+		sk->sk_data_ready = h->old_data_ready;
+	if (iwarp_hook_ours(sk->sk_state_change))
+		sk->sk_state_change = h->old_state_change;
+	if (iwarp_hook_ours(sk->sk_write_space))
+		sk->sk_write_space = h->old_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);
 	/* Nothing can queue either work now (kicks look the hook up under the lock). */
 	cancel_work_sync(&h->work);

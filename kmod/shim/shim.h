@@ -107,6 +107,8 @@ struct iwarp_hook *iwarp_shim_hook_install(struct socket *sock, void *owner, voi
 void iwarp_shim_sock_kick(struct socket *sock, bool tx);
 u64 iwarp_shim_sock_doorbells(struct socket *sock);
 void iwarp_shim_hook_remove(struct iwarp_hook *h);
+/* Takes TCP's own socket callbacks (process context, at load). */
+int iwarp_shim_hook_init(void);
 int iwarp_shim_doorbell_register(void);
 void iwarp_shim_doorbell_unregister(void);
 

@@ -190,6 +190,9 @@ pub(crate) struct Doorbell(());
 impl Doorbell {
     /// Registers the doorbell.
     pub(crate) fn register() -> Result<Doorbell> {
+        // SAFETY: process context (module load); fills the shim's copy of TCP's callbacks,
+        // which hooks put back on sockets that inherited theirs, before any hook exists.
+        to_result(unsafe { ffi::iwarp_shim_hook_init() })?;
         // SAFETY: registers static operations once; `Drop` unregisters them.
         to_result(unsafe { ffi::iwarp_shim_doorbell_register() })?;
         Ok(Doorbell(()))
