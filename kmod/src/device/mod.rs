@@ -20,7 +20,6 @@ use crate::abi::{
 };
 use crate::abi::{PostRecv, PostSend, POST_RECV_SIZE, POST_SEND_SIZE};
 use crate::charged;
-use crate::cq::Attached;
 use crate::eventfd::EventFd;
 use crate::events::AsyncEvents;
 use crate::handles::Handles;
@@ -61,6 +60,9 @@ pub(crate) fn register() -> impl PinInit<MiscDeviceRegistration<Context>, Error>
 struct Entry {
     hook: Option<Hook<QueuePair>>,
     qp: Arc<QueuePair>,
+    /// The handles of the QP's send and receive CQs: a CQ is in use while a QP in the table
+    /// names it (not while some reference to a destroyed QP lingers, as a listing's does).
+    cqs: [u32; 2],
     _listed: registry::Registration,
 }
 
@@ -337,11 +339,13 @@ impl Context {
         if req.solicited_only != 0 {
             return Err(EINVAL);
         }
-        let mut cqs = self.cqs.lock();
-        if cqs.get(req.cq)?.in_use() {
+        // No QP joins the CQ meanwhile (CREATE_QP finds its CQs under this lock).
+        let _lifecycle = self.lifecycle.lock();
+        if self.qps.lock().values().any(|e| e.cqs.contains(&req.cq)) {
             return Err(EBUSY);
         }
-        drop(cqs.remove(req.cq)?);
+        let gone = self.cqs.lock().remove(req.cq)?;
+        drop(gone);
         Ok(())
     }
 
@@ -383,10 +387,6 @@ impl Context {
         if !valid {
             return Err(EINVAL);
         }
-        let (send_cq, recv_cq) = {
-            let cqs = self.cqs.lock();
-            (Attached::new(cqs.get(req.send_cq)?.clone()), Attached::new(cqs.get(req.recv_cq)?.clone()))
-        };
         let limits = Limits {
             max_recv_wr: req.max_recv_wr,
             max_send_wr: req.max_send_wr,
@@ -395,10 +395,15 @@ impl Context {
             ring_entries: Some((POST_SEND_SIZE, POST_RECV_SIZE)),
             recv_source: None,
         };
-        // DEALLOC_PD cannot free the domain until the QP is in the table. Lock order: the
+        // DEALLOC_PD cannot free the domain, nor DESTROY_CQ the CQs, until the QP is in the
+        // table. Lock order: the
         // lifecycle lock, then QPs (mmap takes the QPs under mmap_lock; REG_MR pins, taking
         // mmap_lock, before it takes the lifecycle lock).
         let _lifecycle = self.lifecycle.lock();
+        let (send_cq, recv_cq) = {
+            let cqs = self.cqs.lock();
+            (cqs.get(req.send_cq)?.clone(), cqs.get(req.recv_cq)?.clone())
+        };
         if !self.mrs.lock().has_pd(req.pd) {
             return Err(EINVAL);
         }
@@ -409,7 +414,7 @@ impl Context {
         req.sq_len = qp.send_ring()?.len() as u64;
         req.rq_len = qp.recv_ring()?.len() as u64;
         let _listed = registry::Registration::new(&qp)?;
-        req.qp = qps.insert(Entry { hook: None, qp, _listed })?;
+        req.qp = qps.insert(Entry { hook: None, qp, cqs: [req.send_cq, req.recv_cq], _listed })?;
         req.sq_offset = (ring_kind::SQ << ring_kind::SHIFT | u64::from(req.qp)) << PAGE_SHIFT;
         req.rq_offset = (ring_kind::RQ << ring_kind::SHIFT | u64::from(req.qp)) << PAGE_SHIFT;
         Ok(())

@@ -16,7 +16,6 @@ use crate::eventfd::EventFd;
 use crate::ring::SharedRing;
 use crate::sync::{new_spinlock_bh, SpinLockBh};
 use crate::verbs::{Completion, Status, MAX_CQE};
-use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::mm::virt::VmaNew;
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -41,8 +40,6 @@ pub(crate) struct RingCq {
     ring: SharedRing,
     depth: u32,
     notify: Option<EventFd>,
-    /// QPs reporting here (a CQ in use cannot be destroyed).
-    users: AtomicU32,
     /// Taken by the receive side in softirq context too.
     #[pin]
     state: SpinLockBh<State>,
@@ -65,7 +62,7 @@ impl RingCq {
         ring.store(cq_ring::DEPTH, depth);
         let notify = if eventfd < 0 { None } else { Some(EventFd::get(eventfd)?) };
         Arc::pin_init(
-            pin_init!(RingCq { ring, depth, notify, users: AtomicU32::new(0), state <- new_spinlock_bh!(State { producer: 0, armed: Armed::No }, "Cq::state") }),
+            pin_init!(RingCq { ring, depth, notify, state <- new_spinlock_bh!(State { producer: 0, armed: Armed::No }, "Cq::state") }),
             GFP_KERNEL_ACCOUNT,
         )
     }
@@ -81,10 +78,6 @@ impl RingCq {
 
     pub(crate) fn mmap(&self, vma: &VmaNew) -> Result {
         self.ring.mmap(vma)
-    }
-
-    pub(crate) fn in_use(&self) -> bool {
-        self.users.load(Ordering::Relaxed) != 0
     }
 
     /// Signal the eventfd once, for the next entry (only solicited ones and errors if
@@ -124,9 +117,5 @@ impl CompletionQueue for RingCq {
             }
         }
         Ok(())
-    }
-
-    fn users(&self) -> &AtomicU32 {
-        &self.users
     }
 }

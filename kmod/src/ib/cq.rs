@@ -21,7 +21,6 @@ use crate::ffi;
 use crate::fifo::Fifo;
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use crate::verbs::{Completion, CompletionOp, Status, MAX_CQE};
-use core::sync::atomic::AtomicU32;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -59,8 +58,6 @@ struct State {
 pub(crate) struct IbCq {
     /// The RDMA core's CQ, whose handler is called; it outlives this (destroyed after).
     ibcq: usize,
-    /// QPs reporting here.
-    users: AtomicU32,
     /// Taken by the receive side in softirq context too, and by consumers polling with
     /// interrupts off.
     #[pin]
@@ -84,7 +81,7 @@ impl IbCq {
 
     fn with(ibcq: *mut ffi::ib_cq, store: Store) -> Result<Arc<IbCq>> {
         Arc::pin_init(
-            pin_init!(IbCq { ibcq: ibcq as usize, users: AtomicU32::new(0), state <- new_spinlock_irq!(State { store, overflowed: false, destroyed: false }, "IbCq::state") }),
+            pin_init!(IbCq { ibcq: ibcq as usize, state <- new_spinlock_irq!(State { store, overflowed: false, destroyed: false }, "IbCq::state") }),
             GFP_KERNEL,
         )
     }
@@ -247,10 +244,6 @@ impl QpCq {
 impl CompletionQueue for QpCq {
     fn push(&self, c: &Completion) -> Result<(), Overrun> {
         self.cq.push_for(self.ibqp, c)
-    }
-
-    fn users(&self) -> &AtomicU32 {
-        &self.cq.users
     }
 
     fn room_freed(&self) {

@@ -18,7 +18,6 @@ use super::cm::QpConnection;
 use super::cq::{IbCq, QpCq};
 use super::device::IbDevice;
 use super::siw_rings::{Mapping, RecvRing, SendRing, TakenSend};
-use crate::cq::Attached;
 use crate::error::{enotconn, eopnotsupp};
 use crate::ffi;
 use crate::fifo::Fifo;
@@ -230,7 +229,7 @@ impl KernelQp {
         };
         let recv_source = Some(recv_source);
         let limits = Limits { max_recv_wr: attr.max_recv_wr, max_send_wr: attr.max_send_wr, max_sge: sge, max_inline: 0, ring_entries: None, recv_source };
-        let (send, recv) = (Attached::new(send_cq.clone()), Attached::new(recv_cq.clone()));
+        let (send, recv) = (send_cq.clone(), recv_cq.clone());
         let conn = dev.list_qp(|number| {
             let qp = QueuePair::new(number, attr.pd, dev.mrs.clone(), send, recv, limits)?;
             QpConnection::new(ibqp, qp)

@@ -20,7 +20,7 @@ mod wr;
 
 pub(crate) use establish::{advance, boxed, establish, send_out, wait_until, Established, Exchange, Failed, OnSettled, Side};
 
-use crate::cq::Attached;
+use crate::cq::CompletionQueue;
 use crate::error::enotconn;
 use crate::fifo::Fifo;
 use crate::mr::{Domain, MrTable};
@@ -198,8 +198,8 @@ pub(crate) struct QueuePair {
     /// in peer-to-peer mode that first FPDU is the initiator's RTR (RFC 6581).
     awaiting_peer: AtomicBool,
     mrs: Arc<SpinLockBh<MrTable>>,
-    send_cq: Attached,
-    recv_cq: Attached,
+    send_cq: Arc<dyn CompletionQueue>,
+    recv_cq: Arc<dyn CompletionQueue>,
     /// Send requests queued at once.
     max_send_wr: u32,
     /// Where receives come from besides `post_recv`, if the front door has such a place.
@@ -220,7 +220,14 @@ pub(crate) struct QueuePair {
 
 impl QueuePair {
     /// A QP not connected yet, known to its context as `handle`.
-    pub(crate) fn new(handle: u32, pd: u32, mrs: Arc<SpinLockBh<MrTable>>, send_cq: Attached, recv_cq: Attached, limits: Limits) -> Result<Arc<QueuePair>> {
+    pub(crate) fn new(
+        handle: u32,
+        pd: u32,
+        mrs: Arc<SpinLockBh<MrTable>>,
+        send_cq: Arc<dyn CompletionQueue>,
+        recv_cq: Arc<dyn CompletionQueue>,
+        limits: Limits,
+    ) -> Result<Arc<QueuePair>> {
         let rq = Fifo::<PostedRecv>::new(limits.max_recv_wr as usize)?;
         let reads = Fifo::<PendingRead>::new(limits.max_send_wr as usize)?;
         let atomics = Fifo::<PendingAtomic>::new(limits.max_send_wr as usize)?;

@@ -569,7 +569,36 @@ fn adopt_errors() -> Check {
     expect_errno("freeing the PD of a QP", dev.dealloc_pd_raw(pd.handle()), libc::EBUSY)?;
     dev.destroy_qp_raw(made.qp).map_err(|e| format!("DESTROY_QP: {e}"))?;
     ensure(dev.stats().map_err(|e| e.to_string())?.queue_pairs == 0, "no QP left")?;
-    adopt_full_send_buffer()
+    adopt_full_send_buffer()?;
+    cq_destroyed_after_its_qp()
+}
+
+/// DESTROY_CQ right after DESTROY_QP succeeds while another thread's ADOPT_QP of that QP still
+/// waits for its peer, holding the QP until it returns: a CQ is in use while a QP in the table
+/// names it, not while a destroyed one lingers. (It was EBUSY, and the CQ stayed until the file
+/// closed.)
+fn cq_destroyed_after_its_qp() -> Check {
+    let dev = open()?;
+    let cq = dev.create_cq(8).map_err(|e| format!("create CQ: {e}"))?;
+    let pd = dev.alloc_pd().map_err(|e| format!("ALLOC_PD: {e}"))?;
+    let mut qp = CreateQp { send_cq: cq.handle(), recv_cq: cq.handle(), max_recv_wr: 1, max_send_wr: 1, pd: pd.handle(), max_sge: 1, ..CreateQp::default() };
+    dev.create_qp_raw(&mut qp).map_err(|e| format!("CREATE_QP: {e}"))?;
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let client = TcpStream::connect(l.local_addr().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    // The peer never answers: the adoption waits its full 3 s unless the QP's end cuts it short.
+    let (_silent, _) = l.accept().map_err(|e| e.to_string())?;
+    std::thread::scope(|s| {
+        let adopter = s.spawn(|| {
+            let mut req =
+                AdoptQp { fd: client.as_raw_fd(), qp: qp.qp, role: role::INITIATOR, flags: conn::CRC, mpa_rev: 2, timeout_ms: 3000, ..AdoptQp::default() };
+            dev.adopt_qp_raw(&mut req)
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let destroyed = dev.destroy_qp_raw(qp.qp).and_then(|()| dev.destroy_cq_raw(cq.handle()));
+        let adopted = adopter.join().map_err(|_| "the adopting thread panicked")?;
+        ensure(destroyed.is_ok(), format!("DESTROY_QP, then DESTROY_CQ of its CQ, while its ADOPT_QP waits: {destroyed:?}"))?;
+        ensure(adopted.is_err(), format!("the ADOPT_QP of a destroyed QP failed ({adopted:?})"))
+    })
 }
 
 /// ADOPT_QP as initiator on a connection whose send buffer the application filled, to a peer
