@@ -144,8 +144,10 @@ impl MiscDevice for Context {
         match cmd {
             abi::IOCTL_QUERY_DEVICE => user.writer().write(&abi::device_attributes())?,
             abi::IOCTL_QUERY_STATS => user.writer().write(&stats())?,
+            // Undone as the caller's own DEALLOC_PD and DESTROY_CQ would be: another thread may
+            // have used the handle meanwhile.
             abi::IOCTL_ALLOC_PD => me.in_out(user, Self::alloc_pd, |c, req: &PdOp| {
-                let _ = c.mrs.lock().dealloc_pd(req.pd);
+                let _ = c.dealloc_pd(req);
             })?,
             abi::IOCTL_DEALLOC_PD => me.dealloc_pd(&user.reader().read()?)?,
             abi::IOCTL_REG_MR => me.in_out(user, Self::reg_mr, |c, req: &RegMr| {
@@ -154,8 +156,7 @@ impl MiscDevice for Context {
             })?,
             abi::IOCTL_DEREG_MR => me.dereg_mr(&user.reader().read()?)?,
             abi::IOCTL_CREATE_CQ => me.in_out(user, Self::create_cq, |c, req: &CreateCq| {
-                let gone = c.cqs.lock().remove(req.cq);
-                drop(gone);
+                let _ = c.destroy_cq(&CqOp { cq: req.cq, solicited_only: 0 });
             })?,
             abi::IOCTL_DESTROY_CQ => me.destroy_cq(&user.reader().read()?)?,
             abi::IOCTL_ARM_CQ => me.arm_cq(&user.reader().read()?)?,
