@@ -50,6 +50,15 @@ impl AsyncEvents {
         let ev = self.queue.remove(0).ok()?;
         Some((ev, core::mem::take(&mut self.lost)))
     }
+
+    /// Puts back, first again, what [`AsyncEvents::pop`] gave and could not be handed over (a
+    /// bad address): the caller's error loses no event (unless the queue filled meanwhile).
+    pub(crate) fn put_back(&mut self, (ev, lost): (QpEvent, bool)) {
+        self.lost |= lost;
+        if self.queue.insert_within_capacity(0, ev).is_err() {
+            self.lost = true;
+        }
+    }
 }
 
 /// The context's QPs report how they ended here.

@@ -196,9 +196,11 @@ impl MiscDevice for Context {
             abi::IOCTL_SET_EVENT_FD => me.set_event_fd(&user.reader().read()?)?,
             abi::IOCTL_LIST_QPS => list_qps(user)?,
             abi::IOCTL_GET_ASYNC_EVENT => {
-                let ev = me.events.lock().pop();
-                let (ev, lost) = ev.ok_or(EAGAIN)?;
-                user.writer().write(&translate::async_event(&ev, lost))?;
+                let taken = me.events.lock().pop().ok_or(EAGAIN)?;
+                if let Err(e) = user.writer().write(&translate::async_event(&taken.0, taken.1)) {
+                    me.events.lock().put_back(taken);
+                    return Err(e);
+                }
             }
             _ => return Err(ENOTTY),
         }
