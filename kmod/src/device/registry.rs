@@ -20,7 +20,7 @@ struct Listed {
 
 kernel::sync::global_lock! {
     // SAFETY: `init` is called in module init, before the device exists.
-    unsafe(uninit) static QPS: Mutex<KVec<Listed>> = KVec::new();
+    unsafe(uninit) static QPS: Mutex<KVVec<Listed>> = KVVec::new();
 }
 
 /// Readies the list; call once, at module load.
@@ -50,23 +50,25 @@ impl Drop for Registration {
         if qps.is_empty() {
             // A static is never dropped: give its buffer back while the module can (a module
             // unloads only with no QP left).
-            *qps = KVec::new();
+            *qps = KVVec::new();
         }
     }
 }
 
 /// The first `max` listed QPs, and how many are listed in all. Their state is read after the
-/// list is released (querying locks the QP, and the socket for its addresses).
-pub(super) fn snapshot(max: usize) -> Result<(KVec<QpInfo>, usize)> {
+/// list is released (querying locks the QP, and the socket for its addresses). The lists may be
+/// megabytes (the caller picks `max`): they come from kvmalloc, which falls back to vmalloc
+/// quietly where kmalloc would warn.
+pub(super) fn snapshot(max: usize) -> Result<(KVVec<QpInfo>, usize)> {
     let (listed, count) = {
         let qps = QPS.lock();
-        let mut out = KVec::with_capacity(qps.len().min(max), GFP_KERNEL_ACCOUNT)?;
+        let mut out = KVVec::with_capacity(qps.len().min(max), GFP_KERNEL_ACCOUNT)?;
         for l in qps.iter().take(max) {
             out.push((l.pid, l.qp.clone()), GFP_KERNEL_ACCOUNT)?;
         }
         (out, qps.len())
     };
-    let mut infos = KVec::with_capacity(listed.len(), GFP_KERNEL_ACCOUNT)?;
+    let mut infos = KVVec::with_capacity(listed.len(), GFP_KERNEL_ACCOUNT)?;
     for (pid, qp) in listed.iter() {
         let query = translate::query_qp(qp.handle(), &qp.query());
         let (local, remote) = qp.socket().map_or((Endpoint::default(), Endpoint::default()), |s| s.endpoints());
