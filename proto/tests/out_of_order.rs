@@ -82,6 +82,38 @@ fn an_fpdu_placed_early_is_checked_again_in_its_turn() {
 }
 
 #[test]
+fn an_fpdu_placed_early_whose_octets_changed_is_checked_in_full() {
+    // Two Writes, the second placed early. Then TCP holds other octets where it was (a
+    // retransmission that overlapped it differently replaced them): a payload octet differs, so
+    // its CRC no longer matches, and its turn ends the stream rather than delivering it on the
+    // early check's word.
+    let msgs = writes(2, 1000);
+    let (mut mem, mut rx, fpdus, mut wire) = run(Markers::RFC, &msgs);
+    assert_eq!(rx.placed_ahead(), 1);
+    let (start, len) = fpdus[1];
+    wire[(start + u64::from(len) / 2) as usize] ^= 0x40;
+    let r = rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem);
+    let Err(RxError::Terminate(t)) = r else { panic!("no Terminate: {r:?}") };
+    assert_eq!(t.cause(), Some(Cause::MpaCrc));
+    assert_eq!(mem.events, expected_events(&msgs[..1]), "only the first Write is delivered");
+}
+
+#[test]
+fn an_fpdu_placed_early_is_placed_again_if_other_valid_octets_took_its_place() {
+    // The second Write placed early, then replaced in TCP's queue by another valid FPDU of the
+    // same length (another Write's payload): what its turn delivers is what it places.
+    let msgs = writes(2, 1000);
+    let (mut mem, mut rx, _, wire) = run(Markers::RFC, &msgs);
+    assert_eq!(rx.placed_ahead(), 1);
+    let other = vec![msgs[0].clone(), Msg { msg: msgs[1].msg, payload: vec![0x77; 1000] }];
+    let (wire2, _) = emit(&other, tx::Config { markers: Markers::RFC, crc: true, mulpdu: 1400 });
+    assert_eq!(wire2.len(), wire.len());
+    rx.receive::<Crc, _>(&Pieces::new(0, &[&wire2]), &mut mem).unwrap();
+    assert_eq!(mem.events, expected_events(&other));
+    assert_eq!(mem.tagged[&0x101].1, other[1].payload, "the octets delivered are the ones placed");
+}
+
+#[test]
 fn without_markers_or_alignment_nothing_is_placed_early() {
     let msgs = writes(4, 1000);
     let (mut mem, mut rx, _, wire) = run(Markers::NONE, &msgs);

@@ -94,11 +94,17 @@ pub(crate) fn check_crc<C: Crc32c>(data: &Pieces<'_>, f: &Located) -> Result<(),
     let crc_pos = f.end() - 4;
     let mut crc = 0u32;
     data.for_each(f.start, crc_pos - f.start, |s| crc = C::append(crc, s));
-    if u32::from_le_bytes(data.read(crc_pos)) == crc {
+    if crc_field(data, f) == crc {
         Ok(())
     } else {
         Err(Cause::MpaCrc)
     }
+}
+
+/// The FPDU's CRC field (zero when CRCs are off).
+#[inline]
+pub(crate) fn crc_field(data: &Pieces<'_>, f: &Located) -> u32 {
+    u32::from_le_bytes(data.read(f.end() - 4))
 }
 
 /// Calls `f(payload_offset, bytes)` for the payload octets of the FPDU, which start at body

@@ -259,13 +259,15 @@ impl Receiver {
             if sink.failed() {
                 return Err(RxError::Closed);
             }
-            let early = self.placed.take(f.start).is_some();
-            if !early {
-                fpdu::check_markers(data, markers, &f).map_err(|c| self.term(c, data, &f))?;
-                if self.cfg.crc {
-                    fpdu::check_crc::<C>(data, &f).map_err(|c| self.term(c, data, &f))?;
-                }
+            // An FPDU placed early is checked again too: TCP may hold other octets there now
+            // (a retransmission that overlapped it differently replaces what it queued).
+            let recorded = self.placed.take(f.start);
+            fpdu::check_markers(data, markers, &f).map_err(|c| self.term(c, data, &f))?;
+            if self.cfg.crc {
+                fpdu::check_crc::<C>(data, &f).map_err(|c| self.term(c, data, &f))?;
             }
+            // Placed early only if these are the octets that were: else placed now.
+            let early = recorded == Some((f.wire_len, fpdu::crc_field(data, &f)));
             let seg = self.segment(data, &f)?;
             self.check_order(&seg).map_err(|c| self.term(c, data, &f))?;
             if early {
@@ -355,7 +357,7 @@ impl Receiver {
                 if !seg.op.tagged() && !seg.op.is_send() {
                     // Read Requests and Terminates have nothing to place; the in-order pass acts.
                 } else if self.place::<S>(data, &f, &seg, sink).is_ok() {
-                    self.placed.insert(f.start, f.wire_len);
+                    self.placed.insert(f.start, f.wire_len, fpdu::crc_field(data, &f));
                     let e = &mut self.early;
                     *(match found {
                         Found::Marker => &mut e.by_marker,
