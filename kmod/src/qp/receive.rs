@@ -8,8 +8,8 @@
 //! (`on_receive`): sending a Terminate and ending the QP, the peer's Terminate, a broken
 //! connection, a copy of segments too small to hold an FPDU, and, under the socket lock, what
 //! TCP holds out of order (rung by the doorbell), which goes to the core too: it places the
-//! FPDUs it can find there early and records them, so the in-order pass later only delivers them
-//! (docs/ooo-placement.md). Peer Read Requests are answered in the transmit work. Lock order:
+//! FPDUs it can find there early and records them, so the in-order pass later checks and
+//! delivers them without placing them again (docs/ooo-placement.md). Peer Read Requests are answered in the transmit work. Lock order:
 //! the socket, the receive side, the regions, the CQs, the events; all but the socket's are
 //! spinlocks taken with bottom halves off.
 

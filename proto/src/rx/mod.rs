@@ -9,8 +9,9 @@
 //! aligns FPDUs to TCP segments), and whole FPDUs are present (Balaji et al., "Analyzing the Impact of Supporting
 //! Out-of-Order Communication on In-order Performance with iWARP" and "Supporting iWARP
 //! Compatibility and Features for Regular Network Adapters"); such FPDUs are recorded so the
-//! in-order pass, which TCP guarantees will see the same bytes again, only delivers them. Anything that
-//! cannot be placed early is dropped, never buffered. A protocol error yields the Terminate to
+//! in-order pass, which sees their octets again, checks them and delivers them without placing
+//! them twice (unless TCP holds other octets there by then: a retransmission that overlapped
+//! them differently). Anything that cannot be placed early is dropped, never buffered. A protocol error yields the Terminate to
 //! send and ends the stream.
 
 mod fpdu;
