@@ -114,6 +114,24 @@ fn an_fpdu_placed_early_is_placed_again_if_other_valid_octets_took_its_place() {
 }
 
 #[test]
+fn early_placement_checks_no_more_than_the_callers_limit() {
+    // Eight Writes, every one but the first offered out of order, with room to check three:
+    // three are placed early, the rest in their turn, all of them right.
+    let msgs = writes(8, 1000);
+    let (wire, fpdus, mut rx, mut mem) = setup(Markers::RFC, true, &msgs);
+    let three: u64 = fpdus[1..4].iter().map(|&(_, len)| u64::from(len)).sum();
+    rx.limit_ahead(three);
+    for &(start, len) in fpdus.iter().skip(1) {
+        let seg = &wire[start as usize - 4..(start + u64::from(len)) as usize];
+        assert_eq!(rx.receive::<Crc, _>(&Pieces::new(start - 4, &[seg]), &mut mem), Ok(0));
+    }
+    assert_eq!(rx.placed_ahead(), 3);
+    rx.receive::<Crc, _>(&Pieces::new(0, &[&wire]), &mut mem).unwrap();
+    assert_eq!(mem.events, expected_events(&msgs));
+    mem.assert_placed(&msgs);
+}
+
+#[test]
 fn without_markers_or_alignment_nothing_is_placed_early() {
     let msgs = writes(4, 1000);
     let (mut mem, mut rx, _, wire) = run(Markers::NONE, &msgs);

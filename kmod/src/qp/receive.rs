@@ -34,6 +34,12 @@ use crate::socket::{Gather, InCallback, OnReceive, Wake};
 use crate::verbs::{access, Completion, CompletionOp, RecvWr, Status};
 use kernel::prelude::*;
 
+/// Octets of out-of-order FPDUs one walk of TCP's out-of-order queue checks and places at most
+/// (those placed by earlier walks are passed over for free): a walk follows every segment that
+/// arrives out of order, and normally finds one segment's worth of new FPDUs (a GRO batch at
+/// most, 64 KiB).
+const OOO_WALK_CHECKED: u64 = 256 << 10;
+
 /// What the receive side keeps.
 pub(crate) struct RxSide {
     pub(super) phase: Phase,
@@ -523,6 +529,7 @@ impl OnReceive for QueuePair {
         if *place_ooo && queues.fatal.is_clear() && ooo != queues.ooo_seen {
             queues.ooo_seen = ooo;
             queues.placement.ooo_walks = queues.placement.ooo_walks.wrapping_add(1);
+            engine.limit_ahead(OOO_WALK_CHECKED);
             // Octets at `ahead` from the first unread one are at stream offset consumed + ahead.
             let _ = locked.out_of_order(gather, |ahead, parts| {
                 let data = Pieces::new(consumed.wrapping_add(u64::from(ahead)), parts);

@@ -196,13 +196,34 @@ pub struct Receiver {
     send_mo: u32,
     placed: Placed,
     early: EarlyStats,
+    /// Octets of out-of-order FPDUs that may still be checked (and placed) before the caller
+    /// allows more ([`Receiver::limit_ahead`]).
+    ahead_budget: u64,
     closed: bool,
 }
 
 impl Receiver {
     /// A receiver whose first FPDU starts at stream offset 0.
     pub fn new(cfg: Config) -> Receiver {
-        Receiver { cfg, next: 0, next_msn: [1; queue::COUNT], send_mo: 0, placed: Placed::new(), early: EarlyStats::default(), closed: false }
+        Receiver {
+            cfg,
+            next: 0,
+            next_msn: [1; queue::COUNT],
+            send_mo: 0,
+            placed: Placed::new(),
+            early: EarlyStats::default(),
+            ahead_budget: u64::MAX,
+            closed: false,
+        }
+    }
+
+    /// From now on, checks (markers, CRC) and places at most `octets` of out-of-order FPDUs not
+    /// placed before, until called again: the caller's bound on one walk of what TCP holds out of
+    /// order. A peer that queues FPDUs failing their CRC behind a hole then cannot make each new
+    /// segment cost a check of all of them; FPDUs past the bound wait for a later walk or their
+    /// turn in order.
+    pub fn limit_ahead(&mut self, octets: u64) {
+        self.ahead_budget = octets;
     }
 
     /// How this stream's FPDUs are framed.
@@ -345,6 +366,8 @@ impl Receiver {
                 return RunEnd::Done;
             }
             if !self.placed.overlaps(f.start, f.wire_len) {
+                let Some(left) = self.ahead_budget.checked_sub(u64::from(f.wire_len)) else { return RunEnd::Done };
+                self.ahead_budget = left;
                 let ok = fpdu::check_markers(data, markers, &f).is_ok() && (!self.cfg.crc || fpdu::check_crc::<C>(data, &f).is_ok());
                 if !ok {
                     // A guess that fails is only a sender that does not align.
