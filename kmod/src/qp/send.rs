@@ -223,8 +223,10 @@ impl QueuePair {
     pub(super) fn serve_reads(&self) {
         let copy = self.copy_send.load(Ordering::Relaxed) || self.tx.lock().as_ref().is_some_and(|side| side.config().crc && !side.copies_framed());
         loop {
-            // Before the receive side: the send side comes first in the lock order.
-            let queued = if copy { self.tx.lock().as_ref().map_or(0, |side| side.copied_responses()) } else { 0 };
+            // Before the receive side: the send side comes first in the lock order. Counted
+            // whether or not CRCs make us copy: responses from fast-registered pages are copies
+            // too.
+            let queued = self.tx.lock().as_ref().map_or(0, |side| side.copied_responses());
             let rr = {
                 let mut rx = self.rx.lock();
                 if rx.phase != Phase::Connected {
