@@ -16,7 +16,7 @@ use super::payload::{OutPayload, Sources};
 use super::unacked::Unacked;
 use super::wr::{PeerRequest, PendingAtomic, PendingRead, Sgl};
 use super::{Ended, Phase, QueuePair};
-use crate::error::eopnotsupp;
+use crate::error::{enotconn, eopnotsupp};
 use crate::mr::{Domain, Fault};
 use crate::proto::atomic;
 use crate::proto::rdmap::ReadRequest;
@@ -242,7 +242,7 @@ impl QueuePair {
                     Some(PeerRequest::Atomic(resp)) => {
                         drop(rx);
                         let ob = Outbound::bare(Message::AtomicResponse(resp), None);
-                        if let Err(e) = self.enqueue([ob], |_| Ok(())) {
+                        if let Err(e) = self.enqueue([ob], |_| self.still_connected()) {
                             return self.refused(e, Terminate::new(Cause::RdmapStreamCatastrophic));
                         }
                         continue;
@@ -261,12 +261,23 @@ impl QueuePair {
             match payload {
                 Ok(payload) => {
                     let msg = Message::ReadResponse { stag: rr.sink_stag, to: rr.sink_to };
-                    if let Err(e) = self.enqueue([Outbound { msg: Some(msg), payload, wr: None }], |_| Ok(())) {
+                    if let Err(e) = self.enqueue([Outbound { msg: Some(msg), payload, wr: None }], |_| self.still_connected()) {
                         return self.refused(e, Terminate::new(Cause::RdmapStreamCatastrophic).with_read_request(rr.emit()));
                     }
                 }
                 Err(t) => return self.fail(t),
             }
+        }
+    }
+
+    /// Whether a response may still be queued: not once the QP ended (its queue was flushed,
+    /// and nothing would send or drop what came after, holding its pages). Under the send
+    /// side's lock, which comes before the receive side's.
+    fn still_connected(&self) -> Result {
+        if self.rx.lock().phase == Phase::Connected {
+            Ok(())
+        } else {
+            Err(enotconn())
         }
     }
 
