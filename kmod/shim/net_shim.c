@@ -83,7 +83,7 @@ struct socket *iwarp_shim_sock_adopt(int fd)
 }
 
 /*
- * Gives the kernel socket @sock a file, so iwarp_shim_sock_put() releases it like an adopted
+ * Gives the socket @sock a file, so iwarp_shim_sock_put() releases it like an adopted
  * one. Returns it, or an ERR_PTR (sock_alloc_file() released the socket then).
  */
 static struct socket *with_file(struct socket *sock)
@@ -94,8 +94,8 @@ static struct socket *with_file(struct socket *sock)
 }
 
 /*
- * Starts connecting a new kernel TCP socket, in the caller's network namespace, to @to (IPv4
- * or IPv6), without waiting (iwarp_shim_sock_connected() says how it goes); from @from if not
+ * Starts connecting a new TCP socket of the caller's, in its network namespace, to @to (IPv4 or
+ * IPv6), without waiting (iwarp_shim_sock_connected() says how it goes); from @from if not
  * NULL and of @to's family (port 0: any). The socket gets a file, so iwarp_shim_sock_put()
  * releases it like an adopted one. Returns it, or an ERR_PTR.
  */
@@ -109,11 +109,13 @@ struct socket *iwarp_shim_sock_connect(const struct iwarp_endpoint *to, const st
 
 	if (!len)
 		return ERR_PTR(-EAFNOSUPPORT);
-	rc = sock_create_kern(current->nsproxy->net_ns, to->family, SOCK_STREAM, IPPROTO_TCP, &sock);
+	/*
+	 * The caller's own socket, as siw's: security modules and cgroup policy judge it as the
+	 * caller's (a kernel socket would pass them all), and it holds its namespace.
+	 */
+	rc = sock_create(to->family, SOCK_STREAM, IPPROTO_TCP, &sock);
 	if (rc)
 		return ERR_PTR(rc);
-	/* A kernel socket holds no reference on its namespace: the caller's may go first. */
-	sk_net_refcnt_upgrade(sock->sk);
 	if (from_len) {
 		/* As siw: the port may have been a closed connection's a moment ago. */
 		sock_set_reuseaddr(sock->sk);
@@ -178,11 +180,10 @@ struct socket *iwarp_shim_sock_listen(const struct iwarp_endpoint *at, u16 *port
 
 	if (!len)
 		return ERR_PTR(-EAFNOSUPPORT);
-	rc = sock_create_kern(current->nsproxy->net_ns, at->family, SOCK_STREAM, IPPROTO_TCP, &sock);
+	/* The caller's own socket, as in iwarp_shim_sock_connect(). */
+	rc = sock_create(at->family, SOCK_STREAM, IPPROTO_TCP, &sock);
 	if (rc)
 		return ERR_PTR(rc);
-	/* A kernel socket holds no reference on its namespace: the caller's may go first. */
-	sk_net_refcnt_upgrade(sock->sk);
 	sock_set_reuseaddr(sock->sk);
 	if (at->family == AF_INET6 && v6only)
 		rc = ip6_sock_set_v6only(sock->sk);

@@ -91,9 +91,9 @@ impl TcpSocket {
         TcpSocket::new(made(unsafe { ffi::iwarp_shim_sock_adopt(fd) })?)
     }
 
-    /// A new kernel TCP socket connecting to `to` (IPv4 or IPv6; EAFNOSUPPORT otherwise), from
-    /// `from` if given and of `to`'s family (port 0, or a port another socket holds: any):
-    /// [`TcpSocket::connected`] says when it is.
+    /// A new TCP socket of the caller's connecting to `to` (IPv4 or IPv6; EAFNOSUPPORT
+    /// otherwise), from `from` if given and of `to`'s family (port 0, or a port another socket
+    /// holds: any): [`TcpSocket::connected`] says when it is.
     pub(crate) fn connect(to: &Endpoint, from: Option<&Endpoint>) -> Result<TcpSocket> {
         let to = ffi::iwarp_endpoint::from(*to);
         let from = from.map(|f| ffi::iwarp_endpoint::from(*f));
@@ -113,9 +113,9 @@ impl TcpSocket {
         }
     }
 
-    /// A new kernel TCP socket listening on `at` (port 0: any) and the port it bound. With
-    /// `v6only` an IPv6 listener takes IPv6 connections only; with an `ifindex` (not 0), only
-    /// connections arriving on that netdev.
+    /// A new TCP socket of the caller's listening on `at` (port 0: any) and the port it bound.
+    /// With `v6only` an IPv6 listener takes IPv6 connections only; with an `ifindex` (not 0),
+    /// only connections arriving on that netdev.
     pub(crate) fn listen(at: &Endpoint, backlog: u32, v6only: bool, ifindex: i32) -> Result<(TcpSocket, u16)> {
         let (at, mut port) = (ffi::iwarp_endpoint::from(*at), 0);
         // SAFETY: `at` and `port` are live locals, used during the call.
