@@ -97,11 +97,9 @@ static struct iwarp_hook *iwarp_hook_of(const struct sock *sk)
 }
 
 /* TCP's own callbacks, taken at load from a socket of the module's (none is exported). */
-static struct {
-	void (*data_ready)(struct sock *sk);
-	void (*state_change)(struct sock *sk);
-	void (*write_space)(struct sock *sk);
-} iwarp_tcp_default;
+void (*iwarp_tcp_data_ready)(struct sock *sk);
+void (*iwarp_tcp_state_change)(struct sock *sk);
+void (*iwarp_tcp_write_space)(struct sock *sk);
 
 int iwarp_shim_hook_init(void)
 {
@@ -110,9 +108,9 @@ int iwarp_shim_hook_init(void)
 
 	if (err)
 		return err;
-	iwarp_tcp_default.data_ready = sock->sk->sk_data_ready;
-	iwarp_tcp_default.state_change = sock->sk->sk_state_change;
-	iwarp_tcp_default.write_space = sock->sk->sk_write_space;
+	iwarp_tcp_data_ready = sock->sk->sk_data_ready;
+	iwarp_tcp_state_change = sock->sk->sk_state_change;
+	iwarp_tcp_write_space = sock->sk->sk_write_space;
 	sock_release(sock);
 	return 0;
 }
@@ -130,21 +128,21 @@ static bool iwarp_hook_ours(void (*f)(struct sock *sk))
 }
 
 /*
- * A callback of the hook's ran on a socket it does not hook: one that inherited the callbacks
- * (see iwarp_hook_of()), or one unhooked since the call began. Whichever of the hook's callbacks
- * it still has become TCP's own, so that nothing of the module's stays on it. The caller then
- * wakes as TCP would (never through the socket's current callback: a ULP installed over ours
- * calls ours from its own).
+ * A callback of the hook's or the waker's ran on a socket that is not theirs: one that
+ * inherited the callbacks (see iwarp_hook_of()), or one let go since the call began. Whichever
+ * of the module's callbacks it still has become TCP's own, so that nothing of the module's
+ * stays on it. The caller then wakes as TCP would (never through the socket's current callback:
+ * a ULP installed over ours calls ours from its own).
  */
-static void iwarp_hook_disown(struct sock *sk)
+void iwarp_disown(struct sock *sk)
 {
 	write_lock_bh(&sk->sk_callback_lock);
-	if (iwarp_hook_ours(sk->sk_data_ready))
-		sk->sk_data_ready = iwarp_tcp_default.data_ready;
-	if (iwarp_hook_ours(sk->sk_state_change))
-		sk->sk_state_change = iwarp_tcp_default.state_change;
-	if (iwarp_hook_ours(sk->sk_write_space))
-		sk->sk_write_space = iwarp_tcp_default.write_space;
+	if (iwarp_hook_ours(sk->sk_data_ready) || iwarp_waker_ours(sk->sk_data_ready))
+		sk->sk_data_ready = iwarp_tcp_data_ready;
+	if (iwarp_hook_ours(sk->sk_state_change) || iwarp_waker_ours(sk->sk_state_change))
+		sk->sk_state_change = iwarp_tcp_state_change;
+	if (iwarp_hook_ours(sk->sk_write_space) || iwarp_waker_ours(sk->sk_write_space))
+		sk->sk_write_space = iwarp_tcp_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);
 }
 
@@ -204,7 +202,7 @@ static bool iwarp_hook_wake(struct sock *sk)
 		queue_work(system_highpri_wq, &h->work);
 	read_unlock_bh(&sk->sk_callback_lock);
 	if (!h)
-		iwarp_hook_disown(sk);
+		iwarp_disown(sk);
 	return h;
 }
 
@@ -212,13 +210,13 @@ static bool iwarp_hook_wake(struct sock *sk)
 static void iwarp_hook_data_wake(struct sock *sk)
 {
 	if (!iwarp_hook_wake(sk))
-		iwarp_tcp_default.data_ready(sk);
+		iwarp_tcp_data_ready(sk);
 }
 
 static void iwarp_hook_state_change(struct sock *sk)
 {
 	if (!iwarp_hook_wake(sk))
-		iwarp_tcp_default.state_change(sk);
+		iwarp_tcp_state_change(sk);
 }
 
 /*
@@ -243,8 +241,8 @@ static void iwarp_hook_data_ready(struct sock *sk)
 	}
 	read_unlock_bh(&sk->sk_callback_lock);
 	if (!h) {
-		iwarp_hook_disown(sk);
-		iwarp_tcp_default.data_ready(sk);
+		iwarp_disown(sk);
+		iwarp_tcp_data_ready(sk);
 	}
 }
 
@@ -278,8 +276,8 @@ static void iwarp_hook_write_space(struct sock *sk)
 	}
 	read_unlock_bh(&sk->sk_callback_lock);
 	if (!h) {
-		iwarp_hook_disown(sk);
-		iwarp_tcp_default.write_space(sk);
+		iwarp_disown(sk);
+		iwarp_tcp_write_space(sk);
 	}
 }
 

@@ -158,13 +158,16 @@ int iwarp_shim_sock_connected(struct socket *sock)
 	case TCP_CLOSE:
 		err = sock_error(sk);
 		return err ? err : -ECONNRESET;
+	case TCP_LISTEN:
+		/* An adopted socket its application disconnected and made listen. */
+		return -ENOTCONN;
 	default:
 		return 0;
 	}
 }
 
 /*
- * A kernel TCP socket in the caller's network namespace listening on @at (IPv4 or IPv6; with
+ * A TCP socket of the caller's, in its network namespace, listening on @at (IPv4 or IPv6; with
  * @v6only an IPv6 one takes IPv6 connections only, so an IPv4 listener may share its port;
  * @ifindex, unless 0, takes only connections arriving on that netdev; @at's port 0 picks
  * one, reported in *@port), with a file like the connected ones, so iwarp_shim_sock_put()

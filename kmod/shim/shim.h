@@ -109,6 +109,18 @@ u64 iwarp_shim_sock_doorbells(struct socket *sock);
 void iwarp_shim_hook_remove(struct iwarp_hook *h);
 /* Takes TCP's own socket callbacks (process context, at load). */
 int iwarp_shim_hook_init(void);
+
+/*
+ * Within the shim (hook_shim.c, waker_shim.c; not for Rust): a socket that inherited the
+ * module's callbacks without its state (a connection cloned from a socket the module hooks or
+ * watches) gets TCP's own back; the caller then wakes as TCP would, through these.
+ */
+struct sock;
+void iwarp_disown(struct sock *sk);
+bool iwarp_waker_ours(void (*cb)(struct sock *sk));
+extern void (*iwarp_tcp_data_ready)(struct sock *sk);
+extern void (*iwarp_tcp_state_change)(struct sock *sk);
+extern void (*iwarp_tcp_write_space)(struct sock *sk);
 int iwarp_shim_doorbell_register(void);
 void iwarp_shim_doorbell_unregister(void);
 

@@ -41,12 +41,17 @@ static void iwarp_waker_work(struct work_struct *work)
 	set_active_memcg(old);
 }
 
+static void iwarp_waker_state_change(struct sock *sk);
+static void iwarp_waker_write_space(struct sock *sk);
+
 /*
- * data_ready and state_change of the socket (of a listener, and of its watched connections). A
- * connection TCP cloned from a listener has these callbacks too, but no waker (the listener's is
- * not copied) until it is watched: it does nothing then.
+ * Queues the work of the socket's waker (of a listener, or of a connection it watches); false
+ * if the socket has none. A connection TCP cloned from a listener has the callbacks too, but
+ * no waker (the listener's is not copied): TCP's own callbacks go back on it (the module's
+ * listener watches its connections later, which sets the waker's again; one an application
+ * made listen, an adopted socket whose MPA exchange runs, never will).
  */
-static void iwarp_waker_wake(struct sock *sk)
+static bool iwarp_waker_queue(struct sock *sk)
 {
 	struct iwarp_waker *w;
 
@@ -54,10 +59,31 @@ static void iwarp_waker_wake(struct sock *sk)
 	rcu_read_lock();
 	w = rcu_dereference_sk_user_data(sk);
 	/* Restored meanwhile, and maybe hooked by a QP since: its sk_user_data is not ours. */
-	if (w && sk->sk_state_change == iwarp_waker_wake)
+	if (w && sk->sk_state_change == iwarp_waker_state_change)
 		mod_delayed_work(system_dfl_wq, &w->work, 0);
 	rcu_read_unlock();
 	read_unlock_bh(&sk->sk_callback_lock);
+	if (!w)
+		iwarp_disown(sk);
+	return w;
+}
+
+static void iwarp_waker_data_ready(struct sock *sk)
+{
+	if (!iwarp_waker_queue(sk))
+		iwarp_tcp_data_ready(sk);
+}
+
+static void iwarp_waker_state_change(struct sock *sk)
+{
+	if (!iwarp_waker_queue(sk))
+		iwarp_tcp_state_change(sk);
+}
+
+/* Whether @cb is one of the waker's callbacks (iwarp_disown()). */
+bool iwarp_waker_ours(void (*cb)(struct sock *sk))
+{
+	return cb == iwarp_waker_data_ready || cb == iwarp_waker_state_change || cb == iwarp_waker_write_space;
 }
 
 /*
@@ -74,7 +100,7 @@ static void iwarp_waker_write_space(struct sock *sk)
 	rcu_read_lock();
 	w = rcu_dereference_sk_user_data(sk);
 	now = READ_ONCE(sk->sk_write_space);
-	if (w && sk->sk_state_change == iwarp_waker_wake) {
+	if (w && sk->sk_state_change == iwarp_waker_state_change) {
 		w->old_write_space(sk);
 		if (sk_stream_is_writeable(sk))
 			mod_delayed_work(system_dfl_wq, &w->work, 0);
@@ -84,6 +110,11 @@ static void iwarp_waker_write_space(struct sock *sk)
 	}
 	rcu_read_unlock();
 	read_unlock_bh(&sk->sk_callback_lock);
+	if (!w && now == iwarp_waker_write_space) {
+		/* Cloned with the waker's callbacks and no waker (see iwarp_waker_queue()). */
+		iwarp_disown(sk);
+		iwarp_tcp_write_space(sk);
+	}
 }
 
 /* Puts back the callbacks a socket had before the waker (a connection: its listener's). */
@@ -125,8 +156,8 @@ struct iwarp_waker *iwarp_shim_waker_install(struct socket *sock, void *owner, v
 	w->old_write_space = sk->sk_write_space;
 	/* Not copied into the connections TCP clones from a listener. */
 	__rcu_assign_sk_user_data_with_flags(sk, w, SK_USER_DATA_NOCOPY);
-	sk->sk_data_ready = iwarp_waker_wake;
-	sk->sk_state_change = iwarp_waker_wake;
+	sk->sk_data_ready = iwarp_waker_data_ready;
+	sk->sk_state_change = iwarp_waker_state_change;
 	sk->sk_write_space = iwarp_waker_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);
 	mod_delayed_work(system_dfl_wq, &w->work, 0);
@@ -155,8 +186,8 @@ void iwarp_shim_waker_watch(struct iwarp_waker *w, struct socket *conn)
 
 	write_lock_bh(&sk->sk_callback_lock);
 	rcu_assign_sk_user_data(sk, w);
-	sk->sk_data_ready = iwarp_waker_wake;
-	sk->sk_state_change = iwarp_waker_wake;
+	sk->sk_data_ready = iwarp_waker_data_ready;
+	sk->sk_state_change = iwarp_waker_state_change;
 	sk->sk_write_space = iwarp_waker_write_space;
 	write_unlock_bh(&sk->sk_callback_lock);
 }
