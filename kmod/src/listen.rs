@@ -4,8 +4,9 @@
 //! ([`Waker`]) runs when a connection arrives or a connection whose MPA request is on the way
 //! sends more: it accepts, and reads what each initiator sent so far, never waiting, so an
 //! initiator that sends its request slowly (or never) holds up nobody else. At most
-//! [`MAX_INCOMING`] requests are in progress or waiting at once, each has [`REQUEST_DEADLINE`]
-//! to arrive whole, and a malformed one ends only its own connection. A whole request is a
+//! [`MAX_INCOMING`] requests are in progress or waiting at once (a new connection takes the
+//! place of the oldest one on its way, after [`SLOT_KEPT`]), each has [`REQUEST_DEADLINE`] to
+//! arrive whole, and a malformed one ends only its own connection. A whole request is a
 //! [`Pending`] connection, queued for GET_REQUEST (which waits for one without polling) or
 //! handed to the listener's owner as it arrives ([`OnRequest`]: the connection manager's
 //! CONNECT_REQUEST), and held until the application has seen the initiator's private data and
@@ -21,8 +22,13 @@ use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 use kernel::time::{Delta, Instant, Monotonic};
 
 /// Requests in progress or waiting on one listener at most; further connections wait in TCP's
-/// backlog.
-const MAX_INCOMING: usize = 16;
+/// backlog, or take the place of the oldest request still on its way once it has had
+/// [`SLOT_KEPT`].
+const MAX_INCOMING: usize = 64;
+/// How long a request on its way keeps its place when the slots are full and more connections
+/// wait: initiators that connect and say nothing (as many as the slots) cannot shut out the
+/// others for a whole [`REQUEST_DEADLINE`]. A request normally arrives with the connection.
+const SLOT_KEPT: Delta = Delta::from_millis(1_000);
 /// How long an initiator has, from the accept, to send its whole MPA request.
 const REQUEST_DEADLINE: Delta = Delta::from_millis(10_000);
 /// How often the work looks at requests in progress for their deadline, in milliseconds.
@@ -79,7 +85,7 @@ pub(crate) trait OnRequest: Send + Sync {
 
 /// What the listener's work and GET_REQUEST share.
 struct Requests {
-    /// Requests on the way.
+    /// Requests on the way, oldest first.
     incoming: KVec<Incoming>,
     /// Whole ones, oldest first.
     whole: KVec<Arrived>,
@@ -186,7 +192,12 @@ impl OnWake for Listener {
         let mut failed = false;
         loop {
             let before = (r.incoming.len(), r.whole.len());
-            while r.incoming.len() + r.whole.len() < MAX_INCOMING {
+            loop {
+                let full = r.incoming.len() + r.whole.len() >= MAX_INCOMING;
+                // In order of arrival: the first is the oldest.
+                if full && r.incoming.first().is_none_or(|i| i.since.elapsed() < SLOT_KEPT) {
+                    break;
+                }
                 let (sock, peer) = match self.sock.accept() {
                     Ok(c) => c,
                     // None queued.
@@ -196,6 +207,10 @@ impl OnWake for Listener {
                         break;
                     }
                 };
+                if full {
+                    // Its connection closes.
+                    drop(r.incoming.remove(0));
+                }
                 // SAFETY: accepted from the waker's listener; `shutdown` drops every request
                 // before the waker, and a `Pending` holds the socket only after `release`.
                 let sock = unsafe { w.watch(sock) };
