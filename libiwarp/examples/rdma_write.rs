@@ -30,9 +30,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         common::wait(&cq, WcOpcode::RdmaWrite)?;
         // Same stream, so the notification is placed after the data.
         qp.post_send(&SendWr { wr_id: 3, op: SendOp::Send { solicited: false }, sge: &[], signaled: true })?;
-        common::wait(&cq, WcOpcode::Send)?;
+        // The notification's completion, and the server's goodbye.
+        common::wait_each(&cq, [WcOpcode::Send, WcOpcode::Recv])?;
         println!("client wrote {} bytes to {:#x} (STag {:#x})", text.len(), target.addr, target.rkey);
-        common::wait(&cq, WcOpcode::Recv)?; // the server's goodbye
     } else {
         common::wait(&cq, WcOpcode::Recv)?;
         let end = mr.as_slice().iter().position(|&b| b == 0).unwrap_or(0);

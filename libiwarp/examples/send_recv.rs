@@ -28,8 +28,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let msg = b"hello over iWARP, markers and CRC on";
         smr.as_mut_slice()[..msg.len()].copy_from_slice(msg);
         send(&qp, &smr, msg.len())?;
-        common::wait(&cq, WcOpcode::Send)?;
-        let wc = common::wait(&cq, WcOpcode::Recv)?;
+        let [_, wc] = common::wait_each(&cq, [WcOpcode::Send, WcOpcode::Recv])?;
         println!("client got {} bytes: {}", wc.byte_len, String::from_utf8_lossy(&rmr.as_slice()[..wc.byte_len as usize]));
     } else {
         let wc = common::wait(&cq, WcOpcode::Recv)?;

@@ -33,3 +33,19 @@ pub fn wait(cq: &CompletionQueue<'_>, op: WcOpcode) -> Result<WorkCompletion, Bo
     }
     Ok(wc)
 }
+
+/// Waits for a successful completion of each of `ops`, in whatever order they come: those of
+/// the send queue and of the receive queue are not ordered against each other on a CQ they
+/// share (a Send may complete on the acknowledgement that came with the answer to it).
+#[allow(dead_code)] // each example compiles this module; rdma_read waits for one at a time
+pub fn wait_each<const N: usize>(cq: &CompletionQueue<'_>, ops: [WcOpcode; N]) -> Result<[WorkCompletion; N], Box<dyn Error>> {
+    let mut got = [None; N];
+    while got.iter().any(Option::is_none) {
+        let wc = cq.wait_one(Duration::from_secs(30))?.ok_or("no completion within 30 s")?;
+        match ops.iter().zip(&got).position(|(op, g)| *op == wc.opcode && g.is_none()) {
+            Some(i) if wc.status == WcStatus::Success => got[i] = Some(wc),
+            _ => return Err(format!("expected a successful one of {ops:?}, got {wc:?}").into()),
+        }
+    }
+    Ok(got.map(|g| g.unwrap_or(WorkCompletion::EMPTY)))
+}
